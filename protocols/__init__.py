@@ -1,0 +1,28 @@
+"""Shuffle-model mechanisms: randomizers, estimators and privacy accounting.
+
+Pure numpy/scipy: this package knows nothing of bytes on a wire, sockets or keys, and
+imports nothing else of ours (see DESIGN.md, "Layers").
+"""
+
+from ._amplification import BOUNDS as BOUNDS
+from ._amplification import AmplificationBound as AmplificationBound
+from ._amplification import available_bounds as available_bounds
+from ._amplification import krr_epsilon_from_lambda as krr_epsilon_from_lambda
+from ._amplification import krr_lambda as krr_lambda
+from ._amplification import largest_local as largest_local
+from ._amplification import register_bound as register_bound
+from ._amplification import tightest_central as tightest_central
+from ._base import Estimate as Estimate
+from ._base import InputKind as InputKind
+from ._base import PrivacyGuarantee as PrivacyGuarantee
+from ._base import ShuffleProtocol as ShuffleProtocol
+from ._errors import BoundNotApplicable as BoundNotApplicable
+from ._errors import InvalidMessage as InvalidMessage
+from ._errors import ParameterError as ParameterError
+from ._errors import ProtocolError as ProtocolError
+from ._krr import CntRR as CntRR
+from ._krr import HistKR as HistKR
+from ._registry import ProtocolSpec as ProtocolSpec
+from ._registry import build_protocol as build_protocol
+from ._registry import protocol_names as protocol_names
+from ._registry import register_protocol as register_protocol

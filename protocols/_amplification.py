@@ -1,0 +1,339 @@
+"""Privacy amplification by shuffling: the survey's Theorems 1–4, both directions.
+
+Each bound is an :class:`AmplificationBound` with a forward map ε_l → ε_c and an inverse
+ε_c → ε_l. Both refuse with :class:`BoundNotApplicable` outside the range where the theorem
+is proven. Bounds are registered by name in :data:`BOUNDS`; :func:`tightest_central` and
+:func:`largest_local` pick, among the bounds that apply to a randomizer family, the one that
+gives the smallest ε_c (resp. the largest ε_l, i.e. the least local noise).
+
+Families: ``"generic"`` (any ε_l-LDP randomizer) and ``"krr"`` (k-ary randomized response,
+which outputs a uniform value with probability λ = k/(e^{ε_l}+k−1), else the true value;
+binary randomized response is ``"krr"`` with k = 2). A bound for ``"generic"`` applies to every
+family.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scipy.optimize import brentq
+
+from ._base import check_delta, check_epsilon, check_n
+from ._errors import BoundNotApplicable, ParameterError
+
+__all__ = [
+    "BOUNDS",
+    "AmplificationBound",
+    "available_bounds",
+    "krr_lambda",
+    "krr_epsilon_from_lambda",
+    "largest_local",
+    "register_bound",
+    "tightest_central",
+]
+
+
+def krr_lambda(epsilon_local: float, k: int) -> float:
+    """Probability λ that k-RR outputs a uniform value, so that it is exactly ε_l-LDP."""
+    return k / (math.exp(epsilon_local) + k - 1)
+
+
+def krr_epsilon_from_lambda(lam: float, k: int) -> float:
+    """ε_l of k-RR that outputs a uniform value w.p. λ: ln(1 + k(1−λ)/λ)."""
+    return math.log1p(k * (1.0 - lam) / lam)
+
+
+@dataclass(frozen=True, slots=True)
+class AmplificationBound:
+    """An amplification theorem as a pair of maps, with the randomizers it covers.
+
+    Attributes:
+        name: registry name (``thm1_erlingsson``, ...).
+        families: randomizer families the theorem covers (``"generic"`` covers all).
+        citation: paper and equation.
+        forward: (ε_l, n, δ, k) → ε_c; raises BoundNotApplicable outside its range.
+        inverse: (ε_c, n, δ, k) → ε_l; raises BoundNotApplicable outside its range.
+    """
+
+    name: str
+    families: frozenset[str]
+    citation: str
+    forward: Callable[[float, int, float, int], float]
+    inverse: Callable[[float, int, float, int], float]
+
+    def applies_to(self, family: str) -> bool:
+        return "generic" in self.families or family in self.families
+
+    def epsilon_central(
+        self, *, epsilon_local: float, n: int, delta: float, k: int = 2
+    ) -> float:
+        """ε_c guaranteed after shuffling n reports of an ε_l-LDP randomizer."""
+        eps = check_epsilon(epsilon_local, "epsilon_local")
+        return self.forward(eps, check_n(n), check_delta(delta), check_n(k, "k", 2))
+
+    def epsilon_local(
+        self, *, epsilon_central: float, n: int, delta: float, k: int = 2
+    ) -> float:
+        """Largest ε_l whose shuffle of n reports this theorem proves (ε_c, δ)-DP."""
+        eps = check_epsilon(epsilon_central, "epsilon_central")
+        return self.inverse(eps, check_n(n), check_delta(delta), check_n(k, "k", 2))
+
+
+BOUNDS: dict[str, AmplificationBound] = {}
+
+
+def register_bound(bound: AmplificationBound) -> AmplificationBound:
+    """Add a bound to :data:`BOUNDS` (name must be new)."""
+    if bound.name in BOUNDS:
+        raise ParameterError(f"bound {bound.name!r} is already registered")
+    BOUNDS[bound.name] = bound
+    return bound
+
+
+def _invert_increasing(
+    forward: Callable[[float], float], target: float, eps_max: float, what: str
+) -> float:
+    """Largest ε_l ≤ eps_max with forward(ε_l) ≤ target, for a continuous increasing map."""
+    if forward(eps_max) <= target:
+        return eps_max
+    lo = 1e-12
+    if forward(lo) > target:
+        raise BoundNotApplicable(f"{what}: epsilon_central={target:g} is below what any ε_l gives")
+    return float(brentq(lambda e: forward(e) - target, lo, eps_max, xtol=1e-12, rtol=1e-12))
+
+
+# --- Theorem 1: Erlingsson, Feldman, Mironov, Raghunathan, Talwar, Thakurta (SODA'19) -------
+# Survey eq. (3): for n > 1000, δ ∈ (0, 0.01), ε_l ∈ (0, 1/2): ε_c = 12 ε_l √(ln(1/δ)/n).
+
+
+def _thm1_check(n: int, delta: float) -> None:
+    if n <= 1000:
+        raise BoundNotApplicable(f"thm1_erlingsson needs n > 1000, got n={n}")
+    if not delta < 0.01:
+        raise BoundNotApplicable(f"thm1_erlingsson needs delta < 0.01, got delta={delta:g}")
+
+
+def _thm1_forward(eps_l: float, n: int, delta: float, k: int) -> float:
+    _thm1_check(n, delta)
+    if not eps_l < 0.5:
+        raise BoundNotApplicable(f"thm1_erlingsson needs epsilon_local < 0.5, got {eps_l:g}")
+    return 12.0 * eps_l * math.sqrt(math.log(1.0 / delta) / n)
+
+
+def _thm1_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
+    _thm1_check(n, delta)
+    eps_l = eps_c / (12.0 * math.sqrt(math.log(1.0 / delta) / n))
+    # The theorem holds on the open interval ε_l < 1/2: cap just below it.
+    return min(eps_l, math.nextafter(0.5, 0.0))
+
+
+register_bound(
+    AmplificationBound(
+        name="thm1_erlingsson",
+        families=frozenset({"generic"}),
+        citation="Erlingsson et al., SODA'19 (arXiv 1811.12469); survey Thm 1, eq. (3)",
+        forward=_thm1_forward,
+        inverse=_thm1_inverse,
+    )
+)
+
+
+# --- Theorem 2: Feldman, McMillan, Talwar (FOCS'21), explicit closed form -----------------
+# arXiv 2012.12803 Thm 3.1 / Cor. : for ε_l ≤ ln(n/(16 ln(2/δ))),
+#   ε_c = ln(1 + (e^{ε_l}−1)/(e^{ε_l}+1) · (8√(e^{ε_l} ln(4/δ))/√n + 8e^{ε_l}/n)).
+
+
+def _fmt_eps_max(n: int, delta: float) -> float:
+    arg = n / (16.0 * math.log(2.0 / delta))
+    if arg <= 1.0:
+        raise BoundNotApplicable(
+            f"thm2_fmt_closed_form needs n > 16 ln(2/δ) = {16 * math.log(2 / delta):.1f}, got n={n}"
+        )
+    return math.log(arg)
+
+
+def _fmt_closed(eps_l: float, n: int, delta: float) -> float:
+    e = math.exp(eps_l)
+    inner = 8.0 * math.sqrt(e * math.log(4.0 / delta)) / math.sqrt(n) + 8.0 * e / n
+    return math.log1p((e - 1.0) / (e + 1.0) * inner)
+
+
+def _thm2_forward(eps_l: float, n: int, delta: float, k: int) -> float:
+    eps_max = _fmt_eps_max(n, delta)
+    if eps_l > eps_max:
+        raise BoundNotApplicable(
+            f"thm2_fmt_closed_form needs epsilon_local <= ln(n/(16 ln(2/δ))) = {eps_max:.4g}, "
+            f"got {eps_l:g}"
+        )
+    return _fmt_closed(eps_l, n, delta)
+
+
+def _thm2_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
+    eps_max = _fmt_eps_max(n, delta)
+    return _invert_increasing(
+        lambda e: _fmt_closed(e, n, delta), eps_c, eps_max, "thm2_fmt_closed_form"
+    )
+
+
+register_bound(
+    AmplificationBound(
+        name="thm2_fmt_closed_form",
+        families=frozenset({"generic"}),
+        citation="Feldman, McMillan, Talwar, FOCS'21 (arXiv 2012.12803) Thm 3.1; survey Thm 2",
+        forward=_thm2_forward,
+        inverse=_thm2_inverse,
+    )
+)
+
+
+# --- Theorem 3: Cheu, Smith, Ullman, Zeber, Zhilyaev (Eurocrypt'19), binary RR -------------
+# Survey eq. (6): if each user outputs a uniform bit w.p. λ ∈ [14 ln(4/δ)/n, 1], else its bit,
+#   ε_c = √(32 ln(4/δ) / (λ n)).   With λ = 2/(e^{ε_l}+1) this is ε_l-LDP.
+
+
+def _thm3_check_k(k: int) -> None:
+    if k != 2:
+        raise BoundNotApplicable(f"thm3_cheu covers binary randomized response only, got k={k}")
+
+
+def _thm3_forward(eps_l: float, n: int, delta: float, k: int) -> float:
+    _thm3_check_k(k)
+    lam = krr_lambda(eps_l, 2)
+    lam_min = 14.0 * math.log(4.0 / delta) / n
+    if lam < lam_min:
+        raise BoundNotApplicable(
+            f"thm3_cheu needs λ = 2/(e^ε_l+1) >= 14 ln(4/δ)/n = {lam_min:.4g}; "
+            f"epsilon_local={eps_l:g} gives λ={lam:.4g}"
+        )
+    return math.sqrt(32.0 * math.log(4.0 / delta) / (lam * n))
+
+
+def _thm3_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
+    _thm3_check_k(k)
+    lam = 32.0 * math.log(4.0 / delta) / (n * eps_c**2)
+    lam = max(lam, 14.0 * math.log(4.0 / delta) / n)
+    if lam >= 1.0:
+        raise BoundNotApplicable(
+            f"thm3_cheu cannot reach epsilon_central={eps_c:g} at n={n}: it needs λ={lam:.3g} >= 1"
+        )
+    return krr_epsilon_from_lambda(lam, 2)
+
+
+register_bound(
+    AmplificationBound(
+        name="thm3_cheu",
+        families=frozenset({"krr"}),
+        citation="Cheu et al., Eurocrypt'19 (arXiv 1808.01394) Thm 4.? ; survey Thm 3, eq. (6)",
+        forward=_thm3_forward,
+        inverse=_thm3_inverse,
+    )
+)
+
+
+# --- Theorem 4: Balle, Bell, Gascón, Nissim (Crypto'19), k-ary RR privacy blanket ----------
+# arXiv 1903.02837 Thm 3.1; survey eq. (8): for ε_c ≤ 1, k-RR with uniform probability
+#   λ = max{14 k ln(2/δ) / ((n−1) ε_c²), 27 k / ((n−1) ε_c)}  is (ε_c, δ)-DP after shuffling.
+# A larger λ (more noise) stays private, so ε_l → ε_c takes the smallest ε_c whose λ fits.
+
+
+def _thm4_lambda(eps_c: float, n: int, delta: float, k: int) -> float:
+    return max(
+        14.0 * k * math.log(2.0 / delta) / ((n - 1) * eps_c**2), 27.0 * k / ((n - 1) * eps_c)
+    )
+
+
+def _thm4_forward(eps_l: float, n: int, delta: float, k: int) -> float:
+    if n < 2:
+        raise BoundNotApplicable("thm4_balle needs n >= 2")
+    lam = krr_lambda(eps_l, k)
+    eps_c = max(
+        math.sqrt(14.0 * k * math.log(2.0 / delta) / ((n - 1) * lam)), 27.0 * k / ((n - 1) * lam)
+    )
+    if eps_c > 1.0:
+        raise BoundNotApplicable(
+            f"thm4_balle holds for epsilon_central <= 1 only; epsilon_local={eps_l:g} at n={n}, "
+            f"k={k} would need epsilon_central={eps_c:.4g}"
+        )
+    return eps_c
+
+
+def _thm4_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
+    if n < 2:
+        raise BoundNotApplicable("thm4_balle needs n >= 2")
+    if eps_c > 1.0:
+        raise BoundNotApplicable(f"thm4_balle holds for epsilon_central <= 1, got {eps_c:g}")
+    lam = _thm4_lambda(eps_c, n, delta, k)
+    if lam >= 1.0:
+        raise BoundNotApplicable(
+            f"thm4_balle cannot reach epsilon_central={eps_c:g} at n={n}, k={k}: "
+            f"it needs λ={lam:.3g} >= 1 (no signal left)"
+        )
+    return krr_epsilon_from_lambda(lam, k)
+
+
+register_bound(
+    AmplificationBound(
+        name="thm4_balle",
+        families=frozenset({"krr"}),
+        citation="Balle, Bell, Gascón, Nissim, Crypto'19 (arXiv 1903.02837) Thm 3.1; "
+        "survey Thm 4, eq. (8)",
+        forward=_thm4_forward,
+        inverse=_thm4_inverse,
+    )
+)
+
+
+def available_bounds(family: str) -> list[AmplificationBound]:
+    """Every registered bound that covers ``family``, in registration order."""
+    return [b for b in BOUNDS.values() if b.applies_to(family)]
+
+
+def tightest_central(
+    *, epsilon_local: float, n: int, delta: float, family: str, k: int = 2
+) -> tuple[float, str]:
+    """Smallest ε_c any applicable bound proves, and that bound's name.
+
+    Raises:
+        BoundNotApplicable: if no registered bound covers this configuration.
+    """
+    best: tuple[float, str] | None = None
+    reasons = []
+    for bound in available_bounds(family):
+        try:
+            eps_c = bound.epsilon_central(epsilon_local=epsilon_local, n=n, delta=delta, k=k)
+        except BoundNotApplicable as exc:
+            reasons.append(str(exc))
+            continue
+        if best is None or eps_c < best[0]:
+            best = (eps_c, bound.name)
+    if best is None:
+        raise BoundNotApplicable("no amplification bound applies: " + "; ".join(reasons))
+    return best
+
+
+def largest_local(
+    *, epsilon_central: float, n: int, delta: float, family: str, k: int = 2
+) -> tuple[float, str]:
+    """Largest ε_l (least local noise) any applicable bound allows for target ε_c.
+
+    Raises:
+        BoundNotApplicable: if no registered bound reaches the target.
+    """
+    best: tuple[float, str] | None = None
+    reasons = []
+    for bound in available_bounds(family):
+        try:
+            eps_l = bound.epsilon_local(epsilon_central=epsilon_central, n=n, delta=delta, k=k)
+        except BoundNotApplicable as exc:
+            reasons.append(str(exc))
+            continue
+        if best is None or eps_l > best[0]:
+            best = (eps_l, bound.name)
+    if best is None:
+        raise BoundNotApplicable(
+            f"no amplification bound reaches epsilon_central={epsilon_central:g} at n={n}, "
+            f"delta={delta:g}: " + "; ".join(reasons)
+        )
+    return best

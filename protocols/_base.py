@@ -1,0 +1,190 @@
+"""The protocol interface every shuffle-model mechanism implements (DESIGN.md "Layers").
+
+A protocol supplies, for its mechanism: the client randomizer (vectorized over users), the
+encoding of its messages to fixed-size bytes and back, the uniform fake-message sampler MURS
+shufflers need, the estimator (which removes the expected contribution of fakes), and its
+privacy accounting. The roles in :mod:`esa` only ever talk to this interface, so adding a
+protocol never touches the shuffler or the crypto.
+
+Messages are numpy arrays whose first axis indexes messages (one row per message, any
+number of messages per user); the byte encoding is an ``(k, message_size)`` ``uint8`` array.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import ParameterError
+
+__all__ = [
+    "Estimate",
+    "InputKind",
+    "PrivacyGuarantee",
+    "ShuffleProtocol",
+    "check_delta",
+    "check_epsilon",
+    "check_n",
+]
+
+
+class InputKind(enum.Enum):
+    """What a user's value is, so simulations can generate data and check inputs."""
+
+    BINARY = "binary"  # values in {0, 1}
+    CATEGORICAL = "categorical"  # values in [0, d), 0-based
+    REAL01 = "real01"  # values in [0, 1]
+    REAL_PM1 = "real_pm1"  # values in [-1, 1]
+    SET = "set"  # boolean membership rows, shape (n, d)
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacyGuarantee:
+    """The (ε, δ) a protocol's configuration gives, and the theorem that proves it.
+
+    Attributes:
+        epsilon_central: ε of the shuffled output against the analyzer (no collusion).
+        epsilon_local: ε of one user's messages if every shuffler colludes (pure LDP), or
+            ``inf`` when the messages alone give no local guarantee (e.g. Split-Mix shares).
+        delta: δ of the central guarantee.
+        bound: name of the theorem or accountant that gives ``epsilon_central``.
+    """
+
+    epsilon_central: float
+    epsilon_local: float
+    delta: float
+    bound: str
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """An estimator's output.
+
+    Attributes:
+        values: the estimates (one entry for counts and sums, d entries for histograms).
+        expected_std: the closed-form standard deviation of each entry, same shape.
+        messages_used: how many decoded messages went into the estimate.
+        extra: protocol-specific diagnostics (JSON-serializable scalars).
+    """
+
+    values: npt.NDArray[np.float64]
+    expected_std: npt.NDArray[np.float64]
+    messages_used: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ShuffleProtocol(abc.ABC):
+    """One shuffle-model mechanism, configured: randomizer, codec, fakes, estimator, privacy.
+
+    Subclasses validate every parameter at construction; applying a configured protocol to
+    valid data never fails in a data-dependent way.
+    """
+
+    name: ClassVar[str]
+    input_kind: ClassVar[InputKind]
+
+    @property
+    @abc.abstractmethod
+    def domain(self) -> int:
+        """Size of the input domain (2 for counting, d for histograms, buckets for sums)."""
+
+    @property
+    @abc.abstractmethod
+    def message_size(self) -> int:
+        """Bytes in one encoded message; every message of the protocol has this length."""
+
+    @property
+    @abc.abstractmethod
+    def messages_per_user(self) -> float:
+        """Expected number of messages one user sends."""
+
+    @property
+    @abc.abstractmethod
+    def privacy(self) -> PrivacyGuarantee:
+        """The guarantee of this configuration (no collusion)."""
+
+    @abc.abstractmethod
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """Run every user's local randomizer; returns the messages (first axis = message)."""
+
+    @abc.abstractmethod
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        """Encode messages to a ``(k, message_size)`` ``uint8`` array."""
+
+    @abc.abstractmethod
+    def decode(
+        self, rows: npt.NDArray[np.uint8]
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        """Decode ``(k, message_size)`` bytes to messages plus a mask of the valid rows.
+
+        Invalid rows (bytes no honest encoder produces) are reported in the mask, never
+        raised: one malicious user must not take the batch down.
+        """
+
+    @abc.abstractmethod
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """Draw ``count`` fake messages uniformly over the message space (MURS)."""
+
+    @abc.abstractmethod
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        """Estimate the statistic from the shuffled messages of ``n`` users + ``n_fakes``."""
+
+    @abc.abstractmethod
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The exact statistic the estimator targets, computed from the raw values."""
+
+    def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
+        """Check users' values against :attr:`input_kind` and return them as an array."""
+        arr = np.asarray(values)
+        kind = self.input_kind
+        if kind in (InputKind.BINARY, InputKind.CATEGORICAL):
+            hi = 2 if kind is InputKind.BINARY else self.domain
+            if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+                raise ParameterError(
+                    f"{self.name}: values must be a 1-D integer array, got {arr.dtype} {arr.shape}"
+                )
+            if arr.size and (arr.min() < 0 or arr.max() >= hi):
+                raise ParameterError(
+                    f"{self.name}: values must lie in [0, {hi}); got range "
+                    f"[{arr.min()}, {arr.max()}] (inputs are 0-based)"
+                )
+        elif kind in (InputKind.REAL01, InputKind.REAL_PM1):
+            lo = 0.0 if kind is InputKind.REAL01 else -1.0
+            arr = arr.astype(np.float64, copy=False)
+            if arr.ndim != 1 or (arr.size and (arr.min() < lo or arr.max() > 1.0)):
+                raise ParameterError(f"{self.name}: values must be a 1-D array in [{lo}, 1]")
+        elif kind is InputKind.SET:
+            if arr.ndim != 2 or arr.shape[1] != self.domain:
+                raise ParameterError(
+                    f"{self.name}: values must be an (n, {self.domain}) boolean array"
+                )
+            arr = arr.astype(bool, copy=False)
+        return arr
+
+
+def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
+    """Return ``epsilon`` as float if it is finite and > 0, else raise ParameterError."""
+    eps = float(epsilon)
+    if not np.isfinite(eps) or eps <= 0:
+        raise ParameterError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    return eps
+
+
+def check_delta(delta: float, name: str = "delta") -> float:
+    """Return ``delta`` as float if it lies in (0, 1), else raise ParameterError."""
+    d = float(delta)
+    if not 0.0 < d < 1.0:
+        raise ParameterError(f"{name} must lie in (0, 1), got {delta!r}")
+    return d
+
+
+def check_n(n: int, name: str = "n", minimum: int = 1) -> int:
+    """Return ``n`` as int if it is an integer >= ``minimum``, else raise ParameterError."""
+    if isinstance(n, bool) or int(n) != n or int(n) < minimum:
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {n!r}")
+    return int(n)

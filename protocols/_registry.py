@@ -1,0 +1,81 @@
+"""Registry of shuffle-model protocols by their public (lower-case survey) name.
+
+A new protocol is a new module that calls :func:`register_protocol`, plus one import line in
+``protocols/__init__.py``; nothing in ``esa/`` or ``crypto/`` changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ._base import ShuffleProtocol, check_delta, check_epsilon, check_n
+from ._errors import ParameterError
+
+__all__ = ["ProtocolSpec", "build_protocol", "protocol_names", "register_protocol"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolSpec:
+    """The common knobs every protocol is configured from (the flags of ``esa simulate``).
+
+    Attributes:
+        epsilon: target central ε_c against the analyzer (no collusion).
+        delta: target δ.
+        n: number of users.
+        domain: input domain size (histogram bins; 2 for counting; buckets for sums).
+        bound: force this amplification bound by name (default: the tightest that applies).
+        fake_reports: total number of fake reports the shufflers add (for accounting).
+        options: protocol-specific parameters (e.g. ``gamma``, ``precision``).
+    """
+
+    epsilon: float
+    delta: float
+    n: int
+    domain: int = 2
+    bound: str | None = None
+    fake_reports: int = 0
+    options: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_n(self.n)
+        check_n(self.domain, "domain", 2)
+        check_n(self.fake_reports, "fake_reports", 0)
+
+
+Factory = Callable[[ProtocolSpec], ShuffleProtocol]
+_PROTOCOLS: dict[str, Factory] = {}
+
+
+def register_protocol(name: str) -> Callable[[Factory], Factory]:
+    """Decorator registering ``factory(spec) -> ShuffleProtocol`` under ``name``."""
+
+    def deco(factory: Factory) -> Factory:
+        if name in _PROTOCOLS:
+            raise ParameterError(f"protocol {name!r} is already registered")
+        _PROTOCOLS[name] = factory
+        return factory
+
+    return deco
+
+
+def protocol_names() -> list[str]:
+    """Names of every registered protocol, sorted."""
+    return sorted(_PROTOCOLS)
+
+
+def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
+    """Configure protocol ``name`` from ``spec``.
+
+    Raises:
+        ParameterError: unknown name, or parameters outside the protocol's valid range.
+    """
+    try:
+        factory = _PROTOCOLS[name]
+    except KeyError:
+        raise ParameterError(
+            f"unknown protocol {name!r}; choose one of: {', '.join(protocol_names())}"
+        ) from None
+    return factory(spec)

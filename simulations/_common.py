@@ -1,0 +1,127 @@
+"""Helpers every ``esa`` subcommand shares: errors, JSON output, tables, progress."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from esa import ESAError
+
+__all__ = [
+    "UsageError",
+    "emit_json",
+    "error_exit",
+    "parameter_errors",
+    "print_table",
+    "progress",
+    "to_jsonable",
+]
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit code 2."""
+
+
+def error_exit(message: str) -> NoReturn:
+    print(f"esa: error: {message.removeprefix('esa: ')}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+@contextlib.contextmanager
+def parameter_errors() -> Iterator[None]:
+    """Turn every typed parameter error of the lower layers into a :class:`UsageError`.
+
+    Only *misuse* errors (ValueError subclasses of our own hierarchies) become usage
+    errors; anything else is a bug and keeps its traceback.
+    """
+    try:
+        yield
+    except UsageError:
+        raise
+    except ESAError as exc:
+        raise UsageError(str(exc)) from exc
+    except ValueError as exc:
+        if type(exc).__module__.split(".")[0] in {"protocols", "crypto", "esa", "simulations"}:
+            raise UsageError(str(exc)) from exc
+        raise
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy scalars/arrays and non-finite floats to JSON-safe values."""
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def emit_json(obj: Mapping[str, Any]) -> None:
+    json.dump(to_jsonable(obj), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def print_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str | None = None
+) -> None:
+    """A rich table on stdout (plain text when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*(_fmt(v) for v in row))
+    Console().print(table)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float | np.floating):
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+@contextlib.contextmanager
+def progress(enabled: bool) -> Iterator[Any]:
+    """A rich Progress (or a do-nothing stand-in) for long stages.
+
+    Disabled with ``--json`` or when stderr is not a TTY, so machine output stays clean.
+    """
+    if enabled and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        ) as bar:
+            yield bar
+    else:
+        yield _NoProgress()
+
+
+class _NoProgress:
+    def add_task(self, *_: Any, **__: Any) -> int:
+        return 0
+
+    def update(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def advance(self, *_: Any, **__: Any) -> None:
+        pass

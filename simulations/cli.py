@@ -1,0 +1,67 @@
+"""The ``esa`` command line.
+
+Every job is a subcommand living in its own module under :mod:`simulations.commands`; a
+module there defines ``register(subparsers)`` which adds its parser and sets
+``handler=func(args) -> int``. Modules are discovered, so adding a command touches no other
+file.
+
+Conventions every command follows:
+    * a readable table by default, one JSON object on stdout with ``--json``;
+    * usage errors and bad parameters print one line ``esa: error: ...`` on stderr and exit 2,
+      never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from . import commands
+from ._common import UsageError, error_exit, parameter_errors
+
+__all__ = ["build_parser", "main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that prints a single-line error (exit code 2) instead of the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        error_exit(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="esa",
+        description="Encode-Shuffle-Analyze: shuffle-model differential privacy, end to end.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        with parameter_errors():
+            return int(args.handler(args))
+    except UsageError as exc:
+        error_exit(f"esa {args.command}: {exc}")
+    except KeyboardInterrupt:
+        print("esa: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``esa`` subcommand; each defines ``register(subparsers)``."""
