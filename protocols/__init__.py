@@ -15,6 +15,7 @@ from ._amplification import tightest_central as tightest_central
 from ._base import Estimate as Estimate
 from ._base import InputKind as InputKind
 from ._base import PrivacyGuarantee as PrivacyGuarantee
+from ._base import ShareSpec as ShareSpec
 from ._base import ShuffleProtocol as ShuffleProtocol
 from ._errors import BoundNotApplicable as BoundNotApplicable
 from ._errors import InvalidMessage as InvalidMessage

@@ -24,6 +24,7 @@ from ._errors import ParameterError
 
 __all__ = [
     "Estimate",
+    "ShareSpec",
     "InputKind",
     "PrivacyGuarantee",
     "ShuffleProtocol",
@@ -78,6 +79,30 @@ class Estimate:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ShareSpec:
+    """Split-Mix secret sharing a protocol asks the encoder to apply (Ishai et al. FOCS'06).
+
+    ``protocols`` cannot import ``crypto``; a protocol that needs Split-Mix declares it here.
+    Its :meth:`ShuffleProtocol.randomize` then returns values in Z_q, either as a 1-D integer
+    array or as a 2-D array whose last column is the value and whose other columns are labels.
+    The encoder splits each value into ``shares`` uniform shares summing to it mod ``modulus``
+    (labels copied onto every share), each sent as its own report; ``encode``/``decode`` and
+    ``estimate`` then work on share messages, and the estimator sums shares mod ``modulus``.
+
+    Attributes:
+        modulus: q >= 2.
+        shares: m >= 2 shares per value.
+    """
+
+    modulus: int
+    shares: int
+
+    def __post_init__(self) -> None:
+        check_n(self.modulus, "modulus", 2)
+        check_n(self.shares, "shares", 2)
+
+
 class ShuffleProtocol(abc.ABC):
     """One shuffle-model mechanism, configured: randomizer, codec, fakes, estimator, privacy.
 
@@ -87,6 +112,8 @@ class ShuffleProtocol(abc.ABC):
 
     name: ClassVar[str]
     input_kind: ClassVar[InputKind]
+    #: Split-Mix the encoder applies to this protocol's randomized values (None: no sharing).
+    share_spec: ShareSpec | None = None
 
     @property
     @abc.abstractmethod
