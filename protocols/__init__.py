@@ -23,6 +23,15 @@ from ._errors import ParameterError as ParameterError
 from ._errors import ProtocolError as ProtocolError
 from ._krr import CntRR as CntRR
 from ._krr import HistKR as HistKR
+from ._noise import binomial_noise as binomial_noise
+from ._noise import discrete_laplace as discrete_laplace
+from ._noise import distributed_geometric_shares as distributed_geometric_shares
+from ._noise import geometric_alpha as geometric_alpha
+from ._noise import laplace as laplace
+from ._noise import polya as polya
+from ._noise import polya_variance as polya_variance
+from ._noise import symmetric_geometric as symmetric_geometric
+from ._noise import symmetric_geometric_variance as symmetric_geometric_variance
 from ._registry import ProtocolSpec as ProtocolSpec
 from ._registry import build_protocol as build_protocol
 from ._registry import protocol_names as protocol_names
