@@ -1,10 +1,36 @@
-"""Cryptography of the report path: keys, onion layers, padding, Split-Mix, wire format.
+"""Cryptography of the report path: keys, onion layers, padding, Split-Mix, randomness.
 
 Imports nothing else of ours (DESIGN.md, "Layers"). Every primitive comes from libsodium
-(pynacl) or pyca/cryptography; nothing here is a home-made primitive.
+(pynacl), pyca/cryptography, hashlib or randomgen's ChaCha20; nothing here is home-made.
 """
 
 from ._errors import CryptoError as CryptoError
 from ._errors import CryptoParameterError as CryptoParameterError
 from ._errors import InvalidKey as InvalidKey
 from ._errors import InvalidReport as InvalidReport
+from ._keys import KEY_SIZE as KEY_SIZE
+from ._keys import KeyDirectory as KeyDirectory
+from ._keys import LayerPrivateKey as LayerPrivateKey
+from ._keys import PartyKeys as PartyKeys
+from ._keys import PartyPublic as PartyPublic
+from ._keys import analyzer_name as analyzer_name
+from ._keys import shuffler_name as shuffler_name
+from ._onion import HEADER_SIZE as HEADER_SIZE
+from ._onion import LAYER_OVERHEAD as LAYER_OVERHEAD
+from ._onion import REPORT_VERSION as REPORT_VERSION
+from ._onion import LayerHeader as LayerHeader
+from ._onion import ephemeral_key_of as ephemeral_key_of
+from ._onion import peel_batch as peel_batch
+from ._onion import peel_report as peel_report
+from ._onion import report_size as report_size
+from ._onion import wrap_batch as wrap_batch
+from ._onion import wrap_report as wrap_report
+from ._padding import pad as pad
+from ._padding import pad_rows as pad_rows
+from ._padding import padded_size as padded_size
+from ._padding import unpad as unpad
+from ._random import csprng_generator as csprng_generator
+from ._random import secure_permutation as secure_permutation
+from ._random import secure_uniform_ints as secure_uniform_ints
+from ._splitmix import combine_shares as combine_shares
+from ._splitmix import split_mix as split_mix

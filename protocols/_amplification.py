@@ -27,8 +27,8 @@ __all__ = [
     "BOUNDS",
     "AmplificationBound",
     "available_bounds",
-    "krr_lambda",
     "krr_epsilon_from_lambda",
+    "krr_lambda",
     "largest_local",
     "register_bound",
     "tightest_central",
@@ -66,16 +66,12 @@ class AmplificationBound:
     def applies_to(self, family: str) -> bool:
         return "generic" in self.families or family in self.families
 
-    def epsilon_central(
-        self, *, epsilon_local: float, n: int, delta: float, k: int = 2
-    ) -> float:
+    def epsilon_central(self, *, epsilon_local: float, n: int, delta: float, k: int = 2) -> float:
         """ε_c guaranteed after shuffling n reports of an ε_l-LDP randomizer."""
         eps = check_epsilon(epsilon_local, "epsilon_local")
         return self.forward(eps, check_n(n), check_delta(delta), check_n(k, "k", 2))
 
-    def epsilon_local(
-        self, *, epsilon_central: float, n: int, delta: float, k: int = 2
-    ) -> float:
+    def epsilon_local(self, *, epsilon_central: float, n: int, delta: float, k: int = 2) -> float:
         """Largest ε_l whose shuffle of n reports this theorem proves (ε_c, δ)-DP."""
         eps = check_epsilon(epsilon_central, "epsilon_central")
         return self.inverse(eps, check_n(n), check_delta(delta), check_n(k, "k", 2))

@@ -24,9 +24,9 @@ from ._errors import ParameterError
 
 __all__ = [
     "Estimate",
-    "ShareSpec",
     "InputKind",
     "PrivacyGuarantee",
+    "ShareSpec",
     "ShuffleProtocol",
     "check_delta",
     "check_epsilon",
@@ -144,9 +144,7 @@ class ShuffleProtocol(abc.ABC):
         """Encode messages to a ``(k, message_size)`` ``uint8`` array."""
 
     @abc.abstractmethod
-    def decode(
-        self, rows: npt.NDArray[np.uint8]
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         """Decode ``(k, message_size)`` bytes to messages plus a mask of the valid rows.
 
         Invalid rows (bytes no honest encoder produces) are reported in the mask, never

@@ -15,7 +15,6 @@ fakes, is
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -180,9 +179,7 @@ class HistKR(ShuffleProtocol):
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
         return encode_uints(messages, self._size)
 
-    def decode(
-        self, rows: npt.NDArray[np.uint8]
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         values = decode_uints(rows, self._size)
         return values, values < self._p.k
 

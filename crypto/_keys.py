@@ -1,0 +1,273 @@
+"""Party key pairs and the on-disk key directory.
+
+Every party has an X25519 key pair for its onion layer and an Ed25519 key pair for signing
+the batches it forwards. Private keys redact themselves in ``repr``/``str``, have no
+``__bytes__``, export only through :meth:`LayerPrivateKey.private_bytes_raw`, and compare in
+constant time.
+
+Key directory layout (``esa keygen``)::
+
+    DIR/public.json          every party's public keys (world-readable)
+    DIR/<party>.key          one party's private keys, created with mode 0600
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from nacl import bindings
+
+from ._errors import CryptoParameterError, InvalidKey
+
+__all__ = [
+    "KEY_SIZE",
+    "KeyDirectory",
+    "LayerPrivateKey",
+    "PartyKeys",
+    "PartyPublic",
+    "analyzer_name",
+    "shuffler_name",
+]
+
+KEY_SIZE: Final = 32
+_DIR_VERSION: Final = 1
+_PUBLIC_FILE: Final = "public.json"
+
+
+class LayerPrivateKey:
+    """An X25519 private key for peeling one onion layer. Never printed."""
+
+    __slots__ = ("_public", "_secret")
+
+    def __init__(self, secret: bytes) -> None:
+        if not isinstance(secret, bytes) or len(secret) != KEY_SIZE:
+            raise InvalidKey(f"an X25519 private key is {KEY_SIZE} bytes")
+        self._secret = secret
+        self._public = bindings.crypto_scalarmult_base(secret)
+
+    @classmethod
+    def generate(cls) -> LayerPrivateKey:
+        """A fresh key from the OS CSPRNG."""
+        return cls(os.urandom(KEY_SIZE))
+
+    @property
+    def public_key(self) -> bytes:
+        """The 32-byte X25519 public key."""
+        return self._public
+
+    def private_bytes_raw(self) -> bytes:
+        """Explicit export of the 32 secret bytes (for storage and worker processes)."""
+        return self._secret
+
+    def __repr__(self) -> str:
+        return f"<LayerPrivateKey public={self._public.hex()[:16]}… secret=REDACTED>"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LayerPrivateKey):
+            return NotImplemented
+        return hmac.compare_digest(self._secret, other._secret)
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+    def __reduce__(self) -> Any:
+        # Pickling is how batches reach worker processes; it is an explicit export.
+        return (LayerPrivateKey, (self._secret,))
+
+
+@dataclass(frozen=True, slots=True)
+class PartyPublic:
+    """A party's public identity: its name, X25519 layer key and Ed25519 verify key."""
+
+    name: str
+    layer_public: bytes
+    verify_public: bytes
+
+    def __post_init__(self) -> None:
+        for field_name in ("layer_public", "verify_public"):
+            value = getattr(self, field_name)
+            if not isinstance(value, bytes) or len(value) != KEY_SIZE:
+                raise InvalidKey(f"{self.name}: {field_name} must be {KEY_SIZE} bytes")
+
+    def verify_key(self) -> Ed25519PublicKey:
+        return Ed25519PublicKey.from_public_bytes(self.verify_public)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class PartyKeys:
+    """A party's private keys. ``repr`` shows the name and public keys only."""
+
+    name: str
+    layer: LayerPrivateKey
+    signing: Ed25519PrivateKey
+
+    @classmethod
+    def generate(cls, name: str) -> PartyKeys:
+        return cls(name, LayerPrivateKey.generate(), Ed25519PrivateKey.generate())
+
+    def public(self) -> PartyPublic:
+        return PartyPublic(
+            name=self.name,
+            layer_public=self.layer.public_key,
+            verify_public=self.signing.public_key().public_bytes_raw(),
+        )
+
+    def __repr__(self) -> str:
+        return f"PartyKeys(name={self.name!r}, layer={self.layer!r}, signing=REDACTED)"
+
+    __str__ = __repr__
+
+
+def shuffler_name(index: int) -> str:
+    """Name of the shuffler at 0-based hop ``index`` (``shuffler-1`` is hop 0)."""
+    return f"shuffler-{index + 1}"
+
+
+def analyzer_name() -> str:
+    return "analyzer"
+
+
+class KeyDirectory:
+    """Keys of one deployment: m shufflers and an analyzer, on disk.
+
+    Use :meth:`create` to generate a new directory and :meth:`load` to read one.
+    """
+
+    def __init__(self, path: Path, publics: Sequence[PartyPublic]) -> None:
+        self._path = path
+        self._publics = {p.name: p for p in publics}
+        self._order = [p.name for p in publics]
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def shufflers(self) -> int:
+        return len(self._order) - 1
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], *, shufflers: int) -> KeyDirectory:
+        """Generate keys for ``shufflers`` shufflers and one analyzer under ``path``.
+
+        Raises:
+            CryptoParameterError: ``shufflers`` < 1, or ``path`` already holds keys.
+        """
+        if isinstance(shufflers, bool) or not isinstance(shufflers, int) or shufflers < 1:
+            raise CryptoParameterError(f"shufflers must be an integer >= 1, got {shufflers!r}")
+        root = Path(path)
+        if (root / _PUBLIC_FILE).exists():
+            raise CryptoParameterError(f"{root} already holds a key directory; not overwriting")
+        root.mkdir(parents=True, exist_ok=True)
+        names = [shuffler_name(i) for i in range(shufflers)] + [analyzer_name()]
+        publics = []
+        for name in names:
+            keys = PartyKeys.generate(name)
+            _write_private(root / f"{name}.key", keys)
+            publics.append(keys.public())
+        doc = {
+            "version": _DIR_VERSION,
+            "parties": [
+                {
+                    "name": p.name,
+                    "x25519": p.layer_public.hex(),
+                    "ed25519": p.verify_public.hex(),
+                }
+                for p in publics
+            ],
+        }
+        tmp = root / (_PUBLIC_FILE + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, root / _PUBLIC_FILE)
+        return cls(root, publics)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> KeyDirectory:
+        """Read the public keys of a key directory (private keys load on demand).
+
+        Raises:
+            InvalidKey: missing or malformed ``public.json``.
+        """
+        root = Path(path)
+        try:
+            doc = json.loads((root / _PUBLIC_FILE).read_text())
+            if doc.get("version") != _DIR_VERSION:
+                raise InvalidKey(f"{root / _PUBLIC_FILE}: unsupported version {doc.get('version')}")
+            publics = [
+                PartyPublic(
+                    name=str(p["name"]),
+                    layer_public=bytes.fromhex(p["x25519"]),
+                    verify_public=bytes.fromhex(p["ed25519"]),
+                )
+                for p in doc["parties"]
+            ]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidKey(f"cannot read key directory {root}: {exc}") from exc
+        if len(publics) < 2 or publics[-1].name != analyzer_name():
+            raise InvalidKey(f"{root}: a key directory lists shufflers then the analyzer")
+        return cls(root, publics)
+
+    def public(self, name: str) -> PartyPublic:
+        try:
+            return self._publics[name]
+        except KeyError:
+            raise InvalidKey(f"no party named {name!r} in {self._path}") from None
+
+    def route(self) -> list[PartyPublic]:
+        """Public keys in report order: shuffler-1 … shuffler-m, analyzer."""
+        return [self._publics[n] for n in self._order]
+
+    def private(self, name: str) -> PartyKeys:
+        """Load one party's private keys, refusing a file others can read.
+
+        Raises:
+            InvalidKey: missing/malformed file, permissions wider than 0600, or keys that do
+                not match ``public.json``.
+        """
+        self.public(name)
+        keys = _read_private(self._path / f"{name}.key", name)
+        if keys.public() != self._publics[name]:
+            raise InvalidKey(f"{name}: private key does not match public.json")
+        return keys
+
+
+def _write_private(path: Path, keys: PartyKeys) -> None:
+    doc = {
+        "version": _DIR_VERSION,
+        "name": keys.name,
+        "x25519": keys.layer.private_bytes_raw().hex(),
+        "ed25519": keys.signing.private_bytes_raw().hex(),
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(doc) + "\n")
+
+
+def _read_private(path: Path, name: str) -> PartyKeys:
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise InvalidKey(f"{path} has mode {mode:04o}; private keys must be 0600")
+        doc = json.loads(path.read_text())
+        return PartyKeys(
+            name=name,
+            layer=LayerPrivateKey(bytes.fromhex(doc["x25519"])),
+            signing=Ed25519PrivateKey.from_private_bytes(bytes.fromhex(doc["ed25519"])),
+        )
+    except InvalidKey:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidKey(f"cannot read private key {path}: {type(exc).__name__}") from None

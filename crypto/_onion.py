@@ -1,0 +1,301 @@
+"""Onion layers: one ephemeral-X25519 + ChaCha20-Poly1305 layer per hop.
+
+Wire format of one layer (all reports at one hop have the same length)::
+
+    version (1) ‖ ephemeral public key (32) ‖ ChaCha20-Poly1305( header ‖ inner ) ‖ tag (16)
+    header = header version (1) ‖ crowd id (8, big-endian)
+
+The layer key is BLAKE2b-256(shared ‖ epk ‖ recipient_pk) personalised with
+``esa-onion-key-v1`` (the construction of libsodium's ``crypto_kx``), where ``shared`` is the
+X25519 product of the ephemeral secret and the hop's public key. A fresh ephemeral key per
+layer makes every AEAD key single-use, so the nonce is the constant zero nonce (as in HPKE's
+base mode for one message). The associated data binds the version, the epoch id, the hop
+index and the ephemeral key, so a layer cannot be replayed into another epoch or peeled at
+another hop. Every failure — length, version, point, tag, header — is the same opaque
+:class:`InvalidReport`.
+
+Primitives: X25519 from libsodium (pynacl bindings), BLAKE2b from hashlib, ChaCha20-Poly1305
+from pyca/cryptography. Nothing here is a home-made primitive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import struct
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from nacl import bindings
+from nacl.exceptions import CryptoError as _NaclError
+
+from ._errors import CryptoParameterError, InvalidReport
+from ._keys import KEY_SIZE, LayerPrivateKey
+
+__all__ = [
+    "HEADER_SIZE",
+    "LAYER_OVERHEAD",
+    "REPORT_VERSION",
+    "LayerHeader",
+    "ephemeral_key_of",
+    "peel_batch",
+    "peel_report",
+    "report_size",
+    "wrap_batch",
+    "wrap_report",
+]
+
+REPORT_VERSION: Final = 1
+_HEADER: Final = struct.Struct(">BQ")
+HEADER_SIZE: Final = _HEADER.size  # 9
+_AD: Final = struct.Struct(">BQH")
+_TAG_SIZE: Final = 16
+_NONCE: Final = bytes(12)
+_PERSON: Final = b"esa-onion-key-v1"
+_EPK_END: Final = 1 + KEY_SIZE
+LAYER_OVERHEAD: Final = 1 + KEY_SIZE + _TAG_SIZE + HEADER_SIZE  # 58 bytes per hop
+MAX_EPOCH: Final = 2**64 - 1
+MAX_HOP: Final = 2**16 - 1
+_MIN_PARALLEL: Final = 2048  # below this, a process pool costs more than it saves
+
+
+@dataclass(frozen=True, slots=True)
+class LayerHeader:
+    """What one hop learns from its layer besides the inner ciphertext.
+
+    Attributes:
+        crowd_id: the crowd (metric, cohort) the report belongs to, for thresholding.
+    """
+
+    crowd_id: int
+
+
+def report_size(payload_size: int, layers: int) -> int:
+    """Length of a report carrying a ``payload_size``-byte payload under ``layers`` layers."""
+    return payload_size + layers * LAYER_OVERHEAD
+
+
+def ephemeral_key_of(report: bytes) -> bytes:
+    """The outer layer's ephemeral public key (unauthenticated; for replay caches only)."""
+    if len(report) < LAYER_OVERHEAD:
+        raise InvalidReport
+    return report[1:_EPK_END]
+
+
+def _layer_key(shared: bytes, epk: bytes, recipient: bytes) -> bytes:
+    return hashlib.blake2b(shared + epk + recipient, digest_size=32, person=_PERSON).digest()
+
+
+def _check_route(epoch: int, hop: int) -> None:
+    if not 0 <= epoch <= MAX_EPOCH:
+        raise CryptoParameterError(f"epoch must lie in [0, 2**64), got {epoch}")
+    if not 0 <= hop <= MAX_HOP:
+        raise CryptoParameterError(f"hop must lie in [0, 2**16), got {hop}")
+
+
+def _wrap_from_parts(
+    payload: bytes,
+    route: Sequence[bytes],
+    *,
+    epoch: int,
+    crowd_id: int,
+    first_hop: int,
+    ephemeral_secrets: Sequence[bytes],
+) -> bytes:
+    """Deterministic core of :func:`wrap_report`, with the ephemeral secrets pinned.
+
+    Only for known-answer tests; reusing an ephemeral secret breaks the scheme.
+    """
+    if len(ephemeral_secrets) != len(route):
+        raise CryptoParameterError("one ephemeral secret per layer is required")
+    if not 0 <= crowd_id < 2**64:
+        raise CryptoParameterError(f"crowd_id must lie in [0, 2**64), got {crowd_id}")
+    _check_route(epoch, first_hop + len(route) - 1)
+    inner = payload
+    for j in range(len(route) - 1, -1, -1):
+        recipient = route[j]
+        if len(recipient) != KEY_SIZE:
+            raise CryptoParameterError(f"route key {j} must be {KEY_SIZE} bytes")
+        esk = ephemeral_secrets[j]
+        epk = bindings.crypto_scalarmult_base(esk)
+        try:
+            shared = bindings.crypto_scalarmult(esk, recipient)
+        except (_NaclError, RuntimeError) as exc:
+            raise CryptoParameterError(f"route key {j} is not a valid X25519 key") from exc
+        ad = _AD.pack(REPORT_VERSION, epoch, first_hop + j) + epk
+        body = ChaCha20Poly1305(_layer_key(shared, epk, recipient)).encrypt(
+            _NONCE, _HEADER.pack(REPORT_VERSION, crowd_id) + inner, ad
+        )
+        inner = bytes((REPORT_VERSION,)) + epk + body
+    return inner
+
+
+def wrap_report(
+    payload: bytes,
+    route: Sequence[bytes],
+    *,
+    epoch: int,
+    crowd_id: int = 0,
+    first_hop: int = 0,
+) -> bytes:
+    """Onion-encrypt ``payload`` for the X25519 public keys in ``route``, outermost first.
+
+    Args:
+        payload: the (already padded) innermost plaintext.
+        route: public keys of hops ``first_hop``, ``first_hop+1``, …, last = analyzer.
+        epoch: epoch id bound into every layer.
+        crowd_id: crowd id written into every layer's header.
+        first_hop: global index of ``route[0]`` (a shuffler injecting fakes wraps them for
+            the hops after itself).
+    """
+    secrets = [os.urandom(KEY_SIZE) for _ in route]
+    return _wrap_from_parts(
+        payload,
+        route,
+        epoch=epoch,
+        crowd_id=crowd_id,
+        first_hop=first_hop,
+        ephemeral_secrets=secrets,
+    )
+
+
+def peel_report(
+    report: bytes,
+    key: LayerPrivateKey,
+    *,
+    epoch: int,
+    hop: int,
+    expected_size: int | None = None,
+) -> tuple[LayerHeader, bytes]:
+    """Remove one layer.
+
+    Raises:
+        InvalidReport: wrong length or version, invalid point, failed authentication
+            (tampering, wrong key, wrong epoch or hop) or malformed header — always the same
+            opaque error.
+    """
+    if expected_size is not None and len(report) != expected_size:
+        raise InvalidReport
+    if len(report) < LAYER_OVERHEAD or report[0] != REPORT_VERSION:
+        raise InvalidReport
+    epk = report[1:_EPK_END]
+    try:
+        shared = bindings.crypto_scalarmult(key.private_bytes_raw(), epk)
+    except (_NaclError, RuntimeError):  # low-order point: all-zero shared secret
+        raise InvalidReport from None
+    ad = _AD.pack(REPORT_VERSION, epoch, hop) + epk
+    try:
+        plain = ChaCha20Poly1305(_layer_key(shared, epk, key.public_key)).decrypt(
+            _NONCE, report[_EPK_END:], ad
+        )
+    except InvalidTag:
+        raise InvalidReport from None
+    version, crowd_id = _HEADER.unpack_from(plain)
+    if version != REPORT_VERSION:
+        raise InvalidReport
+    return LayerHeader(crowd_id), plain[HEADER_SIZE:]
+
+
+# --- batches, on all cores ---------------------------------------------------------------
+
+
+def _peel_chunk(
+    reports: Sequence[bytes], key: LayerPrivateKey, epoch: int, hop: int, expected: int | None
+) -> list[tuple[int, bytes] | None]:
+    out: list[tuple[int, bytes] | None] = []
+    for report in reports:
+        try:
+            header, inner = peel_report(report, key, epoch=epoch, hop=hop, expected_size=expected)
+        except InvalidReport:
+            out.append(None)
+        else:
+            out.append((header.crowd_id, inner))
+    return out
+
+
+def _wrap_chunk(
+    payloads: Sequence[bytes],
+    crowd_ids: Sequence[int],
+    route: Sequence[bytes],
+    epoch: int,
+    first_hop: int,
+) -> list[bytes]:
+    return [
+        wrap_report(p, route, epoch=epoch, crowd_id=c, first_hop=first_hop)
+        for p, c in zip(payloads, crowd_ids, strict=True)
+    ]
+
+
+def _workers(workers: int | None) -> int:
+    if workers is None:
+        return max(1, len(os.sched_getaffinity(0)))
+    if workers < 1:
+        raise CryptoParameterError(f"workers must be >= 1, got {workers}")
+    return workers
+
+
+def _chunks(n: int, parts: int) -> list[slice]:
+    size = -(-n // parts)
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    # forkserver, not fork: forking a process that runs threads (trio, rich) can deadlock.
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"))
+
+
+def peel_batch(
+    reports: Sequence[bytes],
+    key: LayerPrivateKey,
+    *,
+    epoch: int,
+    hop: int,
+    expected_size: int | None = None,
+    workers: int | None = 1,
+) -> list[tuple[int, bytes] | None]:
+    """Peel every report; ``None`` marks an invalid one. Uses ``workers`` processes.
+
+    ``workers=None`` uses every available core; small batches always run in-process.
+    """
+    _check_route(epoch, hop)
+    w = _workers(workers)
+    if w == 1 or len(reports) < _MIN_PARALLEL:
+        return _peel_chunk(reports, key, epoch, hop, expected_size)
+    parts = _chunks(len(reports), w * 4)
+    with _pool(w) as pool:
+        futures = [
+            pool.submit(_peel_chunk, list(reports[s]), key, epoch, hop, expected_size)
+            for s in parts
+        ]
+        return [item for f in futures for item in f.result()]
+
+
+def wrap_batch(
+    payloads: Sequence[bytes],
+    route: Sequence[bytes],
+    *,
+    epoch: int,
+    crowd_ids: Sequence[int],
+    first_hop: int = 0,
+    workers: int | None = 1,
+) -> list[bytes]:
+    """:func:`wrap_report` for many payloads, on ``workers`` processes."""
+    if len(crowd_ids) != len(payloads):
+        raise CryptoParameterError("one crowd id per payload is required")
+    w = _workers(workers)
+    if w == 1 or len(payloads) < _MIN_PARALLEL:
+        return _wrap_chunk(payloads, crowd_ids, route, epoch, first_hop)
+    parts = _chunks(len(payloads), w * 4)
+    with _pool(w) as pool:
+        futures = [
+            pool.submit(
+                _wrap_chunk, list(payloads[s]), list(crowd_ids[s]), list(route), epoch, first_hop
+            )
+            for s in parts
+        ]
+        return [item for f in futures for item in f.result()]

@@ -1,0 +1,63 @@
+"""Fixed-size padding of payloads, so every report at one hop has the same length.
+
+Format: ``length (2 bytes, big-endian) ‖ payload ‖ zero bytes`` up to ``2 + size``. The
+parser is strict (length in range, every padding byte zero) and fails opaquely.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import CryptoParameterError, InvalidReport
+
+__all__ = ["LENGTH_PREFIX", "MAX_PAYLOAD", "pad", "pad_rows", "padded_size", "unpad"]
+
+LENGTH_PREFIX: Final = 2
+MAX_PAYLOAD: Final = 0xFFFF
+
+
+def padded_size(size: int) -> int:
+    """Bytes of a payload padded to ``size``."""
+    return LENGTH_PREFIX + size
+
+
+def pad(payload: bytes, size: int) -> bytes:
+    """Pad ``payload`` to exactly ``padded_size(size)`` bytes.
+
+    Raises:
+        CryptoParameterError: the payload is longer than ``size`` or ``size`` is out of range.
+    """
+    if not 0 <= size <= MAX_PAYLOAD:
+        raise CryptoParameterError(f"pad size must lie in [0, {MAX_PAYLOAD}], got {size}")
+    if len(payload) > size:
+        raise CryptoParameterError(f"payload of {len(payload)} bytes exceeds pad size {size}")
+    return struct.pack(">H", len(payload)) + payload + bytes(size - len(payload))
+
+
+def pad_rows(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.uint8]:
+    """Vectorized :func:`pad` of an ``(k, w)`` array of equal-length payloads."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    if rows.ndim != 2:
+        raise CryptoParameterError(f"rows must be a 2-D uint8 array, got shape {rows.shape}")
+    k, width = rows.shape
+    if width > size or size > MAX_PAYLOAD:
+        raise CryptoParameterError(f"payload width {width} exceeds pad size {size}")
+    out = np.zeros((k, padded_size(size)), dtype=np.uint8)
+    out[:, 0] = width >> 8
+    out[:, 1] = width & 0xFF
+    out[:, LENGTH_PREFIX : LENGTH_PREFIX + width] = rows
+    return out
+
+
+def unpad(padded: bytes, size: int) -> bytes:
+    """Inverse of :func:`pad`; any malformation raises the opaque :class:`InvalidReport`."""
+    if len(padded) != padded_size(size):
+        raise InvalidReport
+    (length,) = struct.unpack_from(">H", padded)
+    if length > size or any(padded[LENGTH_PREFIX + length :]):
+        raise InvalidReport
+    return padded[LENGTH_PREFIX : LENGTH_PREFIX + length]

@@ -1,0 +1,63 @@
+"""Randomness that privacy depends on: the OS CSPRNG, never a seeded statistical PRNG.
+
+The project keeps two kinds of randomness apart (STYLE.md, "Randomness"):
+
+* statistics of a simulation (users' data, local randomizers in a sweep) use a seeded
+  ``numpy.random.Generator`` passed in explicitly, so runs are reproducible;
+* everything an adversary must not predict — the shuffle permutation, fake reports, Split-Mix
+  shares and key material in a live run — comes from here.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import numpy.typing as npt
+import randomgen
+
+from ._errors import CryptoParameterError
+
+__all__ = ["csprng_generator", "secure_permutation", "secure_uniform_ints"]
+
+
+def secure_permutation(n: int) -> npt.NDArray[np.int64]:
+    """A uniformly random permutation of ``range(n)`` keyed by ``os.urandom``.
+
+    Sorting 128-bit random keys: two keys collide with probability < n²/2^129, so the
+    permutation is uniform up to that negligible term.
+    """
+    if n < 0:
+        raise CryptoParameterError(f"n must be >= 0, got {n}")
+    keys = np.frombuffer(os.urandom(16 * n), dtype=[("hi", "<u8"), ("lo", "<u8")])
+    return np.argsort(keys, order=("hi", "lo"), kind="stable").astype(np.int64)
+
+
+def secure_uniform_ints(modulus: int, size: int | tuple[int, ...]) -> npt.NDArray[np.int64]:
+    """Integers uniform on [0, modulus) from ``os.urandom`` (rejection sampling, no bias)."""
+    if not 1 <= modulus <= 2**62:
+        raise CryptoParameterError(f"modulus must lie in [1, 2**62], got {modulus}")
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    count = int(np.prod(shape, dtype=np.int64))
+    limit = (2**64 // modulus) * modulus  # accept draws below the largest multiple of q
+    out = np.empty(count, dtype=np.uint64)
+    filled = 0
+    while filled < count:
+        need = count - filled
+        draw = np.frombuffer(os.urandom(8 * (need + need // 8 + 8)), dtype=np.uint64)
+        ok = draw[draw < np.uint64(limit)] if limit < 2**64 else draw
+        take = min(need, ok.size)
+        out[filled : filled + take] = ok[:take]
+        filled += take
+    return (out % np.uint64(modulus)).astype(np.int64).reshape(shape)
+
+
+def csprng_generator() -> np.random.Generator:
+    """A numpy Generator over a ChaCha20 stream keyed with 256 bits from ``os.urandom``.
+
+    For samplers written against the numpy Generator API (a protocol's fake-message
+    sampler) when their output must be unpredictable: ChaCha20 is a stream cipher, so its
+    output is computationally indistinguishable from uniform without the key.
+    """
+    key = int.from_bytes(os.urandom(32), "big")
+    return np.random.Generator(randomgen.ChaCha(key=key, counter=0, rounds=20))
