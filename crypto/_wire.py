@@ -1,0 +1,711 @@
+"""The wire format between ESA parties: length-prefixed, versioned, signed frames.
+
+Every message on a TCP connection is one *frame*: a 4-byte big-endian length, then that many
+bytes of payload. A payload starts with a version byte (:data:`WIRE_VERSION`) and a kind
+byte (:class:`FrameKind`); the rest is fixed-size big-endian fields. Each kind has exactly
+one ``_parse_unverified_*`` function; signed kinds are only reachable through ``verify_*``,
+which checks the Ed25519 signature over the bytes *before* parsing anything (as Fernet
+authenticates before decrypting).
+
+Kinds (``>`` big-endian; ``u8/u16/u32/u64``; ``B[n]`` raw bytes)::
+
+    SUBMIT   client -> first shuffler (unsigned: users are anonymous)
+             u8 ver | u8 kind | u32 key_epoch | u32 count | u32 report_size
+             | B[count*report_size] reports
+    ACK      u8 ver | u8 kind | u32 stored | u32 duplicates
+    REJECT   u8 ver | u8 kind | u8 reason | u16 len | B[len] utf-8 detail
+    BATCH    hop -> next hop, signed by the sender; one chunk of an epoch's batch
+             u8 ver | u8 kind | u8 sender_hop | u8 receiver_hop | u32 key_epoch | u64 epoch
+             | B[32] batch_id | u32 chunk_index | u32 chunk_count | u32 count
+             | u32 report_size | B[count*report_size] reports | B[64] signature
+    COUNTS   hop -> next hop: the chain of signed per-epoch count statements so far
+             u8 ver | u8 kind | u8 n | n * STATEMENT
+             STATEMENT = u8 hop | u32 key_epoch | u64 epoch | B[32] batch_id
+                         | u64 received | u64 invalid | u64 replayed | u64 held
+                         | u64 fakes_added | u64 forwarded | B[64] signature
+    CONTROL  operator -> party, signed by the operator key
+             u8 ver | u8 kind | u8 command | u64 issued_at_ms | B[64] signature
+    QUERY    u8 ver | u8 kind | u8 what | u32 len | B[len] utf-8 JSON
+    REPLY    u8 ver | u8 kind | u32 len | B[len] utf-8 JSON
+
+Signatures are Ed25519 (pyca/cryptography) over ``context ‖ signed bytes``, with a
+per-kind context string so a signature on one kind never verifies as another.
+
+Every parse failure raises a :class:`WireError` leaf whose ``reason`` names a counter; the
+services count rejections by that name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from ._errors import CryptoError, CryptoParameterError
+
+__all__ = [
+    "BATCH_ID_SIZE",
+    "FRAME_HEADER_SIZE",
+    "MAX_FRAME_SIZE",
+    "SIGNATURE_SIZE",
+    "STATEMENT_SIZE",
+    "WIRE_VERSION",
+    "Ack",
+    "BadSignature",
+    "BatchChunk",
+    "ControlCommand",
+    "ControlFrame",
+    "CountStatement",
+    "CountsFrame",
+    "FrameKind",
+    "FrameTooLarge",
+    "MalformedFrame",
+    "Query",
+    "QueryKind",
+    "Reject",
+    "RejectReason",
+    "Reply",
+    "SubmitFrame",
+    "UnknownKind",
+    "UnsupportedVersion",
+    "WireError",
+    "encode_frame",
+    "frame_length",
+    "parse_ack",
+    "parse_query",
+    "parse_reject",
+    "parse_reply",
+    "parse_submit",
+    "peek_kind",
+    "verify_batch",
+    "verify_control",
+    "verify_counts",
+]
+
+WIRE_VERSION: Final = 1
+FRAME_HEADER_SIZE: Final = 4
+#: Hard upper bound of a frame payload; a party may configure a smaller one.
+MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
+SIGNATURE_SIZE: Final = 64
+BATCH_ID_SIZE: Final = 32
+MAX_DETAIL_SIZE: Final = 1024
+
+_PREFIX: Final = struct.Struct(">BB")
+_LENGTH: Final = struct.Struct(">I")
+_SUBMIT: Final = struct.Struct(">III")
+_ACK: Final = struct.Struct(">II")
+_REJECT: Final = struct.Struct(">BH")
+_BATCH: Final = struct.Struct(">BBIQ32sIIII")
+_STATEMENT: Final = struct.Struct(">BIQ32sQQQQQQ")
+_CONTROL: Final = struct.Struct(">BQ")
+_QUERY: Final = struct.Struct(">BI")
+_REPLY: Final = struct.Struct(">I")
+STATEMENT_SIZE: Final = _STATEMENT.size + SIGNATURE_SIZE
+
+_CTX_BATCH: Final = b"esa/wire/v1/batch\x00"
+_CTX_STATEMENT: Final = b"esa/wire/v1/counts\x00"
+_CTX_CONTROL: Final = b"esa/wire/v1/control\x00"
+
+_U8: Final = 0xFF
+_U32: Final = 0xFFFFFFFF
+_U64: Final = 0xFFFFFFFFFFFFFFFF
+
+
+class WireError(CryptoError):
+    """Bytes from the network that are not a valid frame. ``reason`` names its counter."""
+
+    reason: ClassVar[str] = "malformed_frame"
+
+
+class FrameTooLarge(WireError):
+    """A length prefix above the receiver's maximum frame size (or zero)."""
+
+    reason: ClassVar[str] = "oversized_frame"
+
+
+class MalformedFrame(WireError):
+    """A payload whose fields do not parse (wrong sizes, counts, trailing bytes)."""
+
+    reason: ClassVar[str] = "malformed_frame"
+
+
+class UnsupportedVersion(WireError):
+    """A payload whose version byte is not :data:`WIRE_VERSION`."""
+
+    reason: ClassVar[str] = "bad_version"
+
+
+class UnknownKind(WireError):
+    """A payload whose kind byte names no :class:`FrameKind`."""
+
+    reason: ClassVar[str] = "unknown_kind"
+
+
+class BadSignature(WireError):
+    """A signed frame whose Ed25519 signature is missing or does not verify."""
+
+    reason: ClassVar[str] = "bad_signature"
+
+
+class FrameKind(enum.IntEnum):
+    SUBMIT = 1
+    ACK = 2
+    REJECT = 3
+    BATCH = 4
+    COUNTS = 5
+    CONTROL = 6
+    QUERY = 7
+    REPLY = 8
+
+
+class RejectReason(enum.IntEnum):
+    """Why a party refused a frame; the name is the counter it increments."""
+
+    MALFORMED_FRAME = 1
+    OVERSIZED_FRAME = 2
+    BAD_VERSION = 3
+    UNKNOWN_KIND = 4
+    BAD_SIGNATURE = 5
+    WRONG_HOP = 6
+    REPLAYED_BATCH = 7
+    UNKNOWN_KEY_EPOCH = 8
+    WRONG_REPORT_SIZE = 9
+    UNEXPECTED_KIND = 10
+    TIMEOUT = 11
+    BUSY = 12
+    INTERNAL = 13
+
+
+class ControlCommand(enum.IntEnum):
+    CLOSE_EPOCH = 1
+
+
+class QueryKind(enum.IntEnum):
+    STATUS = 1
+    RESULT = 2
+
+
+# --------------------------------------------------------------------------- framing
+
+
+def encode_frame(payload: bytes, *, max_size: int = MAX_FRAME_SIZE) -> bytes:
+    """Prefix ``payload`` with its 4-byte big-endian length.
+
+    Raises:
+        CryptoParameterError: the payload is empty or longer than ``max_size``.
+    """
+    if not 0 < len(payload) <= max_size:
+        raise CryptoParameterError(f"frame payload must be 1..{max_size} bytes, got {len(payload)}")
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def frame_length(header: bytes, *, max_size: int = MAX_FRAME_SIZE) -> int:
+    """Parse a 4-byte length prefix, refusing it before any payload is buffered.
+
+    Raises:
+        MalformedFrame: ``header`` is not 4 bytes.
+        FrameTooLarge: the length is 0 or above ``max_size``.
+    """
+    if len(header) != FRAME_HEADER_SIZE:
+        raise MalformedFrame("a frame header is 4 bytes")
+    (length,) = _LENGTH.unpack(header)
+    if not 0 < length <= max_size:
+        raise FrameTooLarge(f"frame length {length} outside 1..{max_size}")
+    return int(length)
+
+
+def peek_kind(payload: bytes) -> FrameKind:
+    """The kind of a payload after checking its version byte.
+
+    Raises:
+        MalformedFrame: fewer than 2 bytes.
+        UnsupportedVersion: version byte is not :data:`WIRE_VERSION`.
+        UnknownKind: kind byte is not a :class:`FrameKind`.
+    """
+    if len(payload) < _PREFIX.size:
+        raise MalformedFrame("payload shorter than its version and kind bytes")
+    version, kind = _PREFIX.unpack_from(payload)
+    if version != WIRE_VERSION:
+        raise UnsupportedVersion(f"wire version {version}, expected {WIRE_VERSION}")
+    try:
+        return FrameKind(kind)
+    except ValueError:
+        raise UnknownKind(f"unknown frame kind {kind}") from None
+
+
+def _expect(payload: bytes, kind: FrameKind) -> None:
+    if peek_kind(payload) is not kind:
+        raise MalformedFrame(f"expected a {kind.name} frame")
+
+
+def _split_reports(blob: bytes, count: int, size: int) -> tuple[bytes, ...]:
+    if len(blob) != count * size:
+        raise MalformedFrame(
+            f"{count} reports of {size} bytes need {count * size}, got {len(blob)}"
+        )
+    return tuple(blob[i * size : (i + 1) * size] for i in range(count))
+
+
+def _check_reports(reports: Sequence[bytes], *, allow_empty: bool) -> int:
+    """Validate a report list for encoding; returns the common report size."""
+    if not reports:
+        if not allow_empty:
+            raise CryptoParameterError("a submit frame carries at least one report")
+        return 0
+    size = len(reports[0])
+    if size == 0 or size > _U32:
+        raise CryptoParameterError(f"report size must be 1..{_U32}, got {size}")
+    for r in reports:
+        if len(r) != size:
+            raise CryptoParameterError(
+                f"all reports of a frame have one length; got {len(r)} and {size}"
+            )
+    return size
+
+
+def _check_uint(value: int, bound: int, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+        raise CryptoParameterError(f"{name} must be an integer in [0, {bound}], got {value!r}")
+
+
+# --------------------------------------------------------------------------- SUBMIT
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitFrame:
+    """Reports a client submits to the first shuffler, all wrapped for ``key_epoch``."""
+
+    key_epoch: int
+    reports: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        _check_uint(self.key_epoch, _U32, "key_epoch")
+        _check_reports(self.reports, allow_empty=False)
+
+    def to_bytes(self) -> bytes:
+        size = len(self.reports[0])
+        head = _PREFIX.pack(WIRE_VERSION, FrameKind.SUBMIT)
+        return head + _SUBMIT.pack(self.key_epoch, len(self.reports), size) + b"".join(self.reports)
+
+
+def _parse_unverified_submit(payload: bytes) -> SubmitFrame:
+    _expect(payload, FrameKind.SUBMIT)
+    if len(payload) < _PREFIX.size + _SUBMIT.size:
+        raise MalformedFrame("truncated SUBMIT header")
+    key_epoch, count, size = _SUBMIT.unpack_from(payload, _PREFIX.size)
+    if count == 0 or size == 0:
+        raise MalformedFrame("a SUBMIT frame carries at least one non-empty report")
+    reports = _split_reports(payload[_PREFIX.size + _SUBMIT.size :], count, size)
+    return SubmitFrame(key_epoch, reports)
+
+
+parse_submit = _parse_unverified_submit  # unsigned by design: users are anonymous
+
+
+# --------------------------------------------------------------------------- ACK / REJECT
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A party committed a frame: ``stored`` new reports, ``duplicates`` it already had."""
+
+    stored: int
+    duplicates: int
+
+    def __post_init__(self) -> None:
+        _check_uint(self.stored, _U32, "stored")
+        _check_uint(self.duplicates, _U32, "duplicates")
+
+    def to_bytes(self) -> bytes:
+        return _PREFIX.pack(WIRE_VERSION, FrameKind.ACK) + _ACK.pack(self.stored, self.duplicates)
+
+
+def _parse_unverified_ack(payload: bytes) -> Ack:
+    _expect(payload, FrameKind.ACK)
+    if len(payload) != _PREFIX.size + _ACK.size:
+        raise MalformedFrame("an ACK frame is 10 bytes")
+    return Ack(*_ACK.unpack_from(payload, _PREFIX.size))
+
+
+parse_ack = _parse_unverified_ack
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A party refused a frame for ``reason``; ``detail`` is a short human hint."""
+
+    reason: RejectReason
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.detail.encode()) > MAX_DETAIL_SIZE:
+            raise CryptoParameterError(f"reject detail is at most {MAX_DETAIL_SIZE} bytes")
+
+    def to_bytes(self) -> bytes:
+        detail = self.detail.encode()
+        return (
+            _PREFIX.pack(WIRE_VERSION, FrameKind.REJECT)
+            + _REJECT.pack(self.reason, len(detail))
+            + detail
+        )
+
+
+def _parse_unverified_reject(payload: bytes) -> Reject:
+    _expect(payload, FrameKind.REJECT)
+    if len(payload) < _PREFIX.size + _REJECT.size:
+        raise MalformedFrame("truncated REJECT frame")
+    reason, length = _REJECT.unpack_from(payload, _PREFIX.size)
+    detail = payload[_PREFIX.size + _REJECT.size :]
+    if len(detail) != length or length > MAX_DETAIL_SIZE:
+        raise MalformedFrame("REJECT detail length mismatch")
+    try:
+        return Reject(RejectReason(reason), detail.decode())
+    except (ValueError, UnicodeDecodeError):
+        raise MalformedFrame("bad REJECT reason or detail") from None
+
+
+parse_reject = _parse_unverified_reject
+
+
+# --------------------------------------------------------------------------- signing
+
+
+def _sign(key: Ed25519PrivateKey, context: bytes, data: bytes) -> bytes:
+    return key.sign(context + data)
+
+
+def _verify(key: Ed25519PublicKey, context: bytes, data: bytes, signature: bytes) -> None:
+    try:
+        key.verify(signature, context + data)
+    except InvalidSignature:
+        raise BadSignature("signature does not verify") from None
+
+
+# --------------------------------------------------------------------------- BATCH
+
+
+@dataclass(frozen=True, slots=True)
+class BatchChunk:
+    """One chunk of the batch a hop forwards for one epoch.
+
+    A batch may exceed the maximum frame size, so it travels as ``chunk_count`` chunks
+    sharing ``batch_id``; the receiver commits each chunk idempotently under
+    ``(batch_id, chunk_index)``. ``receiver_hop`` is signed so a batch cannot be replayed to
+    another hop, ``epoch``/``key_epoch`` so it cannot be replayed into another epoch.
+    """
+
+    sender_hop: int
+    receiver_hop: int
+    key_epoch: int
+    epoch: int
+    batch_id: bytes
+    chunk_index: int
+    chunk_count: int
+    reports: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        _check_uint(self.sender_hop, _U8, "sender_hop")
+        _check_uint(self.receiver_hop, _U8, "receiver_hop")
+        _check_uint(self.key_epoch, _U32, "key_epoch")
+        _check_uint(self.epoch, _U64, "epoch")
+        _check_uint(self.chunk_count, _U32, "chunk_count")
+        _check_uint(self.chunk_index, _U32, "chunk_index")
+        if len(self.batch_id) != BATCH_ID_SIZE:
+            raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes")
+        if not self.chunk_index < self.chunk_count:
+            raise CryptoParameterError(
+                f"chunk_index {self.chunk_index} must be < chunk_count {self.chunk_count}"
+            )
+        _check_reports(self.reports, allow_empty=True)
+
+    def signed_bytes(self) -> bytes:
+        size = len(self.reports[0]) if self.reports else 0
+        return (
+            _PREFIX.pack(WIRE_VERSION, FrameKind.BATCH)
+            + _BATCH.pack(
+                self.sender_hop,
+                self.receiver_hop,
+                self.key_epoch,
+                self.epoch,
+                self.batch_id,
+                self.chunk_index,
+                self.chunk_count,
+                len(self.reports),
+                size,
+            )
+            + b"".join(self.reports)
+        )
+
+    def sign(self, key: Ed25519PrivateKey) -> bytes:
+        """The payload: signed bytes followed by the sender's Ed25519 signature."""
+        body = self.signed_bytes()
+        return body + _sign(key, _CTX_BATCH, body)
+
+
+def _parse_unverified_batch(payload: bytes) -> BatchChunk:
+    _expect(payload, FrameKind.BATCH)
+    if len(payload) < _PREFIX.size + _BATCH.size + SIGNATURE_SIZE:
+        raise MalformedFrame("truncated BATCH frame")
+    fields = _BATCH.unpack_from(payload, _PREFIX.size)
+    sender, receiver, key_epoch, epoch, batch_id, index, chunks, count, size = fields
+    if index >= chunks:
+        raise MalformedFrame("chunk index beyond chunk count")
+    if count and not size:
+        raise MalformedFrame("reports of size 0")
+    blob = payload[_PREFIX.size + _BATCH.size : -SIGNATURE_SIZE]
+    reports = _split_reports(blob, count, size)
+    return BatchChunk(sender, receiver, key_epoch, epoch, batch_id, index, chunks, reports)
+
+
+def verify_batch(payload: bytes, key: Ed25519PublicKey) -> BatchChunk:
+    """Check the sender's signature on a BATCH payload, then parse it.
+
+    Raises:
+        WireError: a leaf naming why (bad version/kind, bad signature, malformed).
+    """
+    _expect(payload, FrameKind.BATCH)
+    if len(payload) < _PREFIX.size + _BATCH.size + SIGNATURE_SIZE:
+        raise MalformedFrame("truncated BATCH frame")
+    _verify(key, _CTX_BATCH, payload[:-SIGNATURE_SIZE], payload[-SIGNATURE_SIZE:])
+    return _parse_unverified_batch(payload)
+
+
+# --------------------------------------------------------------------------- COUNTS
+
+
+@dataclass(frozen=True, slots=True)
+class CountStatement:
+    """What one hop says it did in one epoch, signed by that hop (drop detection).
+
+    The chain is consistent when, for every hop, ``received − invalid − replayed − held +
+    fakes_added = forwarded`` and each hop's ``received`` equals the previous hop's
+    ``forwarded``; the analyzer checks both against the batch it actually got.
+    """
+
+    hop: int
+    key_epoch: int
+    epoch: int
+    batch_id: bytes
+    received: int
+    invalid: int
+    replayed: int
+    held: int
+    fakes_added: int
+    forwarded: int
+    signature: bytes = b""
+
+    def __post_init__(self) -> None:
+        _check_uint(self.hop, _U8, "hop")
+        _check_uint(self.key_epoch, _U32, "key_epoch")
+        _check_uint(self.epoch, _U64, "epoch")
+        for name in ("received", "invalid", "replayed", "held", "fakes_added", "forwarded"):
+            _check_uint(getattr(self, name), _U64, name)
+        if len(self.batch_id) != BATCH_ID_SIZE:
+            raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes")
+        if self.signature and len(self.signature) != SIGNATURE_SIZE:
+            raise CryptoParameterError(f"a signature is {SIGNATURE_SIZE} bytes")
+
+    def signed_bytes(self) -> bytes:
+        return _STATEMENT.pack(
+            self.hop,
+            self.key_epoch,
+            self.epoch,
+            self.batch_id,
+            self.received,
+            self.invalid,
+            self.replayed,
+            self.held,
+            self.fakes_added,
+            self.forwarded,
+        )
+
+    def signed_by(self, key: Ed25519PrivateKey) -> CountStatement:
+        """A copy carrying ``key``'s signature."""
+        sig = _sign(key, _CTX_STATEMENT, self.signed_bytes())
+        return dataclasses.replace(self, signature=sig)
+
+    def verify(self, key: Ed25519PublicKey) -> None:
+        """Raises :class:`BadSignature` unless ``key`` signed this statement."""
+        if len(self.signature) != SIGNATURE_SIZE:
+            raise BadSignature("count statement is unsigned")
+        _verify(key, _CTX_STATEMENT, self.signed_bytes(), self.signature)
+
+    @property
+    def consistent(self) -> bool:
+        """Whether the hop's own counts add up."""
+        kept = self.received - self.invalid - self.replayed - self.held
+        return kept >= 0 and kept + self.fakes_added == self.forwarded
+
+
+@dataclass(frozen=True, slots=True)
+class CountsFrame:
+    """The chain of signed statements for one epoch, one per hop so far, in hop order."""
+
+    statements: tuple[CountStatement, ...]
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.statements) <= _U8:
+            raise CryptoParameterError(f"a COUNTS frame holds 1..{_U8} statements")
+        for s in self.statements:
+            if len(s.signature) != SIGNATURE_SIZE:
+                raise CryptoParameterError("every statement of a COUNTS frame is signed")
+
+    def to_bytes(self) -> bytes:
+        head = _PREFIX.pack(WIRE_VERSION, FrameKind.COUNTS) + bytes([len(self.statements)])
+        return head + b"".join(s.signed_bytes() + s.signature for s in self.statements)
+
+
+def _parse_unverified_counts(payload: bytes) -> CountsFrame:
+    _expect(payload, FrameKind.COUNTS)
+    if len(payload) < _PREFIX.size + 1:
+        raise MalformedFrame("truncated COUNTS frame")
+    n = payload[_PREFIX.size]
+    body = payload[_PREFIX.size + 1 :]
+    if n == 0 or len(body) != n * STATEMENT_SIZE:
+        raise MalformedFrame(f"COUNTS frame of {n} statements has {len(body)} bytes")
+    out = []
+    for i in range(n):
+        raw = body[i * STATEMENT_SIZE : (i + 1) * STATEMENT_SIZE]
+        hop, key_epoch, epoch, batch_id, *counts = _STATEMENT.unpack_from(raw)
+        received, invalid, replayed, held, fakes, forwarded = counts
+        out.append(
+            CountStatement(
+                hop,
+                key_epoch,
+                epoch,
+                batch_id,
+                received,
+                invalid,
+                replayed,
+                held,
+                fakes,
+                forwarded,
+                raw[_STATEMENT.size :],
+            )
+        )
+    return CountsFrame(tuple(out))
+
+
+def verify_counts(payload: bytes, keys: Sequence[Ed25519PublicKey]) -> CountsFrame:
+    """Parse a COUNTS payload and check statement ``i`` against ``keys[statement.hop]``.
+
+    Each statement is signed separately (hops sign in turn), so there is no signature over
+    the whole frame to check first; every statement is verified before it is returned.
+
+    Raises:
+        WireError: malformed frame, a hop with no key, or a signature that does not verify.
+    """
+    frame = _parse_unverified_counts(payload)
+    for s in frame.statements:
+        if s.hop >= len(keys):
+            raise BadSignature(f"no verify key for hop {s.hop}")
+        s.verify(keys[s.hop])
+    return frame
+
+
+# --------------------------------------------------------------------------- CONTROL
+
+
+@dataclass(frozen=True, slots=True)
+class ControlFrame:
+    """An operator command (e.g. close the current epoch now), signed by the operator."""
+
+    command: ControlCommand
+    issued_at_ms: int
+
+    def __post_init__(self) -> None:
+        _check_uint(self.issued_at_ms, _U64, "issued_at_ms")
+
+    def signed_bytes(self) -> bytes:
+        head = _PREFIX.pack(WIRE_VERSION, FrameKind.CONTROL)
+        return head + _CONTROL.pack(self.command, self.issued_at_ms)
+
+    def sign(self, key: Ed25519PrivateKey) -> bytes:
+        body = self.signed_bytes()
+        return body + _sign(key, _CTX_CONTROL, body)
+
+
+def _parse_unverified_control(payload: bytes) -> ControlFrame:
+    _expect(payload, FrameKind.CONTROL)
+    if len(payload) != _PREFIX.size + _CONTROL.size + SIGNATURE_SIZE:
+        raise MalformedFrame("a CONTROL frame has a fixed size")
+    command, issued = _CONTROL.unpack_from(payload, _PREFIX.size)
+    try:
+        return ControlFrame(ControlCommand(command), issued)
+    except ValueError:
+        raise MalformedFrame(f"unknown control command {command}") from None
+
+
+def verify_control(payload: bytes, key: Ed25519PublicKey) -> ControlFrame:
+    """Check the operator's signature on a CONTROL payload, then parse it."""
+    _expect(payload, FrameKind.CONTROL)
+    if len(payload) != _PREFIX.size + _CONTROL.size + SIGNATURE_SIZE:
+        raise MalformedFrame("a CONTROL frame has a fixed size")
+    _verify(key, _CTX_CONTROL, payload[:-SIGNATURE_SIZE], payload[-SIGNATURE_SIZE:])
+    return _parse_unverified_control(payload)
+
+
+# --------------------------------------------------------------------------- QUERY / REPLY
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A status or result request; ``body`` is UTF-8 JSON (parameters)."""
+
+    what: QueryKind
+    body: bytes = b"{}"
+
+    def to_bytes(self) -> bytes:
+        head = _PREFIX.pack(WIRE_VERSION, FrameKind.QUERY)
+        return head + _QUERY.pack(self.what, len(self.body)) + self.body
+
+
+def _parse_unverified_query(payload: bytes) -> Query:
+    _expect(payload, FrameKind.QUERY)
+    if len(payload) < _PREFIX.size + _QUERY.size:
+        raise MalformedFrame("truncated QUERY frame")
+    what, length = _QUERY.unpack_from(payload, _PREFIX.size)
+    body = payload[_PREFIX.size + _QUERY.size :]
+    if len(body) != length:
+        raise MalformedFrame("QUERY body length mismatch")
+    try:
+        return Query(QueryKind(what), body)
+    except ValueError:
+        raise MalformedFrame(f"unknown query {what}") from None
+
+
+parse_query = _parse_unverified_query
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to a :class:`Query`; ``body`` is UTF-8 JSON."""
+
+    body: bytes
+
+    def to_bytes(self) -> bytes:
+        head = _PREFIX.pack(WIRE_VERSION, FrameKind.REPLY)
+        return head + _REPLY.pack(len(self.body)) + self.body
+
+
+def _parse_unverified_reply(payload: bytes) -> Reply:
+    _expect(payload, FrameKind.REPLY)
+    if len(payload) < _PREFIX.size + _REPLY.size:
+        raise MalformedFrame("truncated REPLY frame")
+    (length,) = _REPLY.unpack_from(payload, _PREFIX.size)
+    body = payload[_PREFIX.size + _REPLY.size :]
+    if len(body) != length:
+        raise MalformedFrame("REPLY body length mismatch")
+    return Reply(body)
+
+
+parse_reply = _parse_unverified_reply

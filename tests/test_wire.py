@@ -1,0 +1,246 @@
+"""The wire format: known-answer vectors, round trips, tampering, hostile lengths.
+
+Regenerate the vectors (only when the format version changes) with
+``python -m tests.test_wire > tests/vectors/wire.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crypto import _wire as w
+
+VECTORS = Path(__file__).parent / "vectors" / "wire.json"
+
+# Ed25519 signing is deterministic (RFC 8032), so fixed seeds give fixed signatures.
+SENDER = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+OPERATOR = Ed25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
+OTHER = Ed25519PrivateKey.from_private_bytes(bytes(range(64, 96)))
+
+
+def _chunk() -> w.BatchChunk:
+    return w.BatchChunk(
+        sender_hop=0,
+        receiver_hop=1,
+        key_epoch=7,
+        epoch=3,
+        batch_id=bytes(range(100, 132)),
+        chunk_index=1,
+        chunk_count=2,
+        reports=(b"\x01\x02\x03", b"\xaa\xbb\xcc"),
+    )
+
+
+def _statement(hop: int, key: Ed25519PrivateKey) -> w.CountStatement:
+    return w.CountStatement(
+        hop=hop,
+        key_epoch=7,
+        epoch=3,
+        batch_id=bytes(range(100, 132)),
+        received=10,
+        invalid=1,
+        replayed=2,
+        held=0,
+        fakes_added=3,
+        forwarded=10,
+    ).signed_by(key)
+
+
+def build_vectors() -> dict[str, Any]:
+    """Every frame kind, encoded from fixed inputs and fixed keys."""
+    return {
+        "keys": {
+            "sender_seed": bytes(range(32)).hex(),
+            "operator_seed": bytes(range(32, 64)).hex(),
+        },
+        "frames": {
+            "submit": w.SubmitFrame(7, (b"ab", b"cd", b"ef")).to_bytes().hex(),
+            "ack": w.Ack(3, 1).to_bytes().hex(),
+            "reject": w.Reject(w.RejectReason.WRONG_HOP, "hop 2").to_bytes().hex(),
+            "batch": _chunk().sign(SENDER).hex(),
+            "counts": w.CountsFrame((_statement(0, SENDER), _statement(1, OPERATOR)))
+            .to_bytes()
+            .hex(),
+            "control": w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1234567).sign(OPERATOR).hex(),
+            "query": w.Query(w.QueryKind.RESULT, b'{"n":5}').to_bytes().hex(),
+            "reply": w.Reply(b'{"ok":true}').to_bytes().hex(),
+            "framed_ack": w.encode_frame(w.Ack(3, 1).to_bytes()).hex(),
+        },
+    }
+
+
+def test_known_answer_vectors() -> None:
+    stored = json.loads(VECTORS.read_text())
+    assert stored == build_vectors()
+
+
+def test_vectors_parse_back() -> None:
+    frames = {k: bytes.fromhex(v) for k, v in json.loads(VECTORS.read_text())["frames"].items()}
+    sub = w.parse_submit(frames["submit"])
+    assert sub == w.SubmitFrame(7, (b"ab", b"cd", b"ef"))
+    assert w.parse_ack(frames["ack"]) == w.Ack(3, 1)
+    assert w.parse_reject(frames["reject"]) == w.Reject(w.RejectReason.WRONG_HOP, "hop 2")
+    assert w.verify_batch(frames["batch"], SENDER.public_key()) == _chunk()
+    counts = w.verify_counts(frames["counts"], [SENDER.public_key(), OPERATOR.public_key()])
+    assert [s.hop for s in counts.statements] == [0, 1]
+    assert all(s.consistent for s in counts.statements)
+    ctl = w.verify_control(frames["control"], OPERATOR.public_key())
+    assert ctl == w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1234567)
+    assert w.parse_query(frames["query"]) == w.Query(w.QueryKind.RESULT, b'{"n":5}')
+    assert w.parse_reply(frames["reply"]).body == b'{"ok":true}'
+    assert w.frame_length(frames["framed_ack"][:4]) == len(frames["ack"])
+
+
+def flip_byte(data: bytes, index: int) -> bytes:
+    out = bytearray(data)
+    out[index] ^= 0x01
+    return bytes(out)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 5, 20, 60, 70, -1, -40])
+def test_flip_byte_in_batch_is_rejected(index: int) -> None:
+    payload = _chunk().sign(SENDER)
+    with pytest.raises(w.WireError):
+        w.verify_batch(flip_byte(payload, index), SENDER.public_key())
+
+
+def test_batch_signature_checks() -> None:
+    payload = _chunk().sign(SENDER)
+    with pytest.raises(w.BadSignature):
+        w.verify_batch(payload, OTHER.public_key())  # wrong signer
+    with pytest.raises(w.BadSignature):
+        w.verify_batch(payload[:-64] + bytes(64), SENDER.public_key())  # zeroed signature
+    with pytest.raises(w.WireError):  # signature missing altogether
+        w.verify_batch(payload[:-64], SENDER.public_key())
+    assert w.BadSignature.reason == "bad_signature"
+
+
+def test_signature_context_separates_kinds() -> None:
+    # A count statement's signature must not verify as a control frame signature etc.
+    ctl = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 5)
+    sig = SENDER.sign(ctl.signed_bytes())  # no context: must fail
+    with pytest.raises(w.BadSignature):
+        w.verify_control(ctl.signed_bytes() + sig, SENDER.public_key())
+
+
+def test_counts_tampering_and_consistency() -> None:
+    frame = w.CountsFrame((_statement(0, SENDER),))
+    raw = frame.to_bytes()
+    with pytest.raises(w.BadSignature):
+        w.verify_counts(flip_byte(raw, 10), [SENDER.public_key()])
+    with pytest.raises(w.BadSignature):  # statement for a hop with no key
+        w.verify_counts(w.CountsFrame((_statement(3, SENDER),)).to_bytes(), [SENDER.public_key()])
+    bad = w.CountStatement(0, 0, 0, bytes(32), 10, 0, 0, 0, 0, 9)
+    assert not bad.consistent
+    with pytest.raises(w.CryptoParameterError):
+        w.CountsFrame((bad,))  # unsigned statements never go on the wire
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        (b"", w.MalformedFrame),
+        (b"\x01", w.MalformedFrame),
+        (b"\x02\x01", w.UnsupportedVersion),
+        (b"\x01\x63", w.UnknownKind),
+        (b"\x01\x01\x00\x00", w.MalformedFrame),  # truncated SUBMIT header
+        (b"\x01\x01" + struct.pack(">III", 0, 0, 4), w.MalformedFrame),  # zero reports
+        (b"\x01\x01" + struct.pack(">III", 0, 2, 4) + b"x" * 7, w.MalformedFrame),  # short
+        (b"\x01\x01" + struct.pack(">III", 0, 2, 4) + b"x" * 9, w.MalformedFrame),  # long
+        (b"\x01\x01" + struct.pack(">III", 0, 0xFFFFFFFF, 0xFFFFFFFF), w.MalformedFrame),
+        (b"\x01\x02" + b"\x00" * 7, w.MalformedFrame),  # wrong ACK length
+    ],
+)
+def test_parse_errors_are_typed(payload: bytes, error: type[w.WireError]) -> None:
+    with pytest.raises(error) as info:
+        w.parse_submit(payload) if payload[1:2] != b"\x02" else w.parse_ack(payload)
+    assert info.value.reason in {
+        "malformed_frame",
+        "bad_version",
+        "unknown_kind",
+    }
+
+
+def test_kind_mismatch_is_malformed() -> None:
+    with pytest.raises(w.MalformedFrame):
+        w.parse_submit(w.Ack(1, 0).to_bytes())
+    with pytest.raises(w.MalformedFrame):
+        w.verify_batch(w.Ack(1, 0).to_bytes(), SENDER.public_key())
+
+
+def test_frame_length_limits() -> None:
+    assert w.frame_length(struct.pack(">I", 100), max_size=100) == 100
+    with pytest.raises(w.FrameTooLarge) as info:
+        w.frame_length(struct.pack(">I", 101), max_size=100)
+    assert info.value.reason == "oversized_frame"
+    with pytest.raises(w.FrameTooLarge):
+        w.frame_length(b"\x00\x00\x00\x00")
+    with pytest.raises(w.FrameTooLarge):
+        w.frame_length(b"\xff\xff\xff\xff")
+    with pytest.raises(w.MalformedFrame):
+        w.frame_length(b"\x00\x01")
+    with pytest.raises(w.CryptoParameterError):
+        w.encode_frame(b"x" * 11, max_size=10)
+
+
+def test_encoder_misuse_quotes_values() -> None:
+    with pytest.raises(w.CryptoParameterError, match="one length"):
+        w.SubmitFrame(0, (b"ab", b"c"))
+    with pytest.raises(w.CryptoParameterError, match="at least one"):
+        w.SubmitFrame(0, ())
+    with pytest.raises(w.CryptoParameterError, match="chunk_index 2"):
+        w.BatchChunk(0, 1, 0, 0, bytes(32), 2, 2, ())
+    with pytest.raises(w.CryptoParameterError, match=r"key_epoch must be .* got -1"):
+        w.SubmitFrame(-1, (b"a",))
+
+
+def test_empty_batch_chunk_roundtrips() -> None:
+    chunk = w.BatchChunk(1, 2, 0, 9, bytes(32), 0, 1, ())
+    assert w.verify_batch(chunk.sign(SENDER), SENDER.public_key()) == chunk
+
+
+reports_st = st.integers(1, 40).flatmap(
+    lambda size: st.lists(st.binary(min_size=size, max_size=size), min_size=1, max_size=20)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    reports=reports_st,
+    key_epoch=st.integers(0, 2**32 - 1),
+    epoch=st.integers(0, 2**64 - 1),
+    hops=st.tuples(st.integers(0, 255), st.integers(0, 255)),
+)
+def test_roundtrip_batch(
+    reports: list[bytes], key_epoch: int, epoch: int, hops: tuple[int, int]
+) -> None:
+    chunk = w.BatchChunk(hops[0], hops[1], key_epoch, epoch, bytes(32), 0, 1, tuple(reports))
+    assert w.verify_batch(chunk.sign(SENDER), SENDER.public_key()) == chunk
+    sub = w.SubmitFrame(key_epoch, tuple(reports))
+    assert w.parse_submit(sub.to_bytes()) == sub
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_escape_as_untyped(data: bytes) -> None:
+    for parse in (w.parse_submit, w.parse_ack, w.parse_reject, w.parse_query, w.parse_reply):
+        with contextlib.suppress(w.WireError):
+            parse(data)
+    for verify in (w.verify_batch, w.verify_control):
+        with contextlib.suppress(w.WireError):
+            verify(data, SENDER.public_key())
+    with contextlib.suppress(w.WireError):
+        w.verify_counts(data, [SENDER.public_key()])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(json.dumps(build_vectors(), indent=2))
