@@ -17,6 +17,8 @@ from ._base import InputKind as InputKind
 from ._base import PrivacyGuarantee as PrivacyGuarantee
 from ._base import ShareSpec as ShareSpec
 from ._base import ShuffleProtocol as ShuffleProtocol
+from ._disele import DisEle as DisEle
+from ._disele import DisEleParams as DisEleParams
 from ._errors import BoundNotApplicable as BoundNotApplicable
 from ._errors import InvalidMessage as InvalidMessage
 from ._errors import ParameterError as ParameterError

@@ -1,0 +1,284 @@
+"""``DisEle``: counting distinct elements in the shuffle model, robustly private.
+
+Balcer, Cheu, Joseph, Mao, "Connecting Robust Shuffle Privacy and Pan-Privacy" (SODA'21,
+arXiv 2004.09481), as summarized in survey §4.4.1. Each user holds x_i ∈ [d]; the target is
+D = |{j : ∃ i, x_i = j}|. For every j the OR of the indicators [x_i = j] is estimated through
+their parity, computed by secure aggregation over Z_2 (Split-Mix, Ishai et al. FOCS'06).
+
+Randomizer (per user, per coordinate j of the one-hot vector):
+    y_ij ~ Ber(1/2)          if x_i = j,
+    y_ij ~ Ber(p),  p = (1 − (1 − e^{−ε})^{1/n}) / 2   otherwise.
+The pair (j, y_ij) is split into m additive shares mod 2 carrying the label j (the esa
+encoder does the split: :attr:`share_spec`), so the analyzer learns only z_j = Σ_i y_ij mod 2.
+Since (1 − 2p)^n = 1 − e^{−ε}, the parity of n independent Ber(p) bits is Ber(e^{−ε}/2), and
+XOR with any independent Ber(1/2) bit is Ber(1/2):
+    z_j ~ Ber(1/2)           if some user holds j,
+    z_j ~ Ber(e^{−ε}/2)      otherwise.
+The two laws have likelihood ratios e^{ε} and 2 − e^{−ε} ≤ e^{ε}: each z_j is ε-DP; a user
+changing value moves two coordinates, so the released vector z is 2ε-DP. The registry entry
+takes the target ε_c and runs the randomizer at ε = ε_c / 2.
+
+Robustness (paper Thm. for the distinct-elements protocol; survey: (2ε(γ), ·, γ)-RSDP): when
+only γn users are honest, the honest parity of an unoccupied bin is Ber((1 − (1 − e^{−ε})^γ)/2),
+whatever the others send, so each bin is ε(γ)-DP with
+    ε(γ) = −ln(1 − (1 − e^{−ε})^γ),
+which is ε at γ = 1 and ≈ ε + ln(1/γ) for large ε (the survey's "ε + ln(1/γ)" branch).
+This is the exact value of the two-point likelihood ratio; the paper states upper bounds on it.
+The additive δ of the guarantee is the statistical distance of the Split-Mix sum from an ideal
+mod-2 sum, which depends on the number m of shares (see :class:`DisEleParams`).
+
+Estimator (unbiased): E[z_j] = 1/2 on occupied bins and r = e^{−ε}/2 elsewhere, so
+    u_j = (z_j − r) / (1/2 − r)
+has E[u_j] = [j occupied]. Shufflers' fake shares carry a uniform label and a uniform bit, so
+a bin that received any fake is a fair coin; the analyzer sees exactly which bins did (each
+label carries n·m honest shares) and uses the Horvitz–Thompson estimator
+    D̂ = Σ_j c_j u_j / s,   c_j = [bin j got no fake],  s = (1 − 1/d)^{n_f},
+which is unbiased over the fakes' labels. Its variance is
+    Var[D̂] = Σ_j (s E[u_j²] − s² o_j²) / s²,  E[u_j²] = Var[z_j]/(1/2 − r)² + o_j²,
+with Var[z_j] = 1/4 if occupied (o_j = 1), r(1 − r) otherwise (o_j = 0); additive error
+O(√d / ε), matching the paper's Θ(√k) for robust approximate shuffle privacy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ._base import (
+    Estimate,
+    InputKind,
+    PrivacyGuarantee,
+    ShareSpec,
+    ShuffleProtocol,
+    check_delta,
+    check_epsilon,
+    check_n,
+)
+from ._errors import ParameterError
+from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._registry import ProtocolSpec, register_protocol
+
+__all__ = ["DisEle", "DisEleParams", "disele_default_shares"]
+
+#: Largest domain the one-hot encoding is allowed to expand to (n·d·m messages are sent).
+MAX_DOMAIN = 1 << 20
+
+
+def disele_default_shares(n: int, delta: float) -> int:
+    """Shares per value so that Split-Mix over Z_2 is δ-close to an ideal sum.
+
+    Balle, Bell, Gascón, Nissim (CCS'20, arXiv 1906.09116) and Ghazi, Manurangsi, Pagh,
+    Velingker (Eurocrypt'20, arXiv 1906.08320) show that m = O(1 + (σ + log q)/log n) shares
+    of each value make the shuffled shares σ-statistically close to their sum mod q. We use
+    m = 1 + ⌈(log2(1/δ) + log2 q) / log2 n⌉ with q = 2 (at least 2): the constant is ours.
+    """
+    n = check_n(n)
+    delta = check_delta(delta)
+    if n < 2:
+        return 2
+    return max(2, 1 + math.ceil((math.log2(1.0 / delta) + 1.0) / math.log2(n)))
+
+
+@dataclass(frozen=True, slots=True)
+class DisEleParams:
+    """Parameters of ``DisEle`` (arXiv 2004.09481 §3; survey §4.4.1).
+
+    Math: p = (1 − (1 − e^{−ε})^{1/n})/2 is the flip probability of an unoccupied coordinate;
+    r = e^{−ε}/2 the law of an unoccupied bin's parity. Privacy: 2ε-DP overall (two bins per
+    user), robustly 2ε(γ) with ε(γ) = −ln(1 − (1 − e^{−ε})^γ), plus the Split-Mix δ.
+
+    Attributes:
+        domain: d, the number of possible values.
+        epsilon: ε per bin (the released vector is 2ε-DP).
+        n: number of users the randomizer is calibrated for.
+        delta: δ charged for the secure aggregation.
+        shares: m Split-Mix shares per (label, bit).
+    """
+
+    domain: int
+    epsilon: float
+    n: int
+    delta: float
+    shares: int
+
+    @property
+    def flip_probability(self) -> float:
+        """p = (1 − (1 − e^{−ε})^{1/n}) / 2, computed without cancellation."""
+        # (1 − e^{−ε})^{1/n} = exp(log1p(−e^{−ε}) / n); 1 − exp(t) = −expm1(t).
+        return -math.expm1(math.log1p(-math.exp(-self.epsilon)) / self.n) / 2.0
+
+    @property
+    def empty_parity(self) -> float:
+        """r = P[z_j = 1] for a bin nobody holds: e^{−ε}/2."""
+        return math.exp(-self.epsilon) / 2.0
+
+
+class DisEle(ShuffleProtocol):
+    """``DisEle``: number of distinct values among n users' x_i ∈ [d] (see module docstring).
+
+    Messages: ``randomize`` returns an ``(n·d, 2)`` array of (label j, bit y_ij); the esa
+    encoder splits each bit into ``shares`` shares mod 2, so ``encode``/``decode``/
+    ``estimate`` see ``(label, share)`` rows. ``messages_per_user`` = d·m.
+    """
+
+    name: ClassVar[str] = "disele"
+    input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
+
+    def __init__(
+        self,
+        *,
+        domain: int,
+        epsilon: float,
+        n: int,
+        delta: float,
+        shares: int | None = None,
+    ) -> None:
+        d = check_n(domain, "domain", 2)
+        if d > MAX_DOMAIN:
+            raise ParameterError(
+                f"disele: domain={d} exceeds {MAX_DOMAIN}: every user sends d·m messages"
+            )
+        eps = check_epsilon(epsilon)
+        n = check_n(n)
+        delta = check_delta(delta)
+        m = disele_default_shares(n, delta) if shares is None else check_n(shares, "shares", 2)
+        self._p = DisEleParams(domain=d, epsilon=eps, n=n, delta=delta, shares=m)
+        self.share_spec = ShareSpec(modulus=2, shares=m)
+        self._label_size = uint_codec_size(d)
+
+    @property
+    def params(self) -> DisEleParams:
+        return self._p
+
+    @property
+    def domain(self) -> int:
+        return self._p.domain
+
+    @property
+    def message_size(self) -> int:
+        return self._label_size + 1
+
+    @property
+    def messages_per_user(self) -> float:
+        return float(self._p.domain * self._p.shares)
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(
+            epsilon_central=2.0 * self._p.epsilon,
+            # A single user's shares are uniform bits: alone they reveal nothing, but if all
+            # shufflers collude the analyzer links them and sums them: no local guarantee.
+            epsilon_local=math.inf,
+            delta=self._p.delta,
+            bound="disele_parity (arXiv 2004.09481 §3)",
+        )
+
+    def robust_epsilon(self, gamma: float) -> float:
+        """2ε(γ): ε of the released parities when only a fraction γ of users is honest.
+
+        Raises:
+            ParameterError: γ outside (0, 1].
+        """
+        g = float(gamma)
+        if not 0.0 < g <= 1.0:
+            raise ParameterError(f"gamma must lie in (0, 1], got {gamma!r}")
+        eps = self._p.epsilon
+        honest_clean = math.exp(g * math.log1p(-math.exp(-eps)))  # (1 − e^{−ε})^γ
+        return 2.0 * -math.log1p(-honest_clean)
+
+    def __repr__(self) -> str:
+        p = self._p
+        return (
+            f"DisEle(domain={p.domain}, epsilon={p.epsilon:.6g}, n={p.n}, "
+            f"delta={p.delta:g}, shares={p.shares})"
+        )
+
+    # --- client ------------------------------------------------------------------------
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = self.validate_values(values).astype(np.int64, copy=False)
+        d, n_users = self._p.domain, x.shape[0]
+        probs = np.full((n_users, d), self._p.flip_probability)
+        probs[np.arange(n_users), x] = 0.5
+        bits = (rng.random((n_users, d)) < probs).astype(np.int64)
+        labels = np.broadcast_to(np.arange(d, dtype=np.int64), (n_users, d))
+        return np.stack([labels.reshape(-1), bits.reshape(-1)], axis=1)
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
+        out = np.empty((msgs.shape[0], self.message_size), dtype=np.uint8)
+        out[:, : self._label_size] = encode_uints(msgs[:, 0], self._label_size)
+        out[:, self._label_size] = msgs[:, 1]
+        return out
+
+    def decode(
+        self, rows: npt.NDArray[np.uint8]
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        rows = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
+        labels = decode_uints(rows[:, : self._label_size], self._label_size)
+        share = rows[:, self._label_size].astype(np.int64)
+        valid = (labels < self._p.domain) & (share < 2)
+        return np.stack([labels, share], axis=1), valid
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        count = check_n(count, "count", 0)
+        labels = rng.integers(0, self._p.domain, size=count)
+        return np.stack([labels, rng.integers(0, 2, size=count)], axis=1).astype(np.int64)
+
+    # --- analyzer ------------------------------------------------------------------------
+    def parities(self, messages: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """Per-label sums of shares mod 2, and per-label message counts."""
+        msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
+        d = self._p.domain
+        counts = np.bincount(msgs[:, 0], minlength=d)[:d]
+        ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=d)[:d]
+        return (ones.astype(np.int64) % 2), counts
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        p = self._p
+        z, counts = self.parities(messages)
+        # Each honest user sends m shares per label; any excess is a shuffler's fake share,
+        # which turns the bin's parity into a fair coin (see module docstring).
+        clean = counts <= n * p.shares
+        s = (1.0 - 1.0 / p.domain) ** n_fakes
+        r = p.empty_parity
+        u = (z - r) / (0.5 - r)
+        est = float(np.sum(u[clean])) / s
+        return Estimate(
+            values=np.array([est]),
+            expected_std=np.array([math.sqrt(self.variance(np.clip(est, 0, p.domain), n_fakes))]),
+            messages_used=int(counts.sum()),
+            extra={"clean_bins": int(clean.sum()), "shares": p.shares},
+        )
+
+    def variance(self, distinct: float, n_fakes: int = 0) -> float:
+        """Exact Var[D̂] when ``distinct`` of the d bins are occupied (module docstring)."""
+        p = self._p
+        r = p.empty_parity
+        s = (1.0 - 1.0 / p.domain) ** n_fakes
+        scale = (0.5 - r) ** 2
+        eu2_occ = 0.25 / scale + 1.0
+        eu2_empty = r * (1.0 - r) / scale
+        occ = float(distinct)
+        total = occ * (s * eu2_occ - s * s) + (p.domain - occ) * s * eu2_empty
+        return total / (s * s)
+
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        x = self.validate_values(values)
+        return np.array([float(np.unique(x).size)])
+
+
+@register_protocol("disele")
+def _build_disele(spec: ProtocolSpec) -> ShuffleProtocol:
+    shares = spec.options.get("shares")
+    return DisEle(
+        domain=spec.domain,
+        # Each user moves two bins, so the per-bin ε is half the target central ε_c.
+        epsilon=spec.epsilon / 2.0,
+        n=spec.n,
+        delta=spec.delta,
+        shares=None if shares is None else int(shares),
+    )
