@@ -214,9 +214,7 @@ class DisEle(ShuffleProtocol):
         out[:, self._label_size] = msgs[:, 1]
         return out
 
-    def decode(
-        self, rows: npt.NDArray[np.uint8]
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         rows = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
         labels = decode_uints(rows[:, : self._label_size], self._label_size)
         share = rows[:, self._label_size].astype(np.int64)

@@ -98,7 +98,8 @@ def test_registry_splits_central_epsilon_over_two_bins() -> None:
     assert isinstance(proto, DisEle)
     assert proto.params.epsilon == pytest.approx(0.5)
     assert proto.privacy.epsilon_central == pytest.approx(1.0)
-    assert proto.share_spec is not None and proto.share_spec.modulus == 2
+    assert proto.share_spec is not None
+    assert proto.share_spec.modulus == 2
     assert proto.share_spec.shares == proto.params.shares >= 2
 
 
