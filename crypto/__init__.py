@@ -29,6 +29,7 @@ from ._padding import pad as pad
 from ._padding import pad_rows as pad_rows
 from ._padding import padded_size as padded_size
 from ._padding import unpad as unpad
+from ._padding import unpad_rows as unpad_rows
 from ._random import csprng_generator as csprng_generator
 from ._random import secure_permutation as secure_permutation
 from ._random import secure_uniform_ints as secure_uniform_ints

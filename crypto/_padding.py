@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ._errors import CryptoParameterError, InvalidReport
 
-__all__ = ["LENGTH_PREFIX", "MAX_PAYLOAD", "pad", "pad_rows", "padded_size", "unpad"]
+__all__ = ["LENGTH_PREFIX", "MAX_PAYLOAD", "pad", "pad_rows", "padded_size", "unpad", "unpad_rows"]
 
 LENGTH_PREFIX: Final = 2
 MAX_PAYLOAD: Final = 0xFFFF
@@ -61,3 +61,23 @@ def unpad(padded: bytes, size: int) -> bytes:
     if length > size or any(padded[LENGTH_PREFIX + length :]):
         raise InvalidReport
     return padded[LENGTH_PREFIX : LENGTH_PREFIX + length]
+
+
+def unpad_rows(
+    rows: npt.NDArray[np.uint8], size: int
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
+    """Vectorized strict :func:`unpad` of fixed-width payloads.
+
+    Every honest payload of a protocol has exactly ``size`` bytes, so a row is valid iff its
+    length prefix is ``size`` (there is no padding left to check).
+
+    Returns:
+        ``(payloads, valid)``: the ``(k, size)`` payload bytes and a mask of valid rows.
+    """
+    rows = np.asarray(rows, dtype=np.uint8)
+    if rows.ndim != 2 or rows.shape[1] != padded_size(size):
+        raise CryptoParameterError(
+            f"rows must have shape (k, {padded_size(size)}), got {rows.shape}"
+        )
+    length = rows[:, 0].astype(np.int64) << 8 | rows[:, 1]
+    return rows[:, LENGTH_PREFIX:], length == size

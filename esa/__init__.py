@@ -8,7 +8,20 @@ from crypto import InvalidReport as InvalidReport
 from protocols import ParameterError as ParameterError
 from protocols import ProtocolError as ProtocolError
 
+from ._codec import HopCodec as HopCodec
+from ._codec import IdealCodec as IdealCodec
+from ._codec import OnionCodec as OnionCodec
+from ._codec import make_codec as make_codec
 from ._errors import ConfigError as ConfigError
 from ._errors import ESAError as ESAError
 from ._errors import ReplayedReport as ReplayedReport
 from ._errors import ThresholdNotMet as ThresholdNotMet
+from ._pipeline import PipelineConfig as PipelineConfig
+from ._pipeline import RunResult as RunResult
+from ._pipeline import run_pipeline as run_pipeline
+from ._roles import Analyzer as Analyzer
+from ._roles import AnalyzerOutput as AnalyzerOutput
+from ._roles import Encoder as Encoder
+from ._roles import HopCounters as HopCounters
+from ._roles import Shuffler as Shuffler
+from ._roles import split_messages as split_messages

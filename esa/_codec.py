@@ -1,0 +1,304 @@
+"""How reports look between hops: real onion layers, or the ``ideal`` plaintext stand-in.
+
+The shuffler, encoder and analyzer are written once against :class:`HopCodec`; the codec
+decides what a report is:
+
+* :class:`OnionCodec` (default, ``--crypto onion``): each report is ``bytes`` carrying one
+  X25519 + ChaCha20-Poly1305 layer per remaining hop (:mod:`crypto`). Batches are numpy
+  object arrays of ``bytes`` so a permutation is one fancy-indexing step.
+* :class:`IdealCodec` (``--crypto ideal``): the same logic on plaintext rows
+  ``version (1) ‖ report id (8) ‖ crowd id (8) ‖ padded payload`` held in one ``uint8``
+  matrix, for statistical sweeps at n = 10^6. It models a perfect anonymous channel: the
+  report id stands in for the ephemeral key (replay detection) and is redrawn at every hop
+  as a fresh layer would be. It provides no confidentiality and says so in every output.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import numpy as np
+import numpy.typing as npt
+
+import crypto
+
+__all__ = ["HopCodec", "IdealCodec", "OnionCodec", "Opened", "make_codec"]
+
+Reports = Any  # np.ndarray of object (bytes) for onion, (k, w) uint8 for ideal
+
+
+@dataclass(slots=True)
+class Opened:
+    """One hop's view of a batch after removing its layer.
+
+    Attributes:
+        forward: the valid reports to pass on (next layer's reports, or payload carriers).
+        crowd_ids: crowd id of each forwarded report.
+        replay_keys: per forwarded report, the key its replay cache records.
+        invalid: reports that failed to parse or authenticate.
+        replayed: reports dropped as replays before or after opening.
+    """
+
+    forward: Reports
+    crowd_ids: npt.NDArray[np.uint64]
+    replay_keys: npt.NDArray[Any]
+    invalid: int
+    replayed: int
+
+
+class HopCodec(abc.ABC):
+    """The report format seen by every hop of one pipeline."""
+
+    mode: ClassVar[str]
+
+    def __init__(self, *, message_size: int, layers: int) -> None:
+        self.message_size = message_size
+        self.payload_size = crypto.padded_size(message_size)
+        self.layers = layers  # shufflers + analyzer
+
+    @abc.abstractmethod
+    def seal(
+        self,
+        payloads: npt.NDArray[np.uint8],
+        crowd_ids: npt.NDArray[np.uint64],
+        *,
+        epoch: int,
+        route: Sequence[bytes],
+        first_hop: int,
+        workers: int | None,
+    ) -> Reports:
+        """Reports for hop ``first_hop`` carrying padded ``payloads``."""
+
+    @abc.abstractmethod
+    def open(
+        self,
+        reports: Reports,
+        *,
+        key: crypto.LayerPrivateKey | None,
+        epoch: int,
+        hop: int,
+        seen: set[bytes] | None,
+        workers: int | None,
+    ) -> Opened:
+        """Check, de-duplicate and peel a batch arriving at ``hop``.
+
+        ``seen`` is the replay cache of earlier batches of this epoch (``None`` turns replay
+        protection off — a test-only switch); duplicates within the batch are dropped too.
+        """
+
+    @abc.abstractmethod
+    def payload_rows(self, forward: Reports) -> tuple[npt.NDArray[np.uint8], int]:
+        """At the analyzer: the ``(k, payload_size)`` padded payloads, and how many were
+        malformed (wrong length)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def take(reports: Reports, index: npt.NDArray[np.int64]) -> Reports:
+        """Reports at ``index`` (used to permute, filter and split by crowd)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def concat(parts: Sequence[Reports]) -> Reports:
+        """Concatenate batches."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def count(reports: Reports) -> int:
+        """Number of reports in a batch."""
+
+
+def _object_array(items: Sequence[bytes]) -> npt.NDArray[Any]:
+    arr = np.empty(len(items), dtype=object)
+    arr[:] = list(items)
+    return arr
+
+
+class OnionCodec(HopCodec):
+    """Real onion encryption (see :mod:`crypto`)."""
+
+    mode: ClassVar[str] = "onion"
+
+    def expected_size(self, hop: int) -> int:
+        """Length of every honest report arriving at ``hop``."""
+        return crypto.report_size(self.payload_size, self.layers - hop)
+
+    def seal(self, payloads, crowd_ids, *, epoch, route, first_hop, workers):  # type: ignore[no-untyped-def]
+        rows = np.asarray(payloads, dtype=np.uint8)
+        sealed = crypto.wrap_batch(
+            [r.tobytes() for r in rows],
+            list(route),
+            epoch=epoch,
+            crowd_ids=[int(c) for c in crowd_ids],
+            first_hop=first_hop,
+            workers=workers,
+        )
+        return _object_array(sealed)
+
+    def open(self, reports, *, key, epoch, hop, seen, workers):  # type: ignore[no-untyped-def]
+        if key is None:
+            raise ValueError("an onion hop needs its layer key")
+        expected = self.expected_size(hop)
+        items = list(reports)
+        invalid = 0
+        replayed = 0
+        candidates: list[bytes] = []
+        batch_bytes: set[bytes] = set()
+        for r in items:
+            if not isinstance(r, bytes) or len(r) != expected:
+                invalid += 1
+                continue
+            if seen is not None:
+                # A valid report whose key an earlier batch already used, or an exact copy
+                # within this batch, is a replay: drop it without spending a scalar mult.
+                if r[1:33] in seen or r in batch_bytes:
+                    replayed += 1
+                    continue
+                batch_bytes.add(r)
+            candidates.append(r)
+        peeled = crypto.peel_batch(
+            candidates, key, epoch=epoch, hop=hop, expected_size=expected, workers=workers
+        )
+        forward: list[bytes] = []
+        crowds: list[int] = []
+        keys: list[bytes] = []
+        batch_keys: set[bytes] = set()
+        for r, result in zip(candidates, peeled, strict=True):
+            if result is None:
+                invalid += 1
+                continue
+            epk = r[1:33]
+            if seen is not None:
+                # Two authentic reports cannot share an ephemeral key by chance; keep the first.
+                if epk in batch_keys:
+                    replayed += 1
+                    continue
+                batch_keys.add(epk)
+            crowds.append(result[0])
+            forward.append(result[1])
+            keys.append(epk)
+        return Opened(
+            forward=_object_array(forward),
+            crowd_ids=np.asarray(crowds, dtype=np.uint64),
+            replay_keys=_object_array(keys),
+            invalid=invalid,
+            replayed=replayed,
+        )
+
+    def payload_rows(self, forward):  # type: ignore[no-untyped-def]
+        good = [b for b in forward if len(b) == self.payload_size]
+        bad = len(forward) - len(good)
+        if not good:
+            return np.zeros((0, self.payload_size), dtype=np.uint8), bad
+        return np.frombuffer(b"".join(good), dtype=np.uint8).reshape(-1, self.payload_size), bad
+
+    @staticmethod
+    def take(reports, index):  # type: ignore[no-untyped-def]
+        return np.asarray(reports, dtype=object)[index]
+
+    @staticmethod
+    def concat(parts):  # type: ignore[no-untyped-def]
+        arrays = [np.asarray(p, dtype=object) for p in parts]
+        return np.concatenate(arrays) if arrays else np.empty(0, dtype=object)
+
+    @staticmethod
+    def count(reports):  # type: ignore[no-untyped-def]
+        return len(reports)
+
+
+IDEAL_VERSION: Final = 0xE1
+_ID: Final = slice(1, 9)
+_CROWD: Final = slice(9, 17)
+_IDEAL_HEADER: Final = 17
+
+
+class IdealCodec(HopCodec):
+    """Plaintext stand-in for the onion: same shuffler logic, no encryption."""
+
+    mode: ClassVar[str] = "ideal"
+
+    @property
+    def row_size(self) -> int:
+        return _IDEAL_HEADER + self.payload_size
+
+    def seal(self, payloads, crowd_ids, *, epoch, route, first_hop, workers):  # type: ignore[no-untyped-def]
+        payloads = np.asarray(payloads, dtype=np.uint8)
+        k = payloads.shape[0]
+        rows = np.empty((k, self.row_size), dtype=np.uint8)
+        rows[:, 0] = IDEAL_VERSION
+        rows[:, _ID] = np.frombuffer(os.urandom(8 * k), dtype=np.uint8).reshape(k, 8)
+        rows[:, _CROWD] = (
+            np.asarray(crowd_ids, dtype=">u8").reshape(-1, 1).view(np.uint8).reshape(k, 8)
+        )
+        rows[:, _IDEAL_HEADER:] = payloads
+        return rows
+
+    def open(self, reports, *, key, epoch, hop, seen, workers):  # type: ignore[no-untyped-def]
+        rows, invalid = self._as_rows(reports)
+        ok = rows[:, 0] == IDEAL_VERSION
+        invalid += int((~ok).sum())
+        rows = rows[ok]
+        ids = np.ascontiguousarray(rows[:, _ID]).view("<u8").reshape(-1)
+        replayed = 0
+        if seen is not None:
+            _, first = np.unique(ids, return_index=True)
+            keep = np.zeros(ids.shape[0], dtype=bool)
+            keep[first] = True
+            if seen:
+                prior = np.fromiter((int.from_bytes(s, "little") for s in seen), np.uint64)
+                keep &= ~np.isin(ids, prior)
+            replayed = int((~keep).sum())
+            rows, ids = rows[keep], ids[keep]
+        crowds = np.ascontiguousarray(rows[:, _CROWD]).view(">u8").reshape(-1).astype(np.uint64)
+        forward = rows.copy()
+        k = forward.shape[0]
+        # A fresh id per hop, as a fresh ephemeral key would be: ids never link hops.
+        forward[:, _ID] = np.frombuffer(os.urandom(8 * k), dtype=np.uint8).reshape(k, 8)
+        keys = (
+            _object_array([int(i).to_bytes(8, "little") for i in ids])
+            if seen is not None
+            else (np.empty(0, dtype=object))
+        )
+        return Opened(forward, crowds, keys, invalid, replayed)
+
+    def payload_rows(self, forward):  # type: ignore[no-untyped-def]
+        rows = np.asarray(forward, dtype=np.uint8)
+        return rows[:, _IDEAL_HEADER:], 0
+
+    def _as_rows(self, reports: Reports) -> tuple[npt.NDArray[np.uint8], int]:
+        if isinstance(reports, np.ndarray) and reports.dtype == np.uint8:
+            if reports.ndim == 2 and reports.shape[1] == self.row_size:
+                return reports, 0
+            return np.zeros((0, self.row_size), np.uint8), int(reports.shape[0])
+        good = [r for r in reports if isinstance(r, bytes) and len(r) == self.row_size]
+        bad = len(reports) - len(good)
+        if not good:
+            return np.zeros((0, self.row_size), np.uint8), bad
+        return np.frombuffer(b"".join(good), np.uint8).reshape(-1, self.row_size).copy(), bad
+
+    @staticmethod
+    def take(reports, index):  # type: ignore[no-untyped-def]
+        return np.asarray(reports)[index]
+
+    @staticmethod
+    def concat(parts):  # type: ignore[no-untyped-def]
+        return np.concatenate([np.asarray(p, dtype=np.uint8) for p in parts])
+
+    @staticmethod
+    def count(reports):  # type: ignore[no-untyped-def]
+        return len(reports)
+
+
+def make_codec(mode: str, *, message_size: int, layers: int) -> HopCodec:
+    """The codec for ``--crypto MODE``."""
+    codecs: dict[str, type[HopCodec]] = {"onion": OnionCodec, "ideal": IdealCodec}
+    try:
+        cls = codecs[mode]
+    except KeyError:
+        from ._errors import ConfigError
+
+        raise ConfigError(f"crypto mode must be 'onion' or 'ideal', got {mode!r}") from None
+    return cls(message_size=message_size, layers=layers)

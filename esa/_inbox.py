@@ -1,0 +1,422 @@
+"""A party's durable inbox and outbox: SQLite in WAL mode (stdlib :mod:`sqlite3`).
+
+The durability contract (DESIGN.md "Network and durability"):
+
+* A party acknowledges a report (or a batch chunk) only after the transaction that stores
+  it has committed; ``synchronous=FULL`` makes the commit survive a power cut, not only a
+  process crash.
+* Every acknowledged report is processed exactly once. An epoch moves through the states
+  ``closed → processed → forwarded`` and each transition is one transaction: processing
+  writes its whole output (the signed outgoing chunks, or the analyzer's decoded messages)
+  and deletes its input in the same commit, so a crash before the commit re-runs the
+  processing from the still-stored input and a crash after it never runs it again.
+* A forwarded batch is never forwarded twice under two identities: its id is a function of
+  (sender, key epoch, epoch) and its bytes are stored before the first send, so a resend
+  after a crash is byte-identical and the receiver's ``(batch_id, chunk_index)`` key makes
+  it a no-op.
+
+Reports are deduplicated per key epoch by SHA-256 digest (the durable replay cache): a
+client's retry of a frame whose ACK was lost stores nothing twice. Digests of a key epoch
+can be dropped with :meth:`Inbox.retire_key_epoch` once its keys are destroyed, which keeps
+the database bounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ._errors import ESAError
+
+__all__ = ["EpochRecord", "Inbox", "InboxError", "OutboxEntry", "report_digest"]
+
+_SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- durable replay cache: one row per report ever accepted, per key epoch
+CREATE TABLE IF NOT EXISTS seen (
+    key_epoch INTEGER NOT NULL, digest BLOB NOT NULL, PRIMARY KEY (key_epoch, digest)
+) WITHOUT ROWID;
+-- reports waiting to be processed; epoch NULL = not yet in a closed epoch
+CREATE TABLE IF NOT EXISTS reports (
+    id INTEGER PRIMARY KEY, key_epoch INTEGER NOT NULL, epoch INTEGER, body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reports_by_epoch ON reports (epoch, key_epoch);
+-- chunks of upstream batches already committed (idempotent receipt)
+CREATE TABLE IF NOT EXISTS chunks (
+    batch_id BLOB NOT NULL, chunk_index INTEGER NOT NULL, PRIMARY KEY (batch_id, chunk_index)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS upstream (
+    batch_id BLOB PRIMARY KEY, epoch INTEGER NOT NULL UNIQUE, key_epoch INTEGER NOT NULL,
+    chunk_count INTEGER NOT NULL, counts BLOB, duplicates INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS epochs (
+    epoch INTEGER PRIMARY KEY, key_epoch INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('closed', 'processed', 'forwarded')),
+    upstream_counts BLOB, counts BLOB, stats TEXT, output BLOB, output_size INTEGER
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    epoch INTEGER NOT NULL, chunk_index INTEGER NOT NULL, payload BLOB NOT NULL,
+    acked INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (epoch, chunk_index)
+);
+"""
+
+
+class InboxError(ESAError):
+    """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
+
+
+def report_digest(key_epoch: int, report: bytes) -> bytes:
+    """The replay-cache key of a report: SHA-256 over its key epoch and bytes."""
+    return hashlib.sha256(key_epoch.to_bytes(4, "big") + report).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRecord:
+    """An epoch as the inbox stores it."""
+
+    epoch: int
+    key_epoch: int
+    state: str
+    upstream_counts: bytes | None
+    counts: bytes | None
+    stats: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """One signed outgoing chunk payload not yet acknowledged by the next hop."""
+
+    epoch: int
+    chunk_index: int
+    payload: bytes
+
+
+class Inbox:
+    """One party's SQLite store. Not thread-safe: the service serializes calls.
+
+    Args:
+        path: database file (created if missing). ``":memory:"`` only in unit tests.
+        party: the party name; an existing database of another party is refused.
+    """
+
+    def __init__(self, path: str | Path, *, party: str) -> None:
+        self._path = str(path)
+        # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves, so each
+        # logical step is exactly one transaction (and one fsync).
+        self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        with self._txn() as db:
+            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if not rows:
+                db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(_SCHEMA_VERSION),))
+                db.execute("INSERT INTO meta VALUES ('party', ?)", (party,))
+            elif rows.get("schema") != str(_SCHEMA_VERSION) or rows.get("party") != party:
+                raise InboxError(
+                    f"{self._path} belongs to party {rows.get('party')!r} "
+                    f"(schema {rows.get('schema')}), not {party!r}"
+                )
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def _txn(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Inbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def journal_mode(self) -> str:
+        return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
+
+    # ------------------------------------------------------------------ first hop
+
+    def add_reports(self, key_epoch: int, reports: Sequence[bytes]) -> tuple[int, int]:
+        """Durably store client reports; returns ``(stored, duplicates)`` after COMMIT.
+
+        A report already seen in ``key_epoch`` (a retry or a replay) is not stored again.
+        """
+        stored = 0
+        with self._txn() as db:
+            for body in reports:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO seen VALUES (?, ?)",
+                    (key_epoch, report_digest(key_epoch, body)),
+                )
+                if cur.rowcount:
+                    db.execute(
+                        "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, NULL, ?)",
+                        (key_epoch, body),
+                    )
+                    stored += 1
+        return stored, len(reports) - stored
+
+    def open_count(self) -> dict[int, int]:
+        """Reports not yet in a closed epoch, per key epoch."""
+        rows = self._db.execute(
+            "SELECT key_epoch, COUNT(*) FROM reports WHERE epoch IS NULL GROUP BY key_epoch"
+        ).fetchall()
+        return {int(k): int(c) for k, c in rows}
+
+    def close_epoch(self, key_epoch: int) -> int | None:
+        """Put every open report of ``key_epoch`` into a new closed epoch; returns its id.
+
+        Returns ``None`` (and creates nothing) when no report of ``key_epoch`` is open.
+        """
+        with self._txn() as db:
+            (count,) = db.execute(
+                "SELECT COUNT(*) FROM reports WHERE epoch IS NULL AND key_epoch = ?",
+                (key_epoch,),
+            ).fetchone()
+            if not count:
+                return None
+            (epoch,) = db.execute("SELECT COALESCE(MAX(epoch), -1) + 1 FROM epochs").fetchone()
+            db.execute(
+                "UPDATE reports SET epoch = ? WHERE epoch IS NULL AND key_epoch = ?",
+                (epoch, key_epoch),
+            )
+            db.execute(
+                "INSERT INTO epochs (epoch, key_epoch, state) VALUES (?, ?, 'closed')",
+                (epoch, key_epoch),
+            )
+        return int(epoch)
+
+    # ------------------------------------------------------------------ later hops
+
+    def add_chunk(
+        self,
+        *,
+        batch_id: bytes,
+        epoch: int,
+        key_epoch: int,
+        chunk_index: int,
+        chunk_count: int,
+        reports: Sequence[bytes],
+    ) -> tuple[int, int, bool]:
+        """Durably store one chunk of an upstream batch.
+
+        Returns:
+            ``(stored, duplicates, new_chunk)``. A chunk already committed is a no-op
+            (``new_chunk`` False): this is what makes resends after a crash harmless.
+
+        Raises:
+            InboxError: the chunk contradicts what was stored for its batch or epoch (a
+                second batch for one epoch, another chunk count); the caller rejects it.
+        """
+        with self._txn() as db:
+            row = db.execute(
+                "SELECT epoch, key_epoch, chunk_count FROM upstream WHERE batch_id = ?",
+                (batch_id,),
+            ).fetchone()
+            if row is None:
+                other = db.execute("SELECT 1 FROM upstream WHERE epoch = ?", (epoch,)).fetchone()
+                if other is not None:
+                    raise InboxError(f"epoch {epoch} already has another upstream batch")
+                db.execute(
+                    "INSERT INTO upstream VALUES (?, ?, ?, ?, NULL, 0)",
+                    (batch_id, epoch, key_epoch, chunk_count),
+                )
+            elif tuple(row) != (epoch, key_epoch, chunk_count):
+                raise InboxError("chunk disagrees with its batch header")
+            cur = db.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?)", (batch_id, chunk_index))
+            if not cur.rowcount:
+                return 0, len(reports), False
+            stored = 0
+            for body in reports:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO seen VALUES (?, ?)",
+                    (key_epoch, report_digest(key_epoch, body)),
+                )
+                if cur.rowcount:
+                    db.execute(
+                        "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, ?, ?)",
+                        (key_epoch, epoch, body),
+                    )
+                    stored += 1
+            db.execute(
+                "UPDATE upstream SET duplicates = duplicates + ? WHERE batch_id = ?",
+                (len(reports) - stored, batch_id),
+            )
+            self._maybe_complete(db, batch_id)
+        return stored, len(reports) - stored, True
+
+    def add_counts(self, *, batch_id: bytes, counts: bytes) -> bool:
+        """Store the upstream COUNTS frame of a batch; returns whether it was new."""
+        with self._txn() as db:
+            row = db.execute(
+                "SELECT counts FROM upstream WHERE batch_id = ?", (batch_id,)
+            ).fetchone()
+            if row is None:
+                raise InboxError("counts for a batch with no chunk yet")
+            if row[0] is not None:
+                return False
+            db.execute("UPDATE upstream SET counts = ? WHERE batch_id = ?", (counts, batch_id))
+            self._maybe_complete(db, batch_id)
+        return True
+
+    def upstream_duplicates(self, epoch: int) -> int:
+        """Reports of an epoch's upstream batch that repeated an already-seen report."""
+        row = self._db.execute(
+            "SELECT duplicates FROM upstream WHERE epoch = ?", (epoch,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def batch_complete(self, batch_id: bytes) -> bool:
+        row = self._db.execute(
+            "SELECT u.epoch FROM upstream u JOIN epochs e ON e.epoch = u.epoch "
+            "WHERE u.batch_id = ?",
+            (batch_id,),
+        ).fetchone()
+        return row is not None
+
+    @staticmethod
+    def _maybe_complete(db: sqlite3.Connection, batch_id: bytes) -> None:
+        epoch, key_epoch, chunk_count, counts = db.execute(
+            "SELECT epoch, key_epoch, chunk_count, counts FROM upstream WHERE batch_id = ?",
+            (batch_id,),
+        ).fetchone()
+        (have,) = db.execute(
+            "SELECT COUNT(*) FROM chunks WHERE batch_id = ?", (batch_id,)
+        ).fetchone()
+        if counts is None or have < chunk_count:
+            return
+        db.execute(
+            "INSERT OR IGNORE INTO epochs (epoch, key_epoch, state, upstream_counts) "
+            "VALUES (?, ?, 'closed', ?)",
+            (epoch, key_epoch, counts),
+        )
+
+    # ------------------------------------------------------------------ processing
+
+    def epochs(self, state: str | None = None) -> list[EpochRecord]:
+        """Epochs in ``state`` (all when None), oldest first."""
+        query = "SELECT epoch, key_epoch, state, upstream_counts, counts, stats FROM epochs"
+        args: tuple[Any, ...] = ()
+        if state is not None:
+            query += " WHERE state = ?"
+            args = (state,)
+        rows = self._db.execute(query + " ORDER BY epoch", args).fetchall()
+        return [
+            EpochRecord(int(e), int(k), str(s), u, c, json.loads(st) if st else {})
+            for e, k, s, u, c, st in rows
+        ]
+
+    def epoch_reports(self, epoch: int) -> list[bytes]:
+        """The stored input reports of a closed epoch, in arrival order."""
+        rows = self._db.execute(
+            "SELECT body FROM reports WHERE epoch = ? ORDER BY id", (epoch,)
+        ).fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    def commit_processed(
+        self,
+        epoch: int,
+        *,
+        stats: dict[str, Any],
+        counts: bytes | None = None,
+        outbox: Sequence[bytes] = (),
+        output: Sequence[bytes] | None = None,
+    ) -> None:
+        """Atomically record an epoch's processing and drop its input.
+
+        Args:
+            epoch: a ``closed`` epoch.
+            stats: per-epoch counters (JSON).
+            counts: the COUNTS payload to send after the chunks (shufflers).
+            outbox: the signed outgoing chunk payloads (shufflers).
+            output: decoded fixed-size messages (the analyzer), stored concatenated.
+
+        Raises:
+            InboxError: the epoch is not ``closed`` (it was processed already).
+        """
+        with self._txn() as db:
+            row = db.execute("SELECT state FROM epochs WHERE epoch = ?", (epoch,)).fetchone()
+            if row is None or row[0] != "closed":
+                raise InboxError(f"epoch {epoch} is not awaiting processing (state {row})")
+            size = len(output[0]) if output else 0
+            db.execute(
+                "UPDATE epochs SET state = 'processed', stats = ?, counts = ?, output = ?, "
+                "output_size = ? WHERE epoch = ?",
+                (
+                    json.dumps(stats, sort_keys=True),
+                    counts,
+                    b"".join(output) if output is not None else None,
+                    size,
+                    epoch,
+                ),
+            )
+            db.executemany(
+                "INSERT INTO outbox (epoch, chunk_index, payload) VALUES (?, ?, ?)",
+                [(epoch, i, p) for i, p in enumerate(outbox)],
+            )
+            db.execute("DELETE FROM reports WHERE epoch = ?", (epoch,))
+
+    def pending_outbox(self, epoch: int) -> list[OutboxEntry]:
+        rows = self._db.execute(
+            "SELECT chunk_index, payload FROM outbox WHERE epoch = ? AND acked = 0 "
+            "ORDER BY chunk_index",
+            (epoch,),
+        ).fetchall()
+        return [OutboxEntry(epoch, int(i), bytes(p)) for i, p in rows]
+
+    def mark_acked(self, epoch: int, chunk_index: int) -> None:
+        with self._txn() as db:
+            db.execute(
+                "UPDATE outbox SET acked = 1 WHERE epoch = ? AND chunk_index = ?",
+                (epoch, chunk_index),
+            )
+
+    def mark_forwarded(self, epoch: int) -> None:
+        """The next hop acknowledged every chunk and the counts; outgoing bytes are freed."""
+        with self._txn() as db:
+            db.execute(
+                "UPDATE epochs SET state = 'forwarded' WHERE epoch = ? AND state = 'processed'",
+                (epoch,),
+            )
+            db.execute("DELETE FROM outbox WHERE epoch = ?", (epoch,))
+
+    def outputs(self) -> list[tuple[EpochRecord, list[bytes]]]:
+        """Every processed epoch's decoded messages (the analyzer), oldest first."""
+        rows = self._db.execute(
+            "SELECT epoch, output, output_size FROM epochs WHERE state != 'closed' ORDER BY epoch"
+        ).fetchall()
+        records = {r.epoch: r for r in self.epochs()}
+        out = []
+        for epoch, blob, size in rows:
+            blob = bytes(blob or b"")
+            msgs = [blob[i : i + size] for i in range(0, len(blob), size)] if size else []
+            out.append((records[int(epoch)], msgs))
+        return out
+
+    def retire_key_epoch(self, key_epoch: int) -> int:
+        """Forget the replay digests of a key epoch whose private keys are destroyed.
+
+        Reports for it can no longer be decrypted, so a replay fails anyway; dropping the
+        digests bounds the database. Returns the number of digests removed.
+        """
+        with self._txn() as db:
+            cur = db.execute("DELETE FROM seen WHERE key_epoch = ?", (key_epoch,))
+        return int(cur.rowcount)

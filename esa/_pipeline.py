@@ -1,0 +1,235 @@
+"""The in-process pipeline: encoders → m shufflers → analyzer, in one process.
+
+The same role objects run inside the TCP services; here the hops hand batches to each other
+directly, which is what statistical sweeps and most tests use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+import crypto
+from protocols import Estimate, ShuffleProtocol
+
+from ._codec import make_codec
+from ._errors import ConfigError
+from ._roles import Analyzer, Encoder, HopCounters, Shuffler
+
+__all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
+
+Interceptor = Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """How one simulated deployment is set up.
+
+    Attributes:
+        shufflers: m >= 1 shufflers in the chain.
+        fake_reports: n_r uniform fake reports each shuffler adds per released crowd (MURS).
+        threshold: a crowd with fewer reports is held by a shuffler (0: no threshold).
+        crypto: ``"onion"`` (real encryption, default) or ``"ideal"`` (plaintext stand-in).
+        replay_protection: test-only switch; ``False`` lets replayed reports through.
+        workers: processes for the crypto (``None``: every core).
+        epoch: epoch id bound into every layer.
+        crowd_id: crowd of every user's reports.
+        seeded_fakes: draw fake values from the simulation's seeded generator so a seed
+            reproduces the estimate exactly; ``False`` draws them from the OS CSPRNG as a
+            live shuffler does. The permutation is always from the CSPRNG.
+    """
+
+    shufflers: int = 3
+    fake_reports: int = 0
+    threshold: int = 0
+    crypto: Literal["onion", "ideal"] = "onion"
+    replay_protection: bool = True
+    workers: int | None = None
+    epoch: int = 1
+    crowd_id: int = 0
+    seeded_fakes: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.shufflers, bool) or self.shufflers < 1:
+            raise ConfigError(f"shufflers must be an integer >= 1, got {self.shufflers!r}")
+        if self.fake_reports < 0:
+            raise ConfigError(f"fake_reports must be >= 0, got {self.fake_reports!r}")
+        if self.threshold < 0:
+            raise ConfigError(f"threshold must be >= 0, got {self.threshold!r}")
+        if self.crypto not in ("onion", "ideal"):
+            raise ConfigError(f"crypto must be 'onion' or 'ideal', got {self.crypto!r}")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {self.workers!r}")
+
+    @property
+    def total_fakes(self) -> int:
+        """Fakes the analyzer expects in a released crowd: every shuffler adds n_r."""
+        return self.shufflers * self.fake_reports
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What one pipeline run produced, with everything ``esa simulate --json`` reports."""
+
+    protocol: ShuffleProtocol
+    config: PipelineConfig
+    n: int
+    estimate: Estimate
+    truth: npt.NDArray[np.float64]
+    hops: list[HopCounters]
+    analyzer_messages: npt.NDArray[Any]
+    seconds: dict[str, float]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error(self) -> npt.NDArray[np.float64]:
+        return np.asarray(self.estimate.values - self.truth, dtype=np.float64)
+
+    @property
+    def max_abs_error(self) -> float:
+        return float(np.max(np.abs(self.error))) if self.error.size else 0.0
+
+    @property
+    def rmse(self) -> float:
+        return float(np.sqrt(np.mean(self.error**2))) if self.error.size else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        privacy = self.protocol.privacy
+        return {
+            "protocol": self.protocol.name,
+            "n": self.n,
+            "domain": self.protocol.domain,
+            "epsilon_central": privacy.epsilon_central,
+            "epsilon_local": privacy.epsilon_local,
+            "delta": privacy.delta,
+            "bound": privacy.bound,
+            "shufflers": self.config.shufflers,
+            "fake_reports": self.config.fake_reports,
+            "threshold": self.config.threshold,
+            "crypto": self.config.crypto,
+            "messages_per_user": self.protocol.messages_per_user,
+            "estimate": self.estimate.values.tolist(),
+            "truth": self.truth.tolist(),
+            "max_abs_error": self.max_abs_error,
+            "rmse": self.rmse,
+            "expected_std": self.estimate.expected_std.tolist(),
+            "hops": [h.to_json() for h in self.hops],
+            "seconds": dict(self.seconds),
+            **self.extra,
+        }
+
+
+def run_pipeline(
+    protocol: ShuffleProtocol,
+    values: npt.ArrayLike,
+    config: PipelineConfig,
+    *,
+    rng: np.random.Generator,
+    interceptors: Mapping[int, Interceptor] | None = None,
+    keys: Sequence[crypto.PartyKeys] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run every user's report through m shufflers to the analyzer.
+
+    Args:
+        protocol: the configured mechanism.
+        values: users' raw values (validated by the protocol).
+        config: the deployment.
+        rng: seeded generator for the statistics (randomizers, and fakes when
+            ``config.seeded_fakes``); children are spawned from it per stage.
+        interceptors: ``{hop: fn(reports) -> reports}`` applied to the batch arriving at
+            ``hop`` (0..m-1 shufflers, m analyzer): how tests and audits model a malicious
+            or colluding party on the path.
+        keys: the parties' keys in route order (default: fresh in-memory keys).
+        on_stage: called with each stage's name as it starts (progress display).
+    """
+    x = protocol.validate_values(values)
+    n = int(x.shape[0])
+    m = config.shufflers
+    interceptors = dict(interceptors or {})
+    bad_hops = [h for h in interceptors if not 0 <= h <= m]
+    if bad_hops:
+        raise ConfigError(f"interceptor hops must lie in [0, {m}], got {bad_hops}")
+    codec = make_codec(config.crypto, message_size=protocol.message_size, layers=m + 1)
+    if config.crypto == "onion":
+        party_keys = (
+            list(keys)
+            if keys is not None
+            else [crypto.PartyKeys.generate(crypto.shuffler_name(i)) for i in range(m)]
+            + [crypto.PartyKeys.generate(crypto.analyzer_name())]
+        )
+        if len(party_keys) != m + 1:
+            raise ConfigError(
+                f"need {m + 1} party keys (m shufflers + analyzer), got {len(party_keys)}"
+            )
+        layer_keys: list[crypto.LayerPrivateKey | None] = [k.layer for k in party_keys]
+        route = [k.layer_public for k in (p.public() for p in party_keys)]
+    else:
+        layer_keys = [None] * (m + 1)
+        route = [b""] * (m + 1)
+    stats_rng, *fake_rngs = rng.spawn(m + 1)
+    seconds: dict[str, float] = {}
+
+    def stage(name: str) -> float:
+        if on_stage is not None:
+            on_stage(name)
+        return time.perf_counter()
+
+    t = stage("encode")
+    encoder = Encoder(protocol, codec, route, workers=config.workers)
+    batch = encoder.encode(x, rng=stats_rng, epoch=config.epoch, crowd_id=config.crowd_id)
+    seconds["encode"] = time.perf_counter() - t
+
+    hops: list[HopCounters] = []
+    for i in range(m):
+        t = stage(f"shuffler {i + 1}/{m}")
+        if i in interceptors:
+            batch = interceptors[i](batch)
+        shuffler = Shuffler(
+            hop=i,
+            codec=codec,
+            key=layer_keys[i],
+            route=route,
+            protocol=protocol,
+            threshold=config.threshold,
+            fake_reports=config.fake_reports,
+            fake_rng=fake_rngs[i] if config.seeded_fakes else None,
+            replay_protection=config.replay_protection,
+            workers=config.workers,
+        )
+        batch, counters = shuffler.process(batch, epoch=config.epoch)
+        hops.append(counters)
+        seconds[f"shuffler_{i + 1}"] = time.perf_counter() - t
+
+    t = stage("analyze")
+    if m in interceptors:
+        batch = interceptors[m](batch)
+    analyzer = Analyzer(
+        hop=m,
+        codec=codec,
+        key=layer_keys[m],
+        protocol=protocol,
+        replay_protection=config.replay_protection,
+        workers=config.workers,
+    )
+    # Fakes actually released: a shuffler that held its whole crowd added none.
+    n_fakes = sum(h.fakes_added for h in hops)
+    out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
+    hops.append(out.counters)
+    seconds["analyze"] = time.perf_counter() - t
+    seconds["total"] = sum(seconds.values())
+    return RunResult(
+        protocol=protocol,
+        config=config,
+        n=n,
+        estimate=out.estimate,
+        truth=protocol.truth(x),
+        hops=hops,
+        analyzer_messages=out.messages,
+        seconds=seconds,
+    )

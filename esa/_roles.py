@@ -1,0 +1,264 @@
+"""The three roles of ESA: Encoder, Shuffler, Analyzer (DESIGN.md, "Report path").
+
+Each role is written once against :class:`~esa._codec.HopCodec`, so the same logic runs on
+real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split explicitly:
+
+* the statistics (users' randomizers; fakes in a reproducible simulation) use a numpy
+  Generator the caller passes in;
+* the shuffle permutation always comes from the OS CSPRNG (:func:`crypto.secure_permutation`),
+  and a live shuffler (no ``fake_rng`` given) draws its fakes from a ChaCha20 stream keyed by
+  the OS (:func:`crypto.csprng_generator`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import crypto
+from protocols import Estimate, ShuffleProtocol
+
+from ._codec import HopCodec
+from ._errors import ConfigError
+
+__all__ = ["Analyzer", "AnalyzerOutput", "Encoder", "HopCounters", "Shuffler", "split_messages"]
+
+
+@dataclass(slots=True)
+class HopCounters:
+    """Per-hop accounting of one epoch. Every received report lands in exactly one of
+    ``invalid``, ``replayed``, ``held`` or ``forwarded`` (forwarded also counts fakes)."""
+
+    hop: int
+    role: str
+    received: int = 0
+    invalid: int = 0
+    replayed: int = 0
+    held: int = 0
+    fakes_added: int = 0
+    forwarded: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def split_messages(protocol: ShuffleProtocol, messages: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Apply the protocol's Split-Mix (if any): each value becomes m share messages.
+
+    Shares come from the OS CSPRNG: they never change the sum, so a seeded simulation
+    stays reproducible while the shares stay unpredictable.
+    """
+    spec = protocol.share_spec
+    if spec is None:
+        return messages
+    msgs = np.asarray(messages)
+    if msgs.ndim == 1:
+        return crypto.split_mix(msgs, modulus=spec.modulus, shares=spec.shares).reshape(-1)
+    shares = crypto.split_mix(msgs[:, -1], modulus=spec.modulus, shares=spec.shares)
+    out = np.repeat(msgs, spec.shares, axis=0)
+    out[:, -1] = shares.reshape(-1)
+    return out
+
+
+class Encoder:
+    """The client side, vectorized over users: randomize, split, encode, pad, wrap."""
+
+    def __init__(
+        self,
+        protocol: ShuffleProtocol,
+        codec: HopCodec,
+        route: Sequence[bytes],
+        *,
+        workers: int | None = 1,
+    ) -> None:
+        self.protocol = protocol
+        self.codec = codec
+        self.route = list(route)
+        self.workers = workers
+
+    def encode(
+        self,
+        values: npt.ArrayLike,
+        *,
+        rng: np.random.Generator,
+        epoch: int,
+        crowd_id: int = 0,
+    ) -> Any:
+        """Every user's reports for hop 0 (one report per message)."""
+        messages = split_messages(self.protocol, self.protocol.randomize(values, rng=rng))
+        return self.seal_messages(messages, epoch=epoch, crowd_id=crowd_id, first_hop=0)
+
+    def seal_messages(
+        self, messages: npt.NDArray[Any], *, epoch: int, crowd_id: int, first_hop: int
+    ) -> Any:
+        rows = self.protocol.encode(messages)
+        payloads = crypto.pad_rows(rows, self.protocol.message_size)
+        crowds = np.full(payloads.shape[0], crowd_id, dtype=np.uint64)
+        return self.codec.seal(
+            payloads,
+            crowds,
+            epoch=epoch,
+            route=self.route[first_hop:],
+            first_hop=first_hop,
+            workers=self.workers,
+        )
+
+
+class Shuffler:
+    """One shuffler: drop invalid and replayed reports, peel, threshold, add fakes, permute.
+
+    Args:
+        hop: 0-based index of this shuffler in the chain.
+        codec: the report format.
+        key: this shuffler's X25519 layer key (``None`` only for the ideal codec).
+        route: public layer keys of every hop (needed to encrypt fakes for the hops after
+            this one; the entries up to ``hop`` are unused).
+        protocol: the protocol, for its uniform fake-message sampler.
+        threshold: a crowd with fewer than ``threshold`` reports is held, not released.
+        fake_reports: n_r uniform fake reports added to each released crowd (MURS).
+        fake_rng: generator for the fakes' *values* in a reproducible simulation; ``None``
+            (the default, and what a live party uses) draws them from the OS CSPRNG.
+        replay_protection: test-only switch; ``False`` lets replays through.
+        workers: processes for peeling/wrapping (``None``: all cores).
+    """
+
+    def __init__(
+        self,
+        *,
+        hop: int,
+        codec: HopCodec,
+        key: crypto.LayerPrivateKey | None,
+        route: Sequence[bytes],
+        protocol: ShuffleProtocol,
+        threshold: int = 0,
+        fake_reports: int = 0,
+        fake_rng: np.random.Generator | None = None,
+        replay_protection: bool = True,
+        workers: int | None = 1,
+    ) -> None:
+        if threshold < 0 or fake_reports < 0:
+            raise ConfigError(
+                f"threshold and fake_reports must be >= 0, got {threshold}, {fake_reports}"
+            )
+        if codec.mode == "onion" and key is None:
+            raise ConfigError(f"shuffler {hop}: onion mode needs the shuffler's layer key")
+        self.hop = hop
+        self.codec = codec
+        self.key = key
+        self.route = list(route)
+        self.protocol = protocol
+        self.threshold = threshold
+        self.fake_reports = fake_reports
+        self.fake_rng = fake_rng
+        self.replay_protection = replay_protection
+        self.workers = workers
+        self.held: list[Any] = []
+        self._seen: dict[int, set[bytes]] = {}
+
+    def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
+        """Handle one batch of ``epoch``; returns the permuted output and the counters."""
+        counters = HopCounters(hop=self.hop, role="shuffler", received=len(reports))
+        seen = self._replay_cache(epoch) if self.replay_protection else None
+        opened = self.codec.open(
+            reports, key=self.key, epoch=epoch, hop=self.hop, seen=seen, workers=self.workers
+        )
+        counters.invalid, counters.replayed = opened.invalid, opened.replayed
+        if seen is not None:
+            seen.update(opened.replay_keys.tolist())
+        # Metadata is gone by construction: only the peeled reports and their crowd ids
+        # survive; arrival order is destroyed by the permutation below.
+        parts = []
+        for crowd in np.unique(opened.crowd_ids):
+            index = np.flatnonzero(opened.crowd_ids == crowd)
+            members = self.codec.take(opened.forward, index)
+            if index.size < self.threshold:
+                counters.held += int(index.size)
+                self.held.append(members)
+                continue
+            parts.append(members)
+            if self.fake_reports:
+                parts.append(self._fakes(self.fake_reports, epoch=epoch, crowd_id=int(crowd)))
+                counters.fakes_added += self.fake_reports
+        if not parts:
+            return self.codec.concat([self.codec.take(opened.forward, np.arange(0))]), counters
+        out = self.codec.concat(parts)
+        out = self.codec.take(out, crypto.secure_permutation(self.codec.count(out)))
+        counters.forwarded = self.codec.count(out)
+        return out, counters
+
+    def _fakes(self, count: int, *, epoch: int, crowd_id: int) -> Any:
+        rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
+        messages = split_messages(self.protocol, self.protocol.sample_fakes(count, rng=rng))
+        rows = self.protocol.encode(messages)
+        payloads = crypto.pad_rows(rows, self.protocol.message_size)
+        return self.codec.seal(
+            payloads,
+            np.full(payloads.shape[0], crowd_id, dtype=np.uint64),
+            epoch=epoch,
+            route=self.route[self.hop + 1 :],
+            first_hop=self.hop + 1,
+            workers=self.workers,
+        )
+
+    def _replay_cache(self, epoch: int) -> set[bytes]:
+        # Keep only the current epoch's cache: a report bound to an older epoch fails
+        # authentication anyway, so older caches would only cost memory.
+        if epoch not in self._seen:
+            self._seen = {epoch: set()}
+        return self._seen[epoch]
+
+
+@dataclass(slots=True)
+class AnalyzerOutput:
+    estimate: Estimate
+    messages: npt.NDArray[Any]
+    counters: HopCounters
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Analyzer:
+    """Peel the last layer, decode, drop malformed messages, estimate (removing fakes)."""
+
+    def __init__(
+        self,
+        *,
+        hop: int,
+        codec: HopCodec,
+        key: crypto.LayerPrivateKey | None,
+        protocol: ShuffleProtocol,
+        replay_protection: bool = True,
+        workers: int | None = 1,
+    ) -> None:
+        if codec.mode == "onion" and key is None:
+            raise ConfigError("analyzer: onion mode needs the analyzer's layer key")
+        self.hop = hop
+        self.codec = codec
+        self.key = key
+        self.protocol = protocol
+        self.replay_protection = replay_protection
+        self.workers = workers
+
+    def process(self, reports: Any, *, epoch: int, n_users: int, n_fakes: int) -> AnalyzerOutput:
+        counters = HopCounters(hop=self.hop, role="analyzer", received=len(reports))
+        opened = self.codec.open(
+            reports,
+            key=self.key,
+            epoch=epoch,
+            hop=self.hop,
+            seen=set() if self.replay_protection else None,
+            workers=self.workers,
+        )
+        padded, malformed = self.codec.payload_rows(opened.forward)
+        payloads, ok = crypto.unpad_rows(padded, self.protocol.message_size)
+        messages, valid = self.protocol.decode(np.ascontiguousarray(payloads))
+        valid = valid & ok
+        counters.invalid = opened.invalid + malformed + int((~valid).sum())
+        counters.replayed = opened.replayed
+        messages = messages[valid]
+        counters.forwarded = int(valid.sum())  # messages that reached the estimator
+        estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)
+        return AnalyzerOutput(estimate=estimate, messages=messages, counters=counters)
