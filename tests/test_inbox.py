@@ -1,0 +1,180 @@
+"""The SQLite inbox: WAL, commit-before-ack, exactly-once epochs, idempotent chunks.
+
+Crash tests run a child Python process that writes to the inbox and is SIGKILLed (or
+``os._exit``s) at a chosen point; the parent then reopens the database and checks what
+survived.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from esa._inbox import Inbox, InboxError, report_digest
+
+
+def _reports(n: int, tag: bytes = b"r") -> list[bytes]:
+    return [tag + i.to_bytes(4, "big") + bytes(11) for i in range(n)]
+
+
+def test_wal_mode_and_party_binding(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    with Inbox(db, party="shuffler-1") as inbox:
+        assert inbox.journal_mode == "wal"
+    with pytest.raises(InboxError, match="shuffler-1"):
+        Inbox(db, party="analyzer")
+
+
+def test_dedup_per_key_epoch(tmp_path: Path) -> None:
+    with Inbox(tmp_path / "a.db", party="s") as inbox:
+        assert inbox.add_reports(0, _reports(5)) == (5, 0)
+        assert inbox.add_reports(0, _reports(7)) == (2, 5)  # retry of the first five
+        assert inbox.add_reports(1, _reports(3)) == (3, 0)  # another key epoch: new
+        assert inbox.open_count() == {0: 7, 1: 3}
+        assert inbox.retire_key_epoch(0) == 7
+
+
+def test_close_and_process_epoch_exactly_once(tmp_path: Path) -> None:
+    with Inbox(tmp_path / "a.db", party="s") as inbox:
+        assert inbox.close_epoch(0) is None  # nothing open: no empty epoch
+        inbox.add_reports(0, _reports(4))
+        e0 = inbox.close_epoch(0)
+        inbox.add_reports(0, _reports(6)[4:])
+        e1 = inbox.close_epoch(0)
+        assert (e0, e1) == (0, 1)
+        assert len(inbox.epoch_reports(0)) == 4
+        assert len(inbox.epoch_reports(1)) == 2
+        inbox.commit_processed(0, stats={"forwarded": 4}, counts=b"C", outbox=[b"p0", b"p1"])
+        assert inbox.epoch_reports(0) == []
+        with pytest.raises(InboxError, match="not awaiting"):
+            inbox.commit_processed(0, stats={}, outbox=[b"again"])
+        assert [e.epoch for e in inbox.epochs("closed")] == [1]
+        assert [o.payload for o in inbox.pending_outbox(0)] == [b"p0", b"p1"]
+        inbox.mark_acked(0, 0)
+        assert [o.chunk_index for o in inbox.pending_outbox(0)] == [1]
+        inbox.mark_forwarded(0)
+        assert inbox.pending_outbox(0) == []
+        assert inbox.epochs("forwarded")[0].stats == {"forwarded": 4}
+
+
+def test_chunks_are_idempotent_and_complete_with_counts(tmp_path: Path) -> None:
+    bid = bytes(32)
+    kw = {"batch_id": bid, "epoch": 5, "key_epoch": 0, "chunk_count": 2}
+    with Inbox(tmp_path / "a.db", party="s2") as inbox:
+        assert inbox.add_chunk(chunk_index=0, reports=_reports(3), **kw) == (3, 0, True)
+        assert inbox.add_chunk(chunk_index=0, reports=_reports(3), **kw) == (0, 3, False)
+        assert not inbox.batch_complete(bid)
+        assert inbox.add_chunk(chunk_index=1, reports=_reports(5, b"s"), **kw) == (5, 0, True)
+        assert not inbox.batch_complete(bid)  # counts still missing
+        assert inbox.add_counts(batch_id=bid, counts=b"COUNTS")
+        assert not inbox.add_counts(batch_id=bid, counts=b"COUNTS")
+        assert inbox.batch_complete(bid)
+        (rec,) = inbox.epochs("closed")
+        assert (rec.epoch, rec.upstream_counts) == (5, b"COUNTS")
+        assert len(inbox.epoch_reports(5)) == 8
+        # A different batch claiming the same epoch, or a chunk contradicting its header.
+        with pytest.raises(InboxError, match="another upstream batch"):
+            inbox.add_chunk(**{**kw, "batch_id": b"\x01" * 32}, chunk_index=0, reports=[])
+        with pytest.raises(InboxError, match="disagrees"):
+            inbox.add_chunk(**{**kw, "chunk_count": 3}, chunk_index=2, reports=[])
+        with pytest.raises(InboxError, match="no chunk"):
+            inbox.add_counts(batch_id=b"\x02" * 32, counts=b"x")
+
+
+def test_duplicate_reports_inside_a_batch_are_counted(tmp_path: Path) -> None:
+    kw = {"batch_id": bytes(32), "epoch": 0, "key_epoch": 0, "chunk_count": 1}
+    with Inbox(tmp_path / "a.db", party="s2") as inbox:
+        reps = _reports(3)
+        assert inbox.add_chunk(chunk_index=0, reports=[*reps, reps[0]], **kw) == (3, 1, True)
+        assert inbox.upstream_duplicates(0) == 1
+
+
+def test_analyzer_outputs(tmp_path: Path) -> None:
+    kw = {"batch_id": bytes(32), "epoch": 0, "key_epoch": 0, "chunk_count": 1}
+    with Inbox(tmp_path / "a.db", party="analyzer") as inbox:
+        inbox.add_chunk(chunk_index=0, reports=_reports(2), **kw)
+        inbox.add_counts(batch_id=bytes(32), counts=b"c")
+        inbox.commit_processed(0, stats={"n": 2}, output=[b"ab", b"cd", b"ef"])
+        ((rec, msgs),) = inbox.outputs()
+        assert rec.stats == {"n": 2}
+        assert msgs == [b"ab", b"cd", b"ef"]
+
+
+def test_digest_binds_key_epoch() -> None:
+    assert report_digest(0, b"x") != report_digest(1, b"x")
+
+
+_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    from esa._inbox import Inbox
+    inbox = Inbox(sys.argv[1], party="s")
+    mode = sys.argv[2]
+    reps = [b"r" + i.to_bytes(4, "big") for i in range(50)]
+    inbox.add_reports(0, reps[:20])                  # committed: would be acknowledged
+    print("acked 20", flush=True)
+    if mode == "mid-insert":
+        # Die inside an open transaction: those 30 were never acknowledged.
+        inbox._db.execute("BEGIN IMMEDIATE")
+        sql = "INSERT INTO reports (key_epoch, epoch, body) VALUES (0, NULL, ?)"
+        for r in reps[20:]:
+            inbox._db.execute(sql, (r,))
+        os.kill(os.getpid(), signal.SIGKILL)
+    epoch = inbox.close_epoch(0)
+    if mode == "before-commit":
+        os.kill(os.getpid(), signal.SIGKILL)          # processing never committed
+    inbox.commit_processed(epoch, stats={}, outbox=[b"chunk"])
+    os.kill(os.getpid(), signal.SIGKILL)              # after commit, before forwarding
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["mid-insert", "before-commit", "after-commit"])
+def test_sigkill_keeps_every_acknowledged_report_exactly_once(tmp_path: Path, mode: str) -> None:
+    db = tmp_path / "crash.db"
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(db), mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "acked 20" in proc.stdout
+    with Inbox(db, party="s") as inbox:
+        if mode == "mid-insert":
+            # The uncommitted 30 are gone; the acknowledged 20 are all there, open.
+            assert inbox.open_count() == {0: 20}
+            assert inbox.add_reports(0, [b"r" + i.to_bytes(4, "big") for i in range(50)]) == (
+                30,
+                20,
+            )
+        elif mode == "before-commit":
+            (rec,) = inbox.epochs("closed")
+            assert len(inbox.epoch_reports(rec.epoch)) == 20  # re-processed on restart
+            assert inbox.epochs("processed") == []
+        else:
+            assert inbox.epochs("closed") == []  # never processed a second time
+            (rec,) = inbox.epochs("processed")
+            assert [o.payload for o in inbox.pending_outbox(rec.epoch)] == [b"chunk"]
+            assert inbox.open_count() == {}
+
+
+def test_two_connections_see_committed_data(tmp_path: Path) -> None:
+    # WAL lets a reader (e.g. a status query) see the last commit while a writer works.
+    db = tmp_path / "a.db"
+    writer = Inbox(db, party="s")
+    reader = Inbox(db, party="s")
+    try:
+        writer.add_reports(0, _reports(3))
+        assert reader.open_count() == {0: 3}
+    finally:
+        writer.close()
+        reader.close()
+    assert os.path.exists(db)
