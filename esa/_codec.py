@@ -126,7 +126,16 @@ class OnionCodec(HopCodec):
         """Length of every honest report arriving at ``hop``."""
         return crypto.report_size(self.payload_size, self.layers - hop)
 
-    def seal(self, payloads, crowd_ids, *, epoch, route, first_hop, workers):  # type: ignore[no-untyped-def]
+    def seal(
+        self,
+        payloads: npt.NDArray[np.uint8],
+        crowd_ids: npt.NDArray[np.uint64],
+        *,
+        epoch: int,
+        route: Sequence[bytes],
+        first_hop: int,
+        workers: int | None,
+    ) -> Reports:
         rows = np.asarray(payloads, dtype=np.uint8)
         sealed = crypto.wrap_batch(
             [r.tobytes() for r in rows],
@@ -138,7 +147,16 @@ class OnionCodec(HopCodec):
         )
         return _object_array(sealed)
 
-    def open(self, reports, *, key, epoch, hop, seen, workers):  # type: ignore[no-untyped-def]
+    def open(
+        self,
+        reports: Reports,
+        *,
+        key: crypto.LayerPrivateKey | None,
+        epoch: int,
+        hop: int,
+        seen: set[bytes] | None,
+        workers: int | None,
+    ) -> Opened:
         if key is None:
             raise ValueError("an onion hop needs its layer key")
         expected = self.expected_size(hop)
@@ -188,7 +206,7 @@ class OnionCodec(HopCodec):
             replayed=replayed,
         )
 
-    def payload_rows(self, forward):  # type: ignore[no-untyped-def]
+    def payload_rows(self, forward: Reports) -> tuple[npt.NDArray[np.uint8], int]:
         good = [b for b in forward if len(b) == self.payload_size]
         bad = len(forward) - len(good)
         if not good:
@@ -196,16 +214,16 @@ class OnionCodec(HopCodec):
         return np.frombuffer(b"".join(good), dtype=np.uint8).reshape(-1, self.payload_size), bad
 
     @staticmethod
-    def take(reports, index):  # type: ignore[no-untyped-def]
+    def take(reports: Reports, index: npt.NDArray[np.int64]) -> Reports:
         return np.asarray(reports, dtype=object)[index]
 
     @staticmethod
-    def concat(parts):  # type: ignore[no-untyped-def]
+    def concat(parts: Sequence[Reports]) -> Reports:
         arrays = [np.asarray(p, dtype=object) for p in parts]
         return np.concatenate(arrays) if arrays else np.empty(0, dtype=object)
 
     @staticmethod
-    def count(reports):  # type: ignore[no-untyped-def]
+    def count(reports: Reports) -> int:
         return len(reports)
 
 
@@ -224,7 +242,16 @@ class IdealCodec(HopCodec):
     def row_size(self) -> int:
         return _IDEAL_HEADER + self.payload_size
 
-    def seal(self, payloads, crowd_ids, *, epoch, route, first_hop, workers):  # type: ignore[no-untyped-def]
+    def seal(
+        self,
+        payloads: npt.NDArray[np.uint8],
+        crowd_ids: npt.NDArray[np.uint64],
+        *,
+        epoch: int,
+        route: Sequence[bytes],
+        first_hop: int,
+        workers: int | None,
+    ) -> Reports:
         payloads = np.asarray(payloads, dtype=np.uint8)
         k = payloads.shape[0]
         rows = np.empty((k, self.row_size), dtype=np.uint8)
@@ -236,7 +263,16 @@ class IdealCodec(HopCodec):
         rows[:, _IDEAL_HEADER:] = payloads
         return rows
 
-    def open(self, reports, *, key, epoch, hop, seen, workers):  # type: ignore[no-untyped-def]
+    def open(
+        self,
+        reports: Reports,
+        *,
+        key: crypto.LayerPrivateKey | None,
+        epoch: int,
+        hop: int,
+        seen: set[bytes] | None,
+        workers: int | None,
+    ) -> Opened:
         rows, invalid = self._as_rows(reports)
         ok = rows[:, 0] == IDEAL_VERSION
         invalid += int((~ok).sum())
@@ -264,7 +300,7 @@ class IdealCodec(HopCodec):
         )
         return Opened(forward, crowds, keys, invalid, replayed)
 
-    def payload_rows(self, forward):  # type: ignore[no-untyped-def]
+    def payload_rows(self, forward: Reports) -> tuple[npt.NDArray[np.uint8], int]:
         rows = np.asarray(forward, dtype=np.uint8)
         return rows[:, _IDEAL_HEADER:], 0
 
@@ -280,15 +316,15 @@ class IdealCodec(HopCodec):
         return np.frombuffer(b"".join(good), np.uint8).reshape(-1, self.row_size).copy(), bad
 
     @staticmethod
-    def take(reports, index):  # type: ignore[no-untyped-def]
+    def take(reports: Reports, index: npt.NDArray[np.int64]) -> Reports:
         return np.asarray(reports)[index]
 
     @staticmethod
-    def concat(parts):  # type: ignore[no-untyped-def]
+    def concat(parts: Sequence[Reports]) -> Reports:
         return np.concatenate([np.asarray(p, dtype=np.uint8) for p in parts])
 
     @staticmethod
-    def count(reports):  # type: ignore[no-untyped-def]
+    def count(reports: Reports) -> int:
         return len(reports)
 
 

@@ -171,7 +171,7 @@ class HistKR(ShuffleProtocol):
     # --- client ------------------------------------------------------------------------
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         x = self.validate_values(values).astype(np.int64, copy=False)
-        uniform = rng.random(x.shape[0]) < self._lam
+        uniform = np.asarray(rng.random(x.shape[0]) < self._lam)
         out = x.copy()
         out[uniform] = rng.integers(0, self._p.k, size=int(uniform.sum()))
         return out
