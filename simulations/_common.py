@@ -28,8 +28,10 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
-def error_exit(message: str) -> NoReturn:
-    print(f"esa: error: {message.removeprefix('esa: ')}", file=sys.stderr)
+def error_exit(prog: str, message: str) -> NoReturn:
+    """Print ``PROG: error: MESSAGE`` as one line on stderr and exit with code 2."""
+    one_line = " ".join(str(message).split())
+    print(f"{prog}: error: {one_line}", file=sys.stderr)
     raise SystemExit(2)
 
 

@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that prints a single-line error (exit code 2) instead of the usage block."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        error_exit(f"{self.prog}: {message}")
+        error_exit(self.prog, message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with parameter_errors():
             return int(args.handler(args))
     except UsageError as exc:
-        error_exit(f"esa {args.command}: {exc}")
+        error_exit(f"esa {args.command}", str(exc))
     except KeyboardInterrupt:
         print("esa: interrupted", file=sys.stderr)
         return 130
