@@ -23,6 +23,9 @@ from ._errors import BoundNotApplicable as BoundNotApplicable
 from ._errors import InvalidMessage as InvalidMessage
 from ._errors import ParameterError as ParameterError
 from ._errors import ProtocolError as ProtocolError
+from ._fragmenting import AttributeFragmenting as AttributeFragmenting
+from ._fragmenting import OneHotFragmenting as OneHotFragmenting
+from ._fragmenting import ReportFragmenting as ReportFragmenting
 from ._krr import CntRR as CntRR
 from ._krr import HistKR as HistKR
 from ._noise import binomial_noise as binomial_noise
