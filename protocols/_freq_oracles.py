@@ -1,0 +1,869 @@
+"""Local-DP frequency oracles (Wang, Blocki, Li, Jha, USENIX Security'17, arXiv 1705.04421).
+
+Every oracle is a frozen, slotted parameter object over a 0-based domain [0, d) with
+
+* ``randomize(values, *, rng)``: user values (int array in [0, d)) → reports (vectorized);
+* ``support_counts(reports)``: C_i = number of reports that *support* i;
+* ``aggregate(reports, postprocess="none")``: unbiased counts ĉ_i = (C_i − n q*)/(p* − q*)
+  (Wang et al. eq. (2)); clipping to [0, n] or Euclidean projection onto the simplex
+  {c ≥ 0, Σc = n} only on request (``postprocess="clip"`` / ``"simplex"``), since both bias
+  the counts;
+* ``variance(true_counts, n)``: the exact variance of ĉ,
+  Var ĉ_i = (c_i p*(1−p*) + (n−c_i) q*(1−q*)) / (p*−q*)²  (each user supports i
+  independently with probability p* if its value is i, q* otherwise), and
+  ``approx_variance(n)`` = n q*(1−q*)/(p*−q*)², the paper's eq. (3) for small c_i;
+* ``epsilon``: the ε the randomizer satisfies; ``output_distribution()`` gives the exact
+  report law for every input on small domains, which :mod:`protocols._ldp_audit` checks.
+
+Single-message oracles whose sufficient statistic has a closed-form law (kRR, SUE, OUE, THE,
+HR) also offer ``sample_support_counts(true_counts, *, rng)``: an exact draw of what
+``support_counts(randomize(values))`` would return, in O(d) (O(d·K) for HR) instead of O(n)
+— the shuffled histogram the analyzer sees. kRR and HR also expose
+``sample_report_histogram``. Local hashing has no such shortcut (the reports' hash seeds
+correlate the support counts), nor does SHE.
+
+Report formats: kRR → int64 (n,); SUE/OUE/THE → packed bits uint8 (n, ⌈d/8⌉) in
+little bit order (bit i of a report is ``(row[i // 8] >> (i % 8)) & 1``, see
+:func:`unpack_unary`); SHE → float64 (n, d); BLH/OLH → uint64 (n, 2) = (hash seed, hashed
+and perturbed value); HR → int64 (n,) in [0, K).
+
+Local hashing API (for protocols built on OLH, e.g. SLH):
+``lh_hash(seeds, values, g)`` evaluates h_s(x) for uint64 seeds s and ints x (broadcasting),
+``lh_support_counts(seeds, ys, d=..., g=...)`` counts, for every i in [0, d), the reports with
+h_s(i) = y — chunked, memory O(chunk·d), never an n×d matrix. The family is Dietzfelbinger's
+multiply-add-shift (STACS'96): with (a, b) uniform on [2^64]², T(x) = ((a·x + b) mod 2^64)
+>> 32 is strongly universal on [2^32] for x < 2^32, and h(x) = ⌊T(x)·g / 2^32⌋ maps it to
+[g] (Lemire's range reduction; marginal error ≤ 2^−32). (a, b) are the first two SplitMix64
+outputs from state s, so a report carries a single 64-bit seed; this derived family is a
+pseudo-random subfamily rather than a provably universal one, and the tests check its
+uniformity and collision rate.
+
+Bernoulli bits of the unary encodings are drawn by comparing uniform 32-bit integers with a
+threshold, so the realised probabilities are p* = ⌊p·2^32⌋/2^32 and q* = ⌈q·2^32⌉/2^32
+(rounded so the likelihood ratio never exceeds e^ε); the estimator and variance use these
+realised values.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import optimize
+
+from ._errors import ParameterError
+
+__all__ = [
+    "BLH",
+    "HR",
+    "KRR",
+    "OLH",
+    "OUE",
+    "SHE",
+    "SUE",
+    "THE",
+    "FREQUENCY_ORACLES",
+    "FrequencyOracle",
+    "check_values",
+    "lh_hash",
+    "lh_seed_params",
+    "lh_support_counts",
+    "project_simplex",
+    "unpack_unary",
+]
+
+Postprocess = Literal["none", "clip", "simplex"]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+_U64 = np.uint64
+_TWO32 = 1 << 32
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+# --- validation -------------------------------------------------------------------------------
+def _check_domain(d: int, minimum: int = 2) -> int:
+    if isinstance(d, bool) or int(d) != d or int(d) < minimum:
+        raise ParameterError(f"domain d must be an integer >= {minimum}, got {d!r}")
+    return int(d)
+
+
+def _check_eps(epsilon: float) -> float:
+    e = float(epsilon)
+    if not math.isfinite(e) or e <= 0:
+        raise ParameterError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if e > 700:
+        raise ParameterError(f"epsilon must be <= 700 (e^epsilon must be finite), got {e!r}")
+    return e
+
+
+def check_values(values: npt.ArrayLike, d: int) -> IntArray:
+    """Return ``values`` as a 1-D int64 array, checking every value is an integer in [0, d).
+
+    Raises:
+        ParameterError: a value is not an integer or lies outside [0, d) (inputs are 0-based;
+            the message quotes the first bad value).
+    """
+    x = np.asarray(values)
+    if x.ndim != 1:
+        raise ParameterError(f"values must be a 1-D array, got shape {x.shape}")
+    if x.size == 0:
+        return x.astype(np.int64)
+    if not np.issubdtype(x.dtype, np.integer):
+        if not np.issubdtype(x.dtype, np.floating) or not np.all(np.isfinite(x)):
+            raise ParameterError(f"values must be integers in [0, {d}), got dtype {x.dtype}")
+        bad = np.flatnonzero(x != np.round(x))
+        if bad.size:
+            raise ParameterError(f"values must be integers in [0, {d}), got {x[bad[0]]!r}")
+    bad = np.flatnonzero((x < 0) | (x >= d))
+    if bad.size:
+        raise ParameterError(
+            f"values must lie in [0, {d}) (0-based), got {x[bad[0]]!r} at index {int(bad[0])}"
+        )
+    return x.astype(np.int64, copy=False)
+
+
+def _check_counts(true_counts: npt.ArrayLike, d: int) -> IntArray:
+    c = np.asarray(true_counts)
+    if c.shape != (d,) or not np.issubdtype(c.dtype, np.integer) or np.any(c < 0):
+        raise ParameterError(
+            f"true_counts must be {d} non-negative integers, got shape {c.shape} dtype {c.dtype}"
+        )
+    return c.astype(np.int64, copy=False)
+
+
+def _keep_or_uniform(
+    x: IntArray, lam: float, k: int, *, rng: np.random.Generator
+) -> npt.NDArray[np.int64]:
+    """k-ary RR: w.p. λ a uniform value of [0, k) (possibly x itself), else x.
+
+    One uniform double per user: given u < λ, u/λ is uniform on [0, 1), so ⌊u k/λ⌋ is a
+    uniform value. Keeping x w.p. 1−λ+λ/k = e^ε/(e^ε+k−1) for λ = k/(e^ε+k−1).
+    """
+    u = np.asarray(rng.random(x.shape[0]), dtype=np.float64)
+    uniform = np.minimum((u * (k / lam)).astype(np.int64), k - 1)
+    return np.where(u < lam, uniform, x)
+
+
+def project_simplex(v: npt.ArrayLike, total: float) -> FloatArray:
+    """Euclidean projection of ``v`` onto {c : c ≥ 0, Σ c = total} (Duchi et al. ICML'08)."""
+    y = np.asarray(v, dtype=np.float64)
+    if total <= 0:
+        return np.zeros_like(y)
+    u = np.sort(y)[::-1]
+    css = np.cumsum(u) - total
+    idx = np.arange(1, y.size + 1)
+    rho = int(np.nonzero(u - css / idx > 0)[0][-1])
+    tau = css[rho] / (rho + 1)
+    return np.asarray(np.maximum(y - tau, 0.0), dtype=np.float64)
+
+
+def _postprocess(est: FloatArray, n: int, how: str) -> FloatArray:
+    if how == "none":
+        return est
+    if how == "clip":
+        return np.clip(est, 0.0, float(n))
+    if how == "simplex":
+        return project_simplex(est, float(n))
+    raise ParameterError(f"postprocess must be 'none', 'clip' or 'simplex', got {how!r}")
+
+
+def _quantize(p: float, q: float) -> tuple[float, float]:
+    """Realised Bernoulli probabilities of a 32-bit threshold draw (p down, q up)."""
+    return math.floor(p * _TWO32) / _TWO32, math.ceil(q * _TWO32) / _TWO32
+
+
+# --- base -------------------------------------------------------------------------------------
+class FrequencyOracle(abc.ABC):
+    """Interface of every frequency oracle; subclasses are frozen slotted dataclasses."""
+
+    __slots__ = ()
+    name: ClassVar[str]
+    #: whether :meth:`sample_support_counts` is available (exact aggregate-level sampling)
+    aggregate_sampling: ClassVar[bool] = False
+
+    d: int
+    epsilon: float
+
+    @property
+    @abc.abstractmethod
+    def p_star(self) -> float:
+        """Probability that a report supports the user's own value."""
+
+    @property
+    @abc.abstractmethod
+    def q_star(self) -> float:
+        """Probability that a report supports a given other value."""
+
+    @abc.abstractmethod
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """Randomize each user's value in [0, d) into its report (vectorized)."""
+
+    @abc.abstractmethod
+    def support_counts(self, reports: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """C_i for every i in [0, d): how many reports support i."""
+
+    def n_reports(self, reports: npt.NDArray[Any]) -> int:
+        """Number of users behind ``reports``."""
+        return int(np.asarray(reports).shape[0])
+
+    def estimate(
+        self, support: npt.ArrayLike, n: int, *, postprocess: Postprocess = "none"
+    ) -> FloatArray:
+        """Unbiased counts ĉ = (C − n q*)/(p* − q*) from support counts of n reports."""
+        c = np.asarray(support, dtype=np.float64)
+        p, q = self.p_star, self.q_star
+        est = (c - n * q) / (p - q)
+        return _postprocess(est, n, postprocess)
+
+    def aggregate(
+        self, reports: npt.NDArray[Any], *, postprocess: Postprocess = "none"
+    ) -> FloatArray:
+        """Unbiased count estimates for all d values (raw unless ``postprocess`` says so)."""
+        return self.estimate(
+            self.support_counts(reports), self.n_reports(reports), postprocess=postprocess
+        )
+
+    def variance(self, true_counts: npt.ArrayLike, n: int) -> FloatArray:
+        """Exact Var ĉ_i given the true counts c (length d) of n users."""
+        c = np.asarray(true_counts, dtype=np.float64)
+        p, q = self.p_star, self.q_star
+        return np.asarray((c * p * (1 - p) + (n - c) * q * (1 - q)) / (p - q) ** 2)
+
+    def approx_variance(self, n: int) -> float:
+        """Wang et al. eq. (3): Var* = n q*(1−q*)/(p*−q*)² (the c_i-free term)."""
+        p, q = self.p_star, self.q_star
+        return float(n * q * (1 - q) / (p - q) ** 2)
+
+    def sample_support_counts(
+        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> IntArray:
+        """Exact draw of ``support_counts(randomize(values))`` from the true counts alone."""
+        raise NotImplementedError(f"{self.name} has no exact aggregate-level sampler")
+
+    @abc.abstractmethod
+    def output_distribution(self) -> FloatArray:
+        """(d, K) matrix: row v is the exact law of the report given input v (small d)."""
+
+
+def _small_domain(d: int, limit: int, what: str) -> None:
+    if d > limit:
+        raise ParameterError(f"{what} output distribution needs d <= {limit}, got d={d}")
+
+
+# --- direct encoding ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class KRR(FrequencyOracle):
+    """Direct encoding / k-ary randomized response ``DE`` (Wang et al. §4.1; Warner'65).
+
+    Report y = x w.p. p = e^ε/(e^ε+d−1), else each other value w.p. q = 1/(e^ε+d−1);
+    ε-LDP since p/q = e^ε. Support = {y}. Var* = n(d−2+e^ε)/(e^ε−1)² (Wang et al. eq. (5)).
+    Sampled as: w.p. λ = d/(e^ε+d−1) a uniform value in [0, d), else x.
+    """
+
+    d: int
+    epsilon: float
+    name: ClassVar[str] = "krr"
+    aggregate_sampling: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        _check_eps(self.epsilon)
+
+    @property
+    def p_star(self) -> float:
+        return math.exp(self.epsilon) / (math.exp(self.epsilon) + self.d - 1)
+
+    @property
+    def q_star(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + self.d - 1)
+
+    @property
+    def uniform_probability(self) -> float:
+        """λ = d/(e^ε+d−1)."""
+        return self.d / (math.exp(self.epsilon) + self.d - 1)
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> IntArray:
+        x = check_values(values, self.d)
+        return _keep_or_uniform(x, self.uniform_probability, self.d, rng=rng)
+
+    def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
+        return self.report_histogram(reports)
+
+    def report_histogram(self, reports: npt.NDArray[Any]) -> IntArray:
+        """Histogram over [0, d) of the reports."""
+        return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.d)[: self.d]
+
+    def sample_report_histogram(
+        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> IntArray:
+        """Exact law of the report histogram: kept_v ~ Bin(c_v, 1−λ), the other
+        U = n − Σ kept reports are Multinomial(U, uniform on [0, d)). O(d)."""
+        c = _check_counts(true_counts, self.d)
+        kept = rng.binomial(c, 1.0 - self.uniform_probability)
+        rest = int(c.sum() - kept.sum())
+        return np.asarray(kept + rng.multinomial(rest, np.full(self.d, 1.0 / self.d)), np.int64)
+
+    def sample_support_counts(
+        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> IntArray:
+        return self.sample_report_histogram(true_counts, rng=rng)
+
+    def output_distribution(self) -> FloatArray:
+        _small_domain(self.d, 4096, "kRR")
+        m = np.full((self.d, self.d), self.q_star)
+        np.fill_diagonal(m, self.p_star)
+        return m
+
+
+# --- unary encodings -----------------------------------------------------------------------------
+def unpack_unary(reports: npt.NDArray[np.uint8], d: int) -> npt.NDArray[np.uint8]:
+    """(n, ⌈d/8⌉) packed reports → (n, d) 0/1 matrix (for small n; use support counts)."""
+    return np.unpackbits(np.asarray(reports, np.uint8), axis=1, count=d, bitorder="little")
+
+
+# bit b of byte value v, as a (256, 8) table for counting packed columns
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+
+
+class _Unary(FrequencyOracle):
+    """One-hot encoding with independent bit flips: bit x is 1 w.p. p, others w.p. q."""
+
+    __slots__ = ()
+    aggregate_sampling: ClassVar[bool] = True
+    #: users per chunk in randomize / support_counts (bounded memory)
+    chunk_bits: ClassVar[int] = 1 << 22
+
+    @property
+    @abc.abstractmethod
+    def p_nominal(self) -> float:
+        """p before 32-bit quantization."""
+
+    @property
+    @abc.abstractmethod
+    def q_nominal(self) -> float:
+        """q before 32-bit quantization."""
+
+    @property
+    def p_star(self) -> float:
+        return _quantize(self.p_nominal, self.q_nominal)[0]
+
+    @property
+    def q_star(self) -> float:
+        return _quantize(self.p_nominal, self.q_nominal)[1]
+
+    def _thresholds(self) -> tuple[np.uint32, np.uint32]:
+        p, q = self.p_star, self.q_star
+        # p* = T_p / 2^32 realised as u32 < T_p; T_p = 2^32 is impossible since p < 1.
+        return np.uint32(round(p * _TWO32)), np.uint32(round(q * _TWO32))
+
+    def randomize(
+        self, values: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> npt.NDArray[np.uint8]:
+        x = check_values(values, self.d)
+        n, d = x.shape[0], self.d
+        tp, tq = self._thresholds()
+        out = np.empty((n, (d + 7) // 8), dtype=np.uint8)
+        step = max(1, self.chunk_bits // d)
+        for s in range(0, n, step):
+            xs = x[s : s + step]
+            r = rng.integers(0, _TWO32, size=(xs.shape[0], d), dtype=np.uint32)
+            bits = r < tq
+            rows = np.arange(xs.shape[0])
+            bits[rows, xs] = r[rows, xs] < tp
+            out[s : s + step] = np.packbits(bits, axis=1, bitorder="little")
+        return out
+
+    def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
+        rep = np.asarray(reports, dtype=np.uint8)
+        nbytes = (self.d + 7) // 8
+        if rep.ndim != 2 or rep.shape[1] != nbytes:
+            raise ParameterError(f"unary reports must have shape (n, {nbytes}), got {rep.shape}")
+        # Histogram of byte values per byte column, then expand each byte to its 8 bits:
+        # O(n d/8) integer work instead of unpacking n·d bits.
+        table = np.zeros((nbytes, 256), dtype=np.int64)
+        offsets = (np.arange(nbytes, dtype=np.int64) * 256)[None, :]
+        step = max(1, self.chunk_bits // (8 * nbytes))
+        for s in range(0, rep.shape[0], step):
+            idx = rep[s : s + step].astype(np.int64) + offsets
+            table += np.bincount(idx.ravel(), minlength=nbytes * 256).reshape(nbytes, 256)
+        return (table @ _BYTE_BITS.astype(np.int64)).reshape(-1)[: self.d]
+
+    def sample_support_counts(
+        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> IntArray:
+        """Coordinates are independent: C_i ~ Bin(c_i, p*) + Bin(n − c_i, q*). O(d)."""
+        c = _check_counts(true_counts, self.d)
+        n = int(c.sum())
+        return np.asarray(rng.binomial(c, self.p_star) + rng.binomial(n - c, self.q_star))
+
+    def output_distribution(self) -> FloatArray:
+        _small_domain(self.d, 12, "unary-encoding")
+        d = self.d
+        outs = (np.arange(1 << d)[:, None] >> np.arange(d)[None, :]) & 1  # (2^d, d) bits
+        p, q = self.p_star, self.q_star
+        rows = []
+        for v in range(d):
+            prob_one = np.full(d, q)
+            prob_one[v] = p
+            rows.append(np.prod(np.where(outs == 1, prob_one, 1 - prob_one), axis=1))
+        return np.asarray(rows)
+
+    @property
+    def realised_epsilon(self) -> float:
+        """ln(p*(1−q*)/((1−p*)q*)): the exact ε of the quantized randomizer (≤ ε)."""
+        p, q = self.p_star, self.q_star
+        return math.log(p * (1 - q) / ((1 - p) * q))
+
+
+@dataclass(frozen=True, slots=True)
+class SUE(_Unary):
+    """Symmetric unary encoding ``SUE`` = basic one-time RAPPOR (Wang et al. §4.3).
+
+    p = e^{ε/2}/(e^{ε/2}+1), q = 1/(e^{ε/2}+1); ε-LDP since (p(1−q))/((1−p)q) = e^ε.
+    Var* = n e^{ε/2}/(e^{ε/2}−1)² (Wang et al. eq. (10)).
+    """
+
+    d: int
+    epsilon: float
+    name: ClassVar[str] = "sue"
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        _check_eps(self.epsilon)
+
+    @property
+    def p_nominal(self) -> float:
+        h = math.exp(self.epsilon / 2)
+        return h / (h + 1)
+
+    @property
+    def q_nominal(self) -> float:
+        return 1.0 / (math.exp(self.epsilon / 2) + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class OUE(_Unary):
+    """Optimized unary encoding ``OUE`` (Wang et al. §4.4).
+
+    p = ½, q = 1/(e^ε+1); ε-LDP; Var* = 4n e^ε/(e^ε−1)² (Wang et al. eq. (11)).
+    """
+
+    d: int
+    epsilon: float
+    name: ClassVar[str] = "oue"
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        _check_eps(self.epsilon)
+
+    @property
+    def p_nominal(self) -> float:
+        return 0.5
+
+    @property
+    def q_nominal(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + 1)
+
+
+def _the_pq(epsilon: float, theta: float) -> tuple[float, float]:
+    return 1 - 0.5 * math.exp(epsilon * (theta - 1) / 2), 0.5 * math.exp(-epsilon * theta / 2)
+
+
+def optimal_theta(epsilon: float) -> float:
+    """θ ∈ (½, 1) minimising THE's Var* = q(1−q)/(p−q)² (Wang et al. §4.2)."""
+
+    def var(theta: float) -> float:
+        p, q = _the_pq(epsilon, theta)
+        return q * (1 - q) / (p - q) ** 2
+
+    res = optimize.minimize_scalar(var, bounds=(0.5, 1.0), method="bounded")
+    return float(res.x)
+
+
+@dataclass(frozen=True, slots=True)
+class THE(_Unary):
+    """Thresholding with histogram encoding ``THE`` (Wang et al. §4.2).
+
+    B = one-hot(x) + Lap(2/ε)^d; report the set {i : B_i > θ}. Coordinates are independent, so
+    the report is exactly one-hot with bit x set w.p. p = 1 − ½e^{ε(θ−1)/2} and each other bit
+    w.p. q = ½e^{−εθ/2}, which is how it is sampled. ε-LDP as post-processing of SHE (its
+    exact ε, ln(p(1−q)/((1−p)q)), is smaller). θ ∈ (½, 1); default: the θ minimising Var*.
+    """
+
+    d: int
+    epsilon: float
+    theta: float | None = None
+    name: ClassVar[str] = "the"
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        eps = _check_eps(self.epsilon)
+        if self.theta is None:
+            object.__setattr__(self, "theta", optimal_theta(eps))
+        elif not 0.5 < float(self.theta) < 1.0:
+            raise ParameterError(f"theta must lie in (0.5, 1), got {self.theta!r}")
+
+    @property
+    def p_nominal(self) -> float:
+        assert self.theta is not None
+        return _the_pq(self.epsilon, self.theta)[0]
+
+    @property
+    def q_nominal(self) -> float:
+        assert self.theta is not None
+        return _the_pq(self.epsilon, self.theta)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class SHE(FrequencyOracle):
+    """Summation with histogram encoding ``SHE`` (Wang et al. §4.2; Hsu et al.).
+
+    Report B = one-hot(x) + (Lap(2/ε))^d (ℓ₁ sensitivity of one-hot is 2, so ε-LDP);
+    ĉ_i = Σ_users B_i, unbiased, Var ĉ_i = n·8/ε² exactly. Floating-point Laplace: a
+    baseline mechanism only (Mironov, CCS'12). Reports are float64 (n, d).
+    """
+
+    d: int
+    epsilon: float
+    name: ClassVar[str] = "she"
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        _check_eps(self.epsilon)
+
+    @property
+    def p_star(self) -> float:
+        return 1.0
+
+    @property
+    def q_star(self) -> float:
+        return 0.0
+
+    @property
+    def scale(self) -> float:
+        """Laplace scale b = 2/ε."""
+        return 2.0 / self.epsilon
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+        x = check_values(values, self.d)
+        out = rng.laplace(0.0, self.scale, size=(x.shape[0], self.d))
+        out[np.arange(x.shape[0]), x] += 1.0
+        return out
+
+    def support_counts(self, reports: npt.NDArray[Any]) -> FloatArray:
+        return np.asarray(np.asarray(reports, dtype=np.float64).sum(axis=0))
+
+    def variance(self, true_counts: npt.ArrayLike, n: int) -> FloatArray:
+        c = np.asarray(true_counts, dtype=np.float64)
+        return np.full(c.shape, n * 2 * self.scale**2)
+
+    def approx_variance(self, n: int) -> float:
+        return float(n * 2 * self.scale**2)
+
+    def output_distribution(self) -> FloatArray:
+        raise ParameterError("SHE has a continuous output; audit it with a density grid")
+
+    def log_density(self, outputs: npt.ArrayLike, value: int) -> FloatArray:
+        """log f(B | x = value) for report vectors ``outputs`` of shape (m, d)."""
+        y = np.asarray(outputs, dtype=np.float64)
+        e = np.zeros(self.d)
+        e[value] = 1.0
+        b = self.scale
+        return np.asarray(-np.abs(y - e).sum(axis=1) / b - self.d * math.log(2 * b))
+
+
+# --- local hashing --------------------------------------------------------------------------------
+def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    z = z ^ (z >> _U64(30))
+    z = z * _U64(0xBF58476D1CE4E5B9)
+    z = z ^ (z >> _U64(27))
+    z = z * _U64(0x94D049BB133111EB)
+    return z ^ (z >> _U64(31))
+
+
+def lh_seed_params(
+    seeds: npt.ArrayLike,
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """(a, b) of the multiply-add-shift hash for each 64-bit seed (two SplitMix64 outputs)."""
+    s = np.asarray(seeds, dtype=np.uint64)
+    a = _splitmix64(s + _U64(_GOLDEN))
+    b = _splitmix64(s + _U64((2 * _GOLDEN) & _MASK64))
+    return a, b
+
+
+def lh_hash(seeds: npt.ArrayLike, values: npt.ArrayLike, g: int) -> IntArray:
+    """h_s(x) = ⌊(((a_s·x + b_s) mod 2^64) >> 32)·g / 2^32⌋ ∈ [0, g), broadcasting s and x.
+
+    Args:
+        seeds: uint64 hash seeds (one per report).
+        values: non-negative ints < 2^32.
+        g: hash range, 2 <= g < 2^32.
+
+    Returns:
+        int64 array of hashed values, the broadcast shape of ``seeds`` and ``values``.
+    """
+    if isinstance(g, bool) or int(g) != g or not 2 <= int(g) < _TWO32:
+        raise ParameterError(f"hash range g must be an integer in [2, 2^32), got {g!r}")
+    a, b = lh_seed_params(seeds)
+    x = np.asarray(values).astype(np.uint64)
+    t = (a * x + b) >> _U64(32)
+    return ((t * _U64(int(g))) >> _U64(32)).astype(np.int64)
+
+
+def lh_support_counts(
+    seeds: npt.ArrayLike,
+    ys: npt.ArrayLike,
+    *,
+    d: int,
+    g: int,
+    chunk: int | None = None,
+) -> IntArray:
+    """For every i in [0, d): #reports (s, y) with h_s(i) = y. Memory O(chunk·d).
+
+    h_s(i) = y ⟺ T_s(i) ∈ [lo_y, hi_y) with lo_y = ⌈y·2^32/g⌉, hi_y = ⌈(y+1)·2^32/g⌉ ⟺
+    (a_s·i + b_s − lo_y·2^32) mod 2^64 < (hi_y − lo_y)·2^32, so each (report, i) pair costs
+    one multiply, one add and one compare on uint64.
+    """
+    d = _check_domain(d, 1)
+    s = np.asarray(seeds, dtype=np.uint64).reshape(-1)
+    y = np.asarray(ys).astype(np.int64).reshape(-1)
+    if s.shape != y.shape:
+        raise ParameterError(f"seeds and ys must have the same length, got {s.shape}, {y.shape}")
+    if y.size and (y.min() < 0 or y.max() >= g):
+        raise ParameterError(
+            f"hashed values must lie in [0, {g}), got range [{y.min()}, {y.max()}]"
+        )
+    a, b = lh_seed_params(s)
+    lo = ((y.astype(np.uint64) << _U64(32)) + _U64(g - 1)) // _U64(g)
+    hi = (((y + 1).astype(np.uint64) << _U64(32)) + _U64(g - 1)) // _U64(g)
+    c = b - (lo << _U64(32))
+    width = (hi - lo) << _U64(32)
+    xs = np.arange(d, dtype=np.uint64)[None, :]
+    step = chunk if chunk is not None else max(1, (1 << 19) // d)
+    counts = np.zeros(d, dtype=np.int64)
+    z = np.empty((min(step, max(1, s.size)), d), dtype=np.uint64)
+    hit = np.empty(z.shape, dtype=bool)
+    for start in range(0, s.size, step):
+        m = min(step, s.size - start)
+        zz, hh = z[:m], hit[:m]
+        np.multiply(a[start : start + m, None], xs, out=zz)
+        np.add(zz, c[start : start + m, None], out=zz)
+        np.less(zz, width[start : start + m, None], out=hh)
+        counts += np.add.reduce(hh, axis=0, dtype=np.int64)
+    return counts
+
+
+class _LocalHashing(FrequencyOracle):
+    """Local hashing: report (s, y), y = kRR_g(h_s(x)); supports i iff h_s(i) = y."""
+
+    __slots__ = ()
+    g: int
+
+    @property
+    def p_star(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.g - 1)
+
+    @property
+    def q_star(self) -> float:
+        return 1.0 / self.g
+
+    def randomize(
+        self, values: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> npt.NDArray[np.uint64]:
+        x = check_values(values, self.d)
+        seeds = rng.integers(0, 1 << 64, size=x.shape[0], dtype=np.uint64, endpoint=False)
+        h = lh_hash(seeds, x, self.g)
+        lam = self.g / (math.exp(self.epsilon) + self.g - 1)
+        y = _keep_or_uniform(h, lam, self.g, rng=rng)
+        return np.stack([seeds, y.astype(np.uint64)], axis=1)
+
+    def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
+        rep = np.asarray(reports, dtype=np.uint64)
+        if rep.ndim != 2 or rep.shape[1] != 2:
+            raise ParameterError(f"local-hashing reports must have shape (n, 2), got {rep.shape}")
+        return lh_support_counts(rep[:, 0], rep[:, 1], d=self.d, g=self.g)
+
+    def output_distribution(self, seeds: npt.ArrayLike | None = None) -> FloatArray:
+        """Exact law of (s, y) over the listed seeds (each equally likely), shape (d, S·g).
+
+        The seed is drawn independently of the input, so the likelihood ratio of a report is
+        that of y given s; listing S seeds gives the exact ratios of those hash functions.
+        """
+        _small_domain(self.d, 256, "local-hashing")
+        s = np.arange(64, dtype=np.uint64) if seeds is None else np.asarray(seeds, np.uint64)
+        h = lh_hash(s[None, :], np.arange(self.d)[:, None], self.g)  # (d, S)
+        e = math.exp(self.epsilon)
+        p, q = e / (e + self.g - 1), 1.0 / (e + self.g - 1)
+        onehot = h[:, :, None] == np.arange(self.g)[None, None, :]  # (d, S, g)
+        return np.where(onehot, p, q).reshape(self.d, -1) / s.size
+
+
+@dataclass(frozen=True, slots=True)
+class BLH(_LocalHashing):
+    """Binary local hashing ``BLH`` (Wang et al. §4.4; Bassily & Smith STOC'15): g = 2.
+
+    p* = e^ε/(e^ε+1), q* = ½; Var* = n(e^ε+1)²/(e^ε−1)².
+    """
+
+    d: int
+    epsilon: float
+    g: int = field(default=2, init=False)
+    name: ClassVar[str] = "blh"
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        _check_eps(self.epsilon)
+
+
+@dataclass(frozen=True, slots=True)
+class OLH(_LocalHashing):
+    """Optimized local hashing ``OLH`` (Wang et al. §4.4): g = round(e^ε + 1) by default.
+
+    y = h_s(x) w.p. p = e^ε/(e^ε+g−1), else each other hash value w.p. 1/(e^ε+g−1); ε-LDP.
+    p* = p, q* = 1/g; Var* = n(e^ε−1+g)²/((e^ε−1)²(g−1)) ≈ 4n e^ε/(e^ε−1)² at g = e^ε+1
+    (Wang et al. eq. (12)–(13)).
+    """
+
+    d: int
+    epsilon: float
+    g: int = 0
+    name: ClassVar[str] = "olh"
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        eps = _check_eps(self.epsilon)
+        if self.g == 0:
+            object.__setattr__(self, "g", max(2, round(math.exp(eps) + 1)))
+        elif isinstance(self.g, bool) or int(self.g) != self.g or not 2 <= self.g < _TWO32:
+            raise ParameterError(f"g must be an integer in [2, 2^32), got {self.g!r}")
+
+
+# --- Hadamard response ----------------------------------------------------------------------------
+def fwht(a: npt.ArrayLike) -> IntArray:
+    """Unnormalised fast Walsh–Hadamard transform of a length-2^k integer vector."""
+    h = np.array(a, dtype=np.int64)
+    k = h.shape[0]
+    step = 1
+    while step < k:
+        v = h.reshape(-1, 2, step)
+        top, bot = v[:, 0, :].copy(), v[:, 1, :]
+        v[:, 0, :] += bot
+        v[:, 1, :] = top - bot
+        step *= 2
+    return h
+
+
+@dataclass(frozen=True, slots=True)
+class HR(FrequencyOracle):
+    """Hadamard response ``HR`` (Acharya, Sun, Zhang, AISTATS'19, arXiv 1802.04705 §4).
+
+    K = the smallest power of 2 > d, H the K×K Sylvester–Hadamard matrix,
+    H[i, y] = (−1)^{popcount(i & y)}. Value x owns the half C_x = {y : H[x+1, y] = +1}
+    (row 0, all ones, is skipped). Report y uniform on C_x w.p. e^ε/(e^ε+1), else uniform
+    on its complement: P(y|x) ∈ {2e^ε/(K(e^ε+1)), 2/(K(e^ε+1))}, so ε-LDP. Any two distinct
+    rows ≥ 1 agree on exactly half of [K], so a report of x' ≠ x lands in C_x w.p. ½:
+    p* = e^ε/(e^ε+1), q* = ½, C_x = (n + (H·hist)[x+1])/2 via one fast Walsh–Hadamard
+    transform of the report histogram. Var* = n(e^ε+1)²/(e^ε−1)².
+    """
+
+    d: int
+    epsilon: float
+    name: ClassVar[str] = "hr"
+    aggregate_sampling: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _check_domain(self.d)
+        _check_eps(self.epsilon)
+
+    @property
+    def K(self) -> int:  # noqa: N802 - the paper's symbol
+        """Report alphabet size: the smallest power of two > d."""
+        return 1 << self.d.bit_length()
+
+    @property
+    def p_star(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + 1)
+
+    @property
+    def q_star(self) -> float:
+        return 0.5
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> IntArray:
+        x = check_values(values, self.d)
+        row = (x + 1).astype(np.int64)
+        y0 = rng.integers(0, self.K, size=x.shape[0], dtype=np.int64)
+        want_in = rng.random(x.shape[0]) < self.p_star
+        is_in = (np.bitwise_count(row & y0) & 1) == 0
+        # Flipping the lowest set bit of row toggles H[row, y]: a bijection between C_x and
+        # its complement, so the result is uniform on the wanted half.
+        low = row & -row
+        return np.where(is_in == want_in, y0, y0 ^ low)
+
+    def report_histogram(self, reports: npt.NDArray[Any]) -> IntArray:
+        """Histogram over [0, K) of the reports."""
+        return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.K)[: self.K]
+
+    def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
+        return self.support_from_histogram(self.report_histogram(reports))
+
+    def support_from_histogram(self, hist: npt.ArrayLike) -> IntArray:
+        """C_x = #reports in C_x, from the report histogram, by one FWHT (O(K log K))."""
+        h = np.asarray(hist, dtype=np.int64)
+        n = int(h.sum())
+        return (n + fwht(h)[1 : self.d + 1]) // 2
+
+    def _membership(self) -> npt.NDArray[np.bool_]:
+        rows = np.arange(1, self.d + 1)[:, None]
+        ys = np.arange(self.K)[None, :]
+        return np.asarray((np.bitwise_count(rows & ys) & 1) == 0)
+
+    def sample_report_histogram(
+        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> IntArray:
+        """Exact law of the report histogram: per value x, A_x ~ Bin(c_x, p*) reports spread
+        uniformly (multinomially) over C_x and c_x − A_x over its complement. O(d·K)."""
+        c = _check_counts(true_counts, self.d)
+        member = self._membership()
+        half = self.K // 2
+        a = rng.binomial(c, self.p_star)
+        uni = np.full(half, 1.0 / half)
+        inside = rng.multinomial(a, uni)  # (d, K/2)
+        outside = rng.multinomial(c - a, uni)
+        full = np.empty((self.d, self.K), dtype=np.int64)
+        full[member] = inside.ravel()  # each row of member has exactly K/2 True, row-major
+        full[~member] = outside.ravel()
+        return np.asarray(full.sum(axis=0))
+
+    def sample_support_counts(
+        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> IntArray:
+        return self.support_from_histogram(self.sample_report_histogram(true_counts, rng=rng))
+
+    def output_distribution(self) -> FloatArray:
+        _small_domain(self.d, 2048, "HR")
+        e = math.exp(self.epsilon)
+        inside = 2 * e / (self.K * (e + 1))
+        outside = 2 / (self.K * (e + 1))
+        return np.where(self._membership(), inside, outside)
+
+
+#: public names of the oracles (CLI and audit); ``de`` is the survey's name for kRR
+FREQUENCY_ORACLES: dict[str, type[FrequencyOracle]] = {
+    "krr": KRR,
+    "de": KRR,
+    "she": SHE,
+    "the": THE,
+    "sue": SUE,
+    "oue": OUE,
+    "blh": BLH,
+    "olh": OLH,
+    "hr": HR,
+}
