@@ -100,6 +100,28 @@ def _invert_increasing(
     return float(brentq(lambda e: forward(e) - target, lo, eps_max, xtol=1e-12, rtol=1e-12))
 
 
+# --- No amplification: post-processing -------------------------------------------------
+# The shuffled multiset is a function of the n ε_l-LDP reports, and changing one user's input
+# changes only that user's report, so it is (ε_l, 0)-DP whatever n is. Always applicable: the
+# floor every other bound must beat, and what a protocol falls back to when n is too small
+# for any amplification theorem.
+
+
+def _identity(eps: float, n: int, delta: float, k: int) -> float:
+    return eps
+
+
+register_bound(
+    AmplificationBound(
+        name="local_dp",
+        families=frozenset({"generic"}),
+        citation="post-processing of ε_l-LDP reports (no amplification)",
+        forward=_identity,
+        inverse=_identity,
+    )
+)
+
+
 # --- Theorem 1: Erlingsson, Feldman, Mironov, Raghunathan, Talwar, Thakurta (SODA'19) -------
 # Survey eq. (3): for n > 1000, δ ∈ (0, 0.01), ε_l ∈ (0, 1/2): ε_c = 12 ε_l √(ln(1/δ)/n).
 
