@@ -90,9 +90,11 @@ def print_table(
 
 
 def _fmt(v: Any) -> str:
+    from rich.markup import escape
+
     if isinstance(v, float | np.floating):
         return f"{float(v):.4g}"
-    return str(v)
+    return escape(str(v))  # "[d]" in a docstring is text, not rich markup
 
 
 @contextlib.contextmanager
