@@ -1,0 +1,304 @@
+"""Party configuration files for ``esa serve`` (TOML, read with stdlib :mod:`tomllib`).
+
+One file per party. Relative paths are relative to the file's directory. Example (the first
+of two shufflers)::
+
+    role = "shuffler"            # or "analyzer"
+    hop = 0                      # 0-based position; the analyzer's hop is m
+    state_dir = "state/shuffler-1"
+    crypto = "onion"             # or "ideal" (plaintext stand-in, simulations only)
+
+    [listen]
+    host = "0.0.0.0"
+    port = 7101
+
+    [next]                       # shufflers only: the next hop
+    host = "shuffler2.example.org"
+    port = 7102
+
+    [keys.epochs]                # key epoch -> key directory (``esa keygen``); one per rotation
+    0 = "keys/epoch-0"
+    1 = "keys/epoch-1"
+
+    [operator]                   # optional: who may send CONTROL frames (close an epoch now)
+    public_key = "9f0c…"         # 32-byte Ed25519 verify key, hex
+
+    [epoch]                      # the first shuffler's batch rule: whichever comes first
+    max_reports = 10000
+    deadline_seconds = 60.0
+
+    [shuffle]
+    threshold = 0
+    fake_reports = 0
+
+    [limits]
+    max_frame_bytes = 4194304
+    read_timeout_seconds = 10.0
+    max_connections = 256
+    chunk_reports = 2000
+
+    [protocol]                   # every party runs the same configured protocol
+    name = "hist_kr"
+    epsilon = 1.0
+    delta = 1e-6
+    n = 100000
+    domain = 16
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from crypto import MAX_FRAME_SIZE
+
+from ._errors import ConfigError
+
+__all__ = ["Address", "EpochRule", "Limits", "PartyConfig", "load_config", "parse_address"]
+
+_ROLES: Final = ("shuffler", "analyzer")
+_TOP_KEYS: Final = {
+    "role",
+    "hop",
+    "state_dir",
+    "crypto",
+    "listen",
+    "next",
+    "keys",
+    "operator",
+    "epoch",
+    "shuffle",
+    "limits",
+    "protocol",
+    "simulation",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A TCP endpoint. ``port = 0`` asks the OS for a free port (written to ``state_dir``)."""
+
+    host: str
+    port: int
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise ConfigError("address host must not be empty")
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise ConfigError(f"port must be an integer, got {self.port!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must lie in [0, 65535], got {self.port}")
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address:
+    """``HOST:PORT`` → :class:`Address` (``[v6]:port`` accepted)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"address must look like HOST:PORT, got {text!r}")
+    return Address(host.strip("[]"), int(port))
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRule:
+    """Close the first shuffler's open batch at ``max_reports`` or ``deadline_seconds``
+    after its first report, whichever comes first (or on an operator CLOSE_EPOCH)."""
+
+    max_reports: int = 10_000
+    deadline_seconds: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-connection bounds: frame size (memory), read timeout, connection count."""
+
+    max_frame_bytes: int = 4 * 1024 * 1024
+    read_timeout_seconds: float = 10.0
+    max_connections: int = 256
+    chunk_reports: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class PartyConfig:
+    """A validated party configuration (see the module docstring for the file format)."""
+
+    role: Literal["shuffler", "analyzer"]
+    hop: int
+    state_dir: Path
+    listen: Address
+    key_epochs: Mapping[int, Path]
+    protocol: Mapping[str, Any]
+    crypto: Literal["onion", "ideal"] = "onion"
+    next: Address | None = None
+    operator_public_key: bytes | None = None
+    epoch: EpochRule = field(default_factory=EpochRule)
+    threshold: int = 0
+    fake_reports: int = 0
+    limits: Limits = field(default_factory=Limits)
+    simulation: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def inbox_path(self) -> Path:
+        return self.state_dir / "inbox.db"
+
+    @property
+    def port_file(self) -> Path:
+        """Where the service writes the port it actually listens on, once it is ready."""
+        return self.state_dir / "port"
+
+
+def _table(doc: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
+    value = doc.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"[{name}] must be a table, got {type(value).__name__}")
+    unknown = set(value) - allowed
+    if unknown:
+        raise ConfigError(f"[{name}]: unknown keys {sorted(unknown)}; allowed {sorted(allowed)}")
+    return value
+
+
+def _int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{name} must be <= {hi}, got {value!r}")
+    return value
+
+
+def _pos_float(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def _address(doc: Mapping[str, Any], name: str) -> Address:
+    table = _table(doc, name, {"host", "port"})
+    if "host" not in table or "port" not in table:
+        raise ConfigError(f"[{name}] needs host and port")
+    if not isinstance(table["host"], str):
+        raise ConfigError(f"[{name}] host must be a string, got {table['host']!r}")
+    return Address(table["host"], _int(table["port"], f"[{name}] port", 0, 65535))
+
+
+def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
+    """Validate a parsed TOML document; relative paths resolve against ``base``."""
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"unknown top-level keys {sorted(unknown)}; allowed {sorted(_TOP_KEYS)}")
+    role = doc.get("role")
+    if role not in _ROLES:
+        raise ConfigError(f"role must be one of {list(_ROLES)}, got {role!r}")
+    hop = _int(doc.get("hop"), "hop", 0, 254)
+    crypto_mode = doc.get("crypto", "onion")
+    if crypto_mode not in ("onion", "ideal"):
+        raise ConfigError(f"crypto must be 'onion' or 'ideal', got {crypto_mode!r}")
+    if not isinstance(doc.get("state_dir"), str):
+        raise ConfigError(f"state_dir must be a path string, got {doc.get('state_dir')!r}")
+
+    keys = _table(doc, "keys", {"epochs"})
+    epochs_raw = keys.get("epochs")
+    if not isinstance(epochs_raw, dict) or not epochs_raw:
+        raise ConfigError("[keys.epochs] must map at least one key epoch to a key directory")
+    key_epochs: dict[int, Path] = {}
+    for k, v in epochs_raw.items():
+        if not str(k).isdigit() or int(k) >= 2**32:
+            raise ConfigError(f"key epoch must be an integer in [0, 2**32), got {k!r}")
+        if not isinstance(v, str):
+            raise ConfigError(f"key directory of key epoch {k} must be a path, got {v!r}")
+        key_epochs[int(k)] = base / v
+
+    nxt = None
+    if role == "shuffler":
+        if "next" not in doc:
+            raise ConfigError("a shuffler needs [next] (host, port of the next hop)")
+        nxt = _address(doc, "next")
+    elif "next" in doc:
+        raise ConfigError("the analyzer is the last hop: it takes no [next]")
+
+    operator = _table(doc, "operator", {"public_key"})
+    op_key = None
+    if "public_key" in operator:
+        try:
+            op_key = bytes.fromhex(str(operator["public_key"]))
+        except ValueError:
+            op_key = b""
+        if len(op_key) != 32:
+            raise ConfigError(
+                f"[operator] public_key must be 64 hex digits, got {operator['public_key']!r}"
+            )
+
+    ep = _table(doc, "epoch", {"max_reports", "deadline_seconds"})
+    rule = EpochRule(
+        max_reports=_int(ep.get("max_reports", 10_000), "[epoch] max_reports", 1),
+        deadline_seconds=_pos_float(ep.get("deadline_seconds", 60.0), "[epoch] deadline_seconds"),
+    )
+    sh = _table(doc, "shuffle", {"threshold", "fake_reports"})
+    lim = _table(
+        doc,
+        "limits",
+        {"max_frame_bytes", "read_timeout_seconds", "max_connections", "chunk_reports"},
+    )
+    limits = Limits(
+        max_frame_bytes=_int(
+            lim.get("max_frame_bytes", Limits.max_frame_bytes),
+            "[limits] max_frame_bytes",
+            64,
+            MAX_FRAME_SIZE,
+        ),
+        read_timeout_seconds=_pos_float(
+            lim.get("read_timeout_seconds", Limits.read_timeout_seconds),
+            "[limits] read_timeout_seconds",
+        ),
+        max_connections=_int(
+            lim.get("max_connections", Limits.max_connections), "[limits] max_connections", 1
+        ),
+        chunk_reports=_int(
+            lim.get("chunk_reports", Limits.chunk_reports), "[limits] chunk_reports", 1
+        ),
+    )
+    proto = doc.get("protocol")
+    if not isinstance(proto, dict) or not ("name" in proto or "pickle" in proto):
+        raise ConfigError("[protocol] must give the protocol's name and parameters")
+    if "pickle" in proto:
+        proto = {**proto, "pickle": str(base / str(proto["pickle"]))}
+    sim = doc.get("simulation", {})
+    if not isinstance(sim, dict):
+        raise ConfigError("[simulation] must be a table")
+    return PartyConfig(
+        role=role,
+        hop=hop,
+        state_dir=base / doc["state_dir"],
+        listen=_address(doc, "listen"),
+        key_epochs=key_epochs,
+        protocol=dict(proto),
+        crypto=crypto_mode,
+        next=nxt,
+        operator_public_key=op_key,
+        epoch=rule,
+        threshold=_int(sh.get("threshold", 0), "[shuffle] threshold", 0),
+        fake_reports=_int(sh.get("fake_reports", 0), "[shuffle] fake_reports", 0),
+        limits=limits,
+        simulation=dict(sim),
+    )
+
+
+def load_config(path: str | Path) -> PartyConfig:
+    """Read and validate a party's TOML config.
+
+    Raises:
+        ConfigError: unreadable file, invalid TOML, or a value outside its range (the
+            message quotes the value and the bound).
+    """
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+    return config_from_dict(doc, base=p.resolve().parent)

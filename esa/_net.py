@@ -1,0 +1,273 @@
+"""Frames over trio streams: bounded, timed reads; a request/response client; the submitter.
+
+Every read has a deadline: a frame (header *and* body) must arrive within
+``read_timeout`` seconds of the first byte being awaited, so a slow-loris peer that trickles
+one byte per second is cut off rather than holding a connection forever. A length prefix
+above ``max_frame`` is refused before any of its body is buffered, so a connection never
+holds more than ``max_frame`` bytes of input.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import trio
+
+from crypto import (
+    Ack,
+    ControlCommand,
+    ControlFrame,
+    FrameKind,
+    MalformedFrame,
+    Query,
+    QueryKind,
+    SubmitFrame,
+    WireError,
+    encode_frame,
+    frame_length,
+    parse_ack,
+    parse_reject,
+    parse_reply,
+    peek_kind,
+)
+from crypto._wire import FRAME_HEADER_SIZE
+
+from ._config import Address
+from ._errors import ESAError
+
+__all__ = [
+    "FrameStream",
+    "PeerRejected",
+    "ReadTimeout",
+    "SubmitStats",
+    "close_epoch",
+    "query",
+    "request",
+    "submit_reports",
+]
+
+
+class ReadTimeout(ESAError):
+    """A peer did not deliver a whole frame within the read timeout."""
+
+    reason = "timeout"
+
+
+class PeerClosed(ESAError):
+    """The peer closed the connection (between frames or mid-frame)."""
+
+    reason = "half_open"
+
+
+class PeerRejected(ESAError):
+    """The peer answered with a REJECT frame."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"peer rejected the frame: {reason} ({detail})")
+        self.reason = reason
+        self.detail = detail
+
+
+class FrameStream:
+    """Length-prefixed frames on a trio stream with a size cap and a per-frame deadline."""
+
+    def __init__(self, stream: trio.abc.Stream, *, max_frame: int, read_timeout: float) -> None:
+        self.stream = stream
+        self.max_frame = max_frame
+        self.read_timeout = read_timeout
+        self._buf = bytearray()
+
+    async def _read_exactly(self, n: int, deadline: float, *, at_boundary: bool) -> bytes:
+        while len(self._buf) < n:
+            with trio.move_on_at(deadline) as scope:
+                # Never ask for more than the frame still needs: memory stays bounded.
+                data = await self.stream.receive_some(min(65536, n - len(self._buf)))
+            if scope.cancelled_caught:
+                raise ReadTimeout(f"no complete frame within {self.read_timeout} s")
+            if not data:
+                if at_boundary and not self._buf:
+                    raise PeerClosed("connection closed")
+                raise PeerClosed("connection closed mid-frame")
+            self._buf += data
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    async def receive(self) -> bytes:
+        """The next frame's payload.
+
+        Raises:
+            ReadTimeout: the frame did not complete within ``read_timeout``.
+            PeerClosed: the peer closed the connection.
+            FrameTooLarge: the length prefix exceeds ``max_frame`` (nothing buffered).
+        """
+        deadline = trio.current_time() + self.read_timeout
+        header = await self._read_exactly(FRAME_HEADER_SIZE, deadline, at_boundary=True)
+        length = frame_length(header, max_size=self.max_frame)
+        return await self._read_exactly(length, deadline, at_boundary=False)
+
+    async def send(self, payload: bytes) -> None:
+        await self.stream.send_all(encode_frame(payload, max_size=self.max_frame))
+
+
+def expect_ack(payload: bytes) -> Ack:
+    """Parse a response that must be an ACK; a REJECT becomes :class:`PeerRejected`."""
+    kind = peek_kind(payload)
+    if kind is FrameKind.REJECT:
+        rej = parse_reject(payload)
+        raise PeerRejected(rej.reason.name.lower(), rej.detail)
+    if kind is not FrameKind.ACK:
+        raise MalformedFrame(f"expected ACK, got {kind.name}")
+    return parse_ack(payload)
+
+
+async def request(
+    address: Address,
+    payloads: Sequence[bytes],
+    *,
+    timeout: float = 30.0,
+    max_frame: int = 16 * 1024 * 1024,
+) -> list[bytes]:
+    """Open a connection, send each payload and collect one response frame per payload."""
+    with trio.fail_after(timeout):
+        stream = await trio.open_tcp_stream(address.host, address.port)
+    async with stream:
+        fs = FrameStream(stream, max_frame=max_frame, read_timeout=timeout)
+        out = []
+        for p in payloads:
+            await fs.send(p)
+            out.append(await fs.receive())
+        return out
+
+
+async def query(
+    address: Address,
+    what: QueryKind,
+    params: dict[str, Any] | None = None,
+    *,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Send a QUERY and return the decoded JSON reply."""
+    import json
+
+    body = json.dumps(params or {}).encode()
+    (resp,) = await request(address, [Query(what, body).to_bytes()], timeout=timeout)
+    if peek_kind(resp) is FrameKind.REJECT:
+        rej = parse_reject(resp)
+        raise PeerRejected(rej.reason.name.lower(), rej.detail)
+    result: dict[str, Any] = json.loads(parse_reply(resp).body)
+    return result
+
+
+async def close_epoch(address: Address, operator_key: Any, *, timeout: float = 30.0) -> Ack:
+    """Ask a first shuffler, as its operator, to close its open batch now."""
+    frame = ControlFrame(ControlCommand.CLOSE_EPOCH, int(time.time() * 1000))
+    (resp,) = await request(address, [frame.sign(operator_key)], timeout=timeout)
+    return expect_ack(resp)
+
+
+@dataclass(slots=True)
+class SubmitStats:
+    """What the submitter saw. ``acknowledged`` counts each report once (its frame's ACK)."""
+
+    reports: int = 0
+    acknowledged: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    frames: int = 0
+    retries: int = 0
+    failed_frames: int = 0
+    seconds: float = 0.0
+
+    @property
+    def reports_per_second(self) -> float:
+        return self.acknowledged / self.seconds if self.seconds > 0 else math.nan
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "reports_per_second": self.reports_per_second}
+
+
+async def submit_reports(
+    address: Address,
+    reports: Sequence[bytes],
+    *,
+    key_epoch: int,
+    connections: int = 50,
+    frame_reports: int = 100,
+    retries: int = 20,
+    timeout: float = 30.0,
+    backoff: float = 0.05,
+) -> SubmitStats:
+    """Submit ``reports`` to a first shuffler over ``connections`` concurrent connections.
+
+    Reports are grouped into SUBMIT frames of ``frame_reports``; each connection takes the
+    next frame, sends it and waits for its ACK. On any failure (refused connection, timeout,
+    reset) the frame is resent on a fresh connection, up to ``retries`` times with
+    exponential backoff. Resending is safe: the shuffler's inbox stores a report at most
+    once, and a frame is counted acknowledged exactly once, when its ACK arrives.
+    """
+    stats = SubmitStats(reports=len(reports))
+    frames = [
+        SubmitFrame(key_epoch, tuple(reports[i : i + frame_reports])).to_bytes()
+        for i in range(0, len(reports), frame_reports)
+    ]
+    stats.frames = len(frames)
+    send, recv = trio.open_memory_channel[tuple[int, bytes]](len(frames))
+    for item in enumerate(frames):
+        send.send_nowait(item)
+    send.close()
+    counts = [len(reports[i : i + frame_reports]) for i in range(0, len(reports), frame_reports)]
+    t0 = time.perf_counter()
+
+    async def worker(recv: trio.MemoryReceiveChannel[tuple[int, bytes]]) -> None:
+        fs: FrameStream | None = None
+        async with recv:
+            async for index, payload in recv:
+                attempt = 0
+                while True:
+                    try:
+                        if fs is None:
+                            with trio.fail_after(timeout):
+                                stream = await trio.open_tcp_stream(address.host, address.port)
+                            fs = FrameStream(
+                                stream, max_frame=len(payload) + 64, read_timeout=timeout
+                            )
+                        await fs.send(payload)
+                        ack = expect_ack(await fs.receive())
+                    except (
+                        OSError,
+                        trio.TooSlowError,
+                        trio.BrokenResourceError,
+                        ESAError,
+                        WireError,
+                    ) as exc:
+                        if fs is not None:
+                            await trio.aclose_forcefully(fs.stream)
+                            fs = None
+                        if isinstance(exc, PeerRejected) and exc.reason not in {"busy", "internal"}:
+                            stats.failed_frames += 1  # the shuffler will never take it
+                            break
+                        attempt += 1
+                        if attempt > retries:
+                            stats.failed_frames += 1
+                            break
+                        stats.retries += 1
+                        await trio.sleep(min(2.0, backoff * 2 ** min(attempt, 10)))
+                        continue
+                    stats.acknowledged += counts[index]
+                    stats.stored += ack.stored
+                    stats.duplicates += ack.duplicates
+                    break
+        if fs is not None:
+            await fs.stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(max(1, min(connections, len(frames)))):
+            nursery.start_soon(worker, recv.clone())
+    recv.close()
+    stats.seconds = time.perf_counter() - t0
+    return stats

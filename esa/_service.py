@@ -1,0 +1,732 @@
+"""A shuffler or the analyzer as a trio TCP service (``esa serve ...``).
+
+The service is transport and durability around the role objects of :mod:`esa._roles`: it
+never peels, thresholds, fakes, permutes or estimates itself, it calls
+:class:`~esa.Shuffler` / :class:`~esa.Analyzer` (and the protocol's estimator) on the
+reports its inbox holds.
+
+Life of an epoch at a shuffler at hop ``h``:
+
+1. reports arrive (SUBMIT from clients at hop 0; signed BATCH chunks + a COUNTS chain from
+   hop ``h−1`` otherwise) and are acknowledged only after their inbox commit;
+2. the epoch closes: at hop 0 when ``max_reports`` are open, ``deadline_seconds`` after the
+   first open report, or on an operator CLOSE_EPOCH; at later hops when the upstream batch
+   is complete (all chunks and its counts);
+3. a fresh :class:`~esa.Shuffler` processes the epoch in a worker thread; its output is cut
+   into chunks signed with this party's Ed25519 key, and a signed :class:`CountStatement`
+   is appended to the upstream chain; all of it commits in one transaction;
+4. the chunks and the chain are sent to hop ``h+1`` until each is acknowledged (resends
+   are byte-identical and idempotent at the receiver).
+
+The analyzer does 1–3 with :class:`~esa.Analyzer`, checks the chain of counts (drop
+detection) and stores the decoded messages; a RESULT query runs the protocol's estimator
+over every processed epoch.
+
+Hostile input never takes the service down: every rejected frame is answered with a REJECT
+naming its reason and counted under that name (``STATUS`` shows the counters). Framing
+errors (oversized prefix, timeout, mid-frame close) end the connection, since the stream
+can no longer be trusted to be aligned; a well-framed bad payload leaves it open.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import pickle
+import signal
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import trio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+import crypto
+from crypto import (
+    Ack,
+    BatchChunk,
+    ControlCommand,
+    CountsFrame,
+    CountStatement,
+    FrameKind,
+    KeyDirectory,
+    PartyKeys,
+    QueryKind,
+    Reject,
+    RejectReason,
+    Reply,
+    WireError,
+    parse_query,
+    parse_submit,
+    peek_kind,
+    verify_batch,
+    verify_control,
+    verify_counts,
+)
+from crypto._wire import _parse_unverified_batch, _parse_unverified_counts
+from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
+
+from ._codec import HopCodec, OnionCodec, make_codec
+from ._config import PartyConfig
+from ._errors import ConfigError, ESAError
+from ._inbox import EpochRecord, Inbox, InboxError
+from ._net import FrameStream, PeerClosed, ReadTimeout, expect_ack
+from ._roles import Analyzer, Shuffler
+
+__all__ = ["PartyService", "load_protocol", "serve"]
+
+T = TypeVar("T")
+
+
+class _Rejected(ESAError):
+    def __init__(self, reason: RejectReason, detail: str) -> None:
+        super().__init__(detail)
+        self.code = reason
+        self.reason = reason.name.lower()
+
+
+def load_protocol(spec: dict[str, Any]) -> ShuffleProtocol:
+    """Build the protocol a config's ``[protocol]`` table names.
+
+    ``pickle = FILE`` (written by :func:`simulations._tcp_run.run_tcp` for its own child
+    processes) loads a configured protocol object; it is for local simulations only and the
+    file must be trusted like the config itself.
+    """
+    if "pickle" in spec:
+        with open(spec["pickle"], "rb") as fh:
+            proto = pickle.load(fh)
+        if not isinstance(proto, ShuffleProtocol):
+            raise ConfigError(f"{spec['pickle']} does not hold a protocol")
+        return proto
+    known = {"name", "epsilon", "delta", "n", "domain", "bound", "fake_reports", "options"}
+    unknown = set(spec) - known
+    if unknown:
+        raise ConfigError(f"[protocol]: unknown keys {sorted(unknown)}; allowed {sorted(known)}")
+    try:
+        ps = ProtocolSpec(
+            epsilon=spec["epsilon"],
+            delta=spec["delta"],
+            n=spec["n"],
+            domain=spec.get("domain", 2),
+            bound=spec.get("bound"),
+            fake_reports=spec.get("fake_reports", 0),
+            options=dict(spec.get("options", {})),
+        )
+    except KeyError as exc:
+        raise ConfigError(f"[protocol] needs {exc.args[0]!r}") from None
+    return build_protocol(str(spec["name"]), ps)
+
+
+def batch_id_for(verify_public: bytes, key_epoch: int, epoch: int) -> bytes:
+    """The id of the batch a party forwards for an epoch: a function of who and when only,
+    so a resend after a crash carries the same id and the receiver takes it once."""
+    data = b"esa/batch-id/v1\x00" + verify_public + key_epoch.to_bytes(4, "big")
+    return hashlib.sha256(data + epoch.to_bytes(8, "big")).digest()
+
+
+def check_chain(
+    chain: tuple[CountStatement, ...], *, hops: int, epoch: int, received: int
+) -> list[str]:
+    """Drop detection: the problems in a chain of count statements (empty = consistent).
+
+    Every shuffler must appear once, in order, for this epoch; each hop's own counts must
+    add up; each hop must have received what the previous one forwarded; the analyzer must
+    have received what the last shuffler forwarded.
+    """
+    problems = []
+    if [s.hop for s in chain] != list(range(hops)):
+        problems.append(f"chain lists hops {[s.hop for s in chain]}, expected 0..{hops - 1}")
+    for s in chain:
+        if s.epoch != epoch:
+            problems.append(f"hop {s.hop} signed epoch {s.epoch}, not {epoch}")
+        if not s.consistent:
+            problems.append(f"hop {s.hop} counts do not add up: {_statement_json(s)}")
+    for a, b in itertools.pairwise(chain):
+        if b.received != a.forwarded:
+            problems.append(
+                f"hop {b.hop} received {b.received} but hop {a.hop} forwarded {a.forwarded}"
+            )
+    if chain and chain[-1].forwarded != received:
+        problems.append(
+            f"analyzer received {received} but hop {chain[-1].hop} forwarded {chain[-1].forwarded}"
+        )
+    return problems
+
+
+def _statement_json(s: CountStatement) -> dict[str, Any]:
+    d = asdict(s)
+    d["batch_id"] = s.batch_id.hex()
+    d.pop("signature")
+    return d
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+class PartyService:
+    """One party: its keys, inbox, counters, connection handler and background loops.
+
+    Args:
+        config: the validated party configuration.
+        protocol: the configured protocol (default: built from ``config.protocol``).
+    """
+
+    def __init__(self, config: PartyConfig, *, protocol: ShuffleProtocol | None = None) -> None:
+        self.config = config
+        self.hop = config.hop
+        self.protocol = protocol if protocol is not None else load_protocol(dict(config.protocol))
+        self.keys: dict[int, PartyKeys] = {}
+        self.routes: dict[int, list[bytes]] = {}
+        self.verify_keys: dict[int, list[Ed25519PublicKey]] = {}
+        shufflers = None
+        for key_epoch, directory in sorted(config.key_epochs.items()):
+            kd = KeyDirectory.load(directory)
+            if shufflers is not None and kd.shufflers != shufflers:
+                raise ConfigError("every key epoch must have the same number of shufflers")
+            shufflers = kd.shufflers
+            name = crypto.analyzer_name() if config.role == "analyzer" else None
+            if config.role == "shuffler":
+                if config.hop >= kd.shufflers:
+                    raise ConfigError(
+                        f"hop {config.hop} >= {kd.shufflers} shufflers in {directory}"
+                    )
+                name = crypto.shuffler_name(config.hop)
+            elif config.hop != kd.shufflers:
+                raise ConfigError(f"the analyzer's hop is {kd.shufflers}, got {config.hop}")
+            assert name is not None
+            self.keys[key_epoch] = kd.private(name)
+            self.routes[key_epoch] = [p.layer_public for p in kd.route()]
+            self.verify_keys[key_epoch] = [p.verify_key() for p in kd.route()]
+        assert shufflers is not None
+        self.shufflers = shufflers
+        self.codec: HopCodec = make_codec(
+            config.crypto, message_size=self.protocol.message_size, layers=shufflers + 1
+        )
+        self.operator_key = (
+            Ed25519PublicKey.from_public_bytes(config.operator_public_key)
+            if config.operator_public_key
+            else None
+        )
+        self.fake_rng: np.random.Generator | None = None
+        state = config.simulation.get("fake_rng_state")
+        if state is not None:
+            # Simulation only: reproduce the in-process run's fakes for the same seed.
+            st = json.loads(state)
+            bitgen = getattr(np.random, st["bit_generator"])()
+            bitgen.state = st
+            self.fake_rng = np.random.Generator(bitgen)
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        self.inbox = Inbox(config.inbox_path, party=self.party_name)
+        self.counters: collections.Counter[str] = collections.Counter()
+        self.rejected: collections.Counter[str] = collections.Counter()
+        self._db_lock = trio.Lock()
+        self._active = 0
+        self._wake_epoch = trio.Event()
+        self._wake_work = trio.Event()
+        self._close_now = False
+        self.port: int | None = None
+
+    @property
+    def party_name(self) -> str:
+        if self.config.role == "analyzer":
+            return crypto.analyzer_name()
+        return crypto.shuffler_name(self.hop)
+
+    @property
+    def is_first(self) -> bool:
+        return self.config.role == "shuffler" and self.hop == 0
+
+    def expected_size(self) -> int:
+        if isinstance(self.codec, OnionCodec):
+            return self.codec.expected_size(self.hop)
+        return int(self.codec.row_size)  # type: ignore[attr-defined]
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        # One SQLite connection, one writer at a time, off the event loop.
+        async with self._db_lock:
+            return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    def _kick(self) -> None:
+        self._wake_work.set()
+
+    # ------------------------------------------------------------------ connections
+
+    async def handle(self, stream: trio.abc.Stream) -> None:
+        """Serve one connection until the peer closes it or breaks the framing."""
+        limits = self.config.limits
+        if self._active >= limits.max_connections:
+            self.rejected["busy"] += 1
+            with trio.move_on_after(1.0):
+                fs = FrameStream(stream, max_frame=limits.max_frame_bytes, read_timeout=1.0)
+                await fs.send(Reject(RejectReason.BUSY, "too many connections").to_bytes())
+            await trio.aclose_forcefully(stream)
+            return
+        self._active += 1
+        self.counters["connections"] += 1
+        fs = FrameStream(
+            stream, max_frame=limits.max_frame_bytes, read_timeout=limits.read_timeout_seconds
+        )
+        try:
+            while True:
+                try:
+                    payload = await fs.receive()
+                except PeerClosed as exc:
+                    if "mid-frame" in str(exc):
+                        self.rejected["half_open"] += 1
+                    return
+                except ReadTimeout:
+                    self.rejected["timeout"] += 1
+                    await self._send_quietly(fs, Reject(RejectReason.TIMEOUT, "read timeout"))
+                    return
+                except WireError as exc:  # oversized or zero length prefix
+                    self.rejected[exc.reason] += 1
+                    code = RejectReason[exc.reason.upper()]
+                    await self._send_quietly(fs, Reject(code, str(exc)))
+                    return
+                try:
+                    response = await self._dispatch(payload)
+                except WireError as exc:
+                    self.rejected[exc.reason] += 1
+                    response = Reject(RejectReason[exc.reason.upper()], str(exc)[:200]).to_bytes()
+                except _Rejected as exc:
+                    self.rejected[exc.reason] += 1
+                    response = Reject(exc.code, str(exc)[:200]).to_bytes()
+                with trio.fail_after(limits.read_timeout_seconds):
+                    await fs.send(response)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            self.rejected["broken_connection"] += 1
+        finally:
+            self._active -= 1
+            await trio.aclose_forcefully(stream)
+
+    async def _send_quietly(self, fs: FrameStream, reject: Reject) -> None:
+        with trio.move_on_after(1.0):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await fs.send(reject.to_bytes())
+
+    async def _dispatch(self, payload: bytes) -> bytes:
+        kind = peek_kind(payload)
+        if kind is FrameKind.SUBMIT:
+            return await self._on_submit(payload)
+        if kind is FrameKind.BATCH:
+            return await self._on_batch(payload)
+        if kind is FrameKind.COUNTS:
+            return await self._on_counts(payload)
+        if kind is FrameKind.CONTROL:
+            return await self._on_control(payload)
+        if kind is FrameKind.QUERY:
+            return await self._on_query(payload)
+        raise _Rejected(RejectReason.UNEXPECTED_KIND, f"a party does not accept {kind.name}")
+
+    def _check_key_epoch(self, key_epoch: int) -> None:
+        if key_epoch not in self.keys:
+            raise _Rejected(
+                RejectReason.UNKNOWN_KEY_EPOCH,
+                f"key epoch {key_epoch} not served; have {sorted(self.keys)}",
+            )
+
+    def _check_sizes(self, reports: tuple[bytes, ...]) -> None:
+        expected = self.expected_size()
+        if reports and len(reports[0]) != expected:
+            raise _Rejected(
+                RejectReason.WRONG_REPORT_SIZE,
+                f"reports for hop {self.hop} are {expected} bytes, got {len(reports[0])}",
+            )
+
+    async def _on_submit(self, payload: bytes) -> bytes:
+        if not self.is_first:
+            raise _Rejected(RejectReason.WRONG_HOP, f"hop {self.hop} takes no client reports")
+        frame = parse_submit(payload)
+        self._check_key_epoch(frame.key_epoch)
+        self._check_sizes(frame.reports)
+        stored, dups = await self._db(self.inbox.add_reports, frame.key_epoch, frame.reports)
+        self.counters["reports_acknowledged"] += len(frame.reports)
+        self.counters["duplicate_reports"] += dups
+        self._wake_epoch.set()
+        return Ack(stored, dups).to_bytes()
+
+    async def _on_batch(self, payload: bytes) -> bytes:
+        if self.is_first:
+            raise _Rejected(RejectReason.WRONG_HOP, "hop 0 takes reports from clients only")
+        # The header only chooses which key to verify with; nothing is used before that.
+        key_epoch = _parse_unverified_batch(payload).key_epoch
+        self._check_key_epoch(key_epoch)
+        chunk = verify_batch(payload, self.verify_keys[key_epoch][self.hop - 1])
+        if chunk.receiver_hop != self.hop or chunk.sender_hop != self.hop - 1:
+            raise _Rejected(
+                RejectReason.WRONG_HOP,
+                f"batch from hop {chunk.sender_hop} to hop {chunk.receiver_hop}; "
+                f"this is hop {self.hop}",
+            )
+        self._check_sizes(chunk.reports)
+        try:
+            stored, dups, new = await self._db(
+                self.inbox.add_chunk,
+                batch_id=chunk.batch_id,
+                epoch=chunk.epoch,
+                key_epoch=chunk.key_epoch,
+                chunk_index=chunk.chunk_index,
+                chunk_count=chunk.chunk_count,
+                reports=chunk.reports,
+            )
+        except InboxError as exc:
+            raise _Rejected(RejectReason.REPLAYED_BATCH, str(exc)) from None
+        if not new:
+            # A resend after a lost ACK or a replay: either way it is taken only once.
+            self.rejected["replayed_batch"] += 1
+            return Ack(0, len(chunk.reports)).to_bytes()
+        self.counters["chunks_received"] += 1
+        self.counters["reports_acknowledged"] += len(chunk.reports)
+        self._kick()
+        return Ack(stored, dups).to_bytes()
+
+    async def _on_counts(self, payload: bytes) -> bytes:
+        if self.is_first:
+            raise _Rejected(RejectReason.WRONG_HOP, "hop 0 takes reports from clients only")
+        statements = _parse_unverified_counts(payload).statements
+        key_epoch = statements[-1].key_epoch
+        self._check_key_epoch(key_epoch)
+        frame = verify_counts(payload, self.verify_keys[key_epoch][: self.hop])
+        last = frame.statements[-1]
+        if last.hop != self.hop - 1:
+            raise _Rejected(RejectReason.WRONG_HOP, f"counts end at hop {last.hop}")
+        try:
+            new = await self._db(self.inbox.add_counts, batch_id=last.batch_id, counts=payload)
+        except InboxError as exc:
+            raise _Rejected(RejectReason.MALFORMED_FRAME, str(exc)) from None
+        if not new:
+            self.rejected["replayed_batch"] += 1
+        self._kick()
+        return Ack(0, 0).to_bytes()
+
+    async def _on_control(self, payload: bytes) -> bytes:
+        if self.operator_key is None:
+            raise _Rejected(RejectReason.BAD_SIGNATURE, "no operator key configured")
+        frame = verify_control(payload, self.operator_key)
+        if frame.command is ControlCommand.CLOSE_EPOCH:
+            if not self.is_first:
+                raise _Rejected(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")
+            closed = await self._close_open_epochs()
+            return Ack(closed, 0).to_bytes()
+        raise _Rejected(RejectReason.UNEXPECTED_KIND, f"command {frame.command}")
+
+    async def _on_query(self, payload: bytes) -> bytes:
+        q = parse_query(payload)
+        try:
+            params = json.loads(q.body or b"{}")
+            if not isinstance(params, dict):
+                raise ValueError
+        except ValueError:
+            raise _Rejected(
+                RejectReason.MALFORMED_FRAME, "query body must be a JSON object"
+            ) from None
+        if q.what is QueryKind.STATUS:
+            body = await self.status()
+        elif self.config.role == "analyzer":
+            body = await self._db(self.result, params)
+        else:
+            raise _Rejected(RejectReason.UNEXPECTED_KIND, "only the analyzer has a result")
+        return Reply(json.dumps(_jsonable(body)).encode()).to_bytes()
+
+    async def status(self) -> dict[str, Any]:
+        epochs = await self._db(self.inbox.epochs)
+        open_count = await self._db(self.inbox.open_count)
+        by_state = collections.Counter(e.state for e in epochs)
+        return {
+            "party": self.party_name,
+            "hop": self.hop,
+            "counters": dict(self.counters),
+            "rejected": dict(self.rejected),
+            "epochs": {s: by_state.get(s, 0) for s in ("closed", "processed", "forwarded")},
+            "open_reports": sum(open_count.values()),
+            "active_connections": self._active,
+        }
+
+    # ------------------------------------------------------------------ epochs
+
+    async def _close_open_epochs(self) -> int:
+        closed = 0
+        for key_epoch in sorted((await self._db(self.inbox.open_count)).keys()):
+            if await self._db(self.inbox.close_epoch, key_epoch) is not None:
+                closed += 1
+        if closed:
+            self.counters["epochs_closed"] += closed
+            self._kick()
+        return closed
+
+    async def _epoch_loop(self) -> None:
+        """Hop 0: close the open batch at ``max_reports`` or at its deadline."""
+        rule = self.config.epoch
+        first_open: float | None = None
+        while True:
+            total = sum((await self._db(self.inbox.open_count)).values())
+            now = trio.current_time()
+            if total and first_open is None:
+                first_open = now
+            if not total:
+                first_open = None
+            elif total >= rule.max_reports or now - first_open >= rule.deadline_seconds:  # type: ignore[operator]
+                await self._close_open_epochs()
+                first_open = None
+                continue
+            self._wake_epoch = trio.Event()
+            wait = (
+                rule.deadline_seconds - (now - first_open) if first_open is not None else math.inf
+            )
+            with trio.move_on_after(max(wait, 0.0)):
+                await self._wake_epoch.wait()
+
+    async def _work_loop(self) -> None:
+        """Process closed epochs, then forward processed ones (shufflers)."""
+        backoff = 0.05
+        while True:
+            self._wake_work = trio.Event()
+            for rec in await self._db(self.inbox.epochs, "closed"):
+                await self._process(rec)
+            ok = True
+            if self.config.role == "shuffler":
+                for rec in await self._db(self.inbox.epochs, "processed"):
+                    ok = await self._forward(rec) and ok
+            if ok:
+                backoff = 0.05
+                await self._wake_work.wait()
+            else:
+                backoff = min(2.0, backoff * 2)
+                with trio.move_on_after(backoff):
+                    await self._wake_work.wait()
+
+    async def _process(self, rec: EpochRecord) -> None:
+        reports = await self._db(self.inbox.epoch_reports, rec.epoch)
+        dups = await self._db(self.inbox.upstream_duplicates, rec.epoch)
+        if self.config.role == "shuffler":
+
+            def fn() -> dict[str, Any]:
+                return self._shuffle_epoch(rec, reports, dups)
+        else:
+            fn = lambda: self._analyze_epoch(rec, reports, dups)  # noqa: E731
+        commit = await trio.to_thread.run_sync(fn)
+        await self._db(self.inbox.commit_processed, rec.epoch, **commit)
+        self.counters["epochs_processed"] += 1
+
+    def _as_batch(self, reports: list[bytes]) -> Any:
+        if isinstance(self.codec, OnionCodec):
+            arr = np.empty(len(reports), dtype=object)
+            arr[:] = reports
+            return arr
+        return reports  # the ideal codec parses a list of row bytes itself
+
+    def _upstream(self, rec: EpochRecord) -> tuple[CountStatement, ...]:
+        if rec.upstream_counts is None:
+            return ()
+        return _parse_unverified_counts(rec.upstream_counts).statements  # verified on receipt
+
+    def _shuffle_epoch(self, rec: EpochRecord, reports: list[bytes], dups: int) -> dict[str, Any]:
+        keys = self.keys[rec.key_epoch]
+        shuffler = Shuffler(
+            hop=self.hop,
+            codec=self.codec,
+            key=keys.layer if isinstance(self.codec, OnionCodec) else None,
+            route=self.routes[rec.key_epoch],
+            protocol=self.protocol,
+            threshold=self.config.threshold,
+            fake_reports=self.config.fake_reports,
+            fake_rng=self.fake_rng,
+            workers=1,
+        )
+        out, c = shuffler.process(self._as_batch(reports), epoch=rec.key_epoch)
+        items = [bytes(r) if isinstance(r, bytes) else r.tobytes() for r in out]
+        bid = batch_id_for(keys.public().verify_public, rec.key_epoch, rec.epoch)
+        size = self.config.limits.chunk_reports
+        parts = [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+        outbox = [
+            BatchChunk(
+                self.hop, self.hop + 1, rec.key_epoch, rec.epoch, bid, i, len(parts), tuple(p)
+            ).sign(keys.signing)
+            for i, p in enumerate(parts)
+        ]
+        statement = CountStatement(
+            hop=self.hop,
+            key_epoch=rec.key_epoch,
+            epoch=rec.epoch,
+            batch_id=bid,
+            received=c.received + dups,
+            invalid=c.invalid,
+            replayed=c.replayed + dups,
+            held=c.held,
+            fakes_added=c.fakes_added,
+            forwarded=c.forwarded,
+        ).signed_by(keys.signing)
+        chain = CountsFrame((*self._upstream(rec), statement)).to_bytes()
+        return {"stats": _statement_json(statement), "counts": chain, "outbox": outbox}
+
+    def _analyze_epoch(self, rec: EpochRecord, reports: list[bytes], dups: int) -> dict[str, Any]:
+        keys = self.keys[rec.key_epoch]
+        analyzer = Analyzer(
+            hop=self.hop,
+            codec=self.codec,
+            key=keys.layer if isinstance(self.codec, OnionCodec) else None,
+            protocol=self.protocol,
+            workers=1,
+        )
+        # The per-epoch estimate is discarded: the RESULT query estimates over all epochs.
+        out = analyzer.process(
+            self._as_batch(reports), epoch=rec.key_epoch, n_users=max(1, len(reports)), n_fakes=0
+        )
+        chain = self._upstream(rec)
+        counters = out.counters.to_json()
+        counters["received"] += dups
+        counters["replayed"] += dups
+        problems = check_chain(
+            chain, hops=self.shufflers, epoch=rec.epoch, received=len(reports) + dups
+        )
+        rows = (
+            self.protocol.encode(out.messages) if len(out.messages) else np.zeros((0, 1), np.uint8)
+        )
+        stats = {
+            "analyzer": counters,
+            "chain": [_statement_json(s) for s in chain],
+            "problems": problems,
+            "fakes": sum(s.fakes_added for s in chain),
+        }
+        return {"stats": stats, "output": [r.tobytes() for r in rows]}
+
+    async def _forward(self, rec: EpochRecord) -> bool:
+        """Send an epoch's stored chunks and counts to the next hop; False on failure."""
+        assert self.config.next is not None
+        pending = await self._db(self.inbox.pending_outbox, rec.epoch)
+        timeout = self.config.limits.read_timeout_seconds
+        try:
+            with trio.fail_after(timeout):
+                stream = await trio.open_tcp_stream(self.config.next.host, self.config.next.port)
+            async with stream:
+                fs = FrameStream(stream, max_frame=crypto.MAX_FRAME_SIZE, read_timeout=timeout)
+                for entry in pending:
+                    await fs.send(entry.payload)
+                    expect_ack(await fs.receive())
+                    await self._db(self.inbox.mark_acked, rec.epoch, entry.chunk_index)
+                assert rec.counts is not None
+                await fs.send(rec.counts)
+                expect_ack(await fs.receive())
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ESAError, WireError) as exc:
+            self.counters["forward_failures"] += 1
+            self.last_forward_error = repr(exc)
+            return False
+        await self._db(self.inbox.mark_forwarded, rec.epoch)
+        self.counters["epochs_forwarded"] += 1
+        return True
+
+    # ------------------------------------------------------------------ analyzer result
+
+    def result(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The estimate over every processed epoch (runs in a worker thread)."""
+        outputs = self.inbox.outputs()
+        rows = [m for _, msgs in outputs for m in msgs]
+        size = self.protocol.message_size
+        arr = (
+            np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(-1, size)
+            if rows
+            else np.zeros((0, size), np.uint8)
+        )
+        messages, valid = self.protocol.decode(arr)
+        messages = messages[valid]
+        n_fakes = sum(int(rec.stats.get("fakes", 0)) for rec, _ in outputs)
+        n = int(params.get("n") or max(1, round(len(messages) / self.protocol.messages_per_user)))
+        est = self.protocol.estimate(messages, n=n, n_fakes=n_fakes)
+        hops: list[dict[str, Any]] = []
+        problems: list[str] = []
+        for rec, _ in outputs:
+            problems += [f"epoch {rec.epoch}: {p}" for p in rec.stats.get("problems", [])]
+            per_hop = [
+                {"hop": s["hop"], "role": "shuffler", **_counts(s)} for s in rec.stats["chain"]
+            ] + [rec.stats["analyzer"]]
+            if not hops:
+                hops = [dict(h) for h in per_hop]
+            else:
+                for acc, h in zip(hops, per_hop, strict=False):
+                    for k in (
+                        "received",
+                        "invalid",
+                        "replayed",
+                        "held",
+                        "fakes_added",
+                        "forwarded",
+                    ):
+                        acc[k] += h[k]
+        body: dict[str, Any] = {
+            "estimate": est.values,
+            "expected_std": est.expected_std,
+            "messages_used": est.messages_used,
+            "estimate_extra": est.extra,
+            "n": n,
+            "n_fakes": n_fakes,
+            "epochs": len(outputs),
+            "hops": hops,
+            "drop_check": {"ok": not problems, "problems": problems},
+        }
+        if params.get("messages"):
+            body["messages_hex"] = b"".join(rows).hex()
+        return body
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen, run the loops, and report the bound port through ``task_status``."""
+        listeners = await trio.open_tcp_listeners(
+            self.config.listen.port, host=self.config.listen.host
+        )
+        self.port = int(listeners[0].socket.getsockname()[1])
+        tmp = self.config.port_file.with_suffix(".tmp")
+        tmp.write_text(str(self.port))
+        os.replace(tmp, self.config.port_file)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._work_loop)
+            if self.is_first:
+                nursery.start_soon(self._epoch_loop)
+            await nursery.start(trio.serve_listeners, self.handle, listeners)
+            task_status.started(self.port)
+
+    def close(self) -> None:
+        self.inbox.close()
+
+
+def _counts(s: dict[str, Any]) -> dict[str, int]:
+    keys = ("received", "invalid", "replayed", "held", "fakes_added", "forwarded")
+    return {k: int(s[k]) for k in keys}
+
+
+def serve(config: PartyConfig) -> int:
+    """Run a party until SIGTERM/SIGINT (the ``esa serve`` entry point)."""
+    service = PartyService(config)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                await nursery.start(service.run)
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    break
+
+    try:
+        trio.run(main)
+    finally:
+        service.close()
+        Path(config.port_file).unlink(missing_ok=True)
+    return 0

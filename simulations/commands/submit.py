@@ -1,0 +1,99 @@
+"""``esa submit --to HOST:PORT ...``: encode synthetic users and submit their reports.
+
+A load generator and reference client: it encodes ``--n`` users' values with the protocol
+and the key directory's public keys, then submits the reports to the first shuffler over
+``--connections`` concurrent connections, resending a frame on any failure. Every report is
+counted acknowledged at most once (when its frame's ACK arrives); a resend is harmless
+because the shuffler's inbox stores a report at most once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import trio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import crypto
+import esa
+from esa._config import parse_address
+from esa._net import close_epoch, submit_reports
+from protocols import ProtocolSpec, build_protocol
+
+from .._common import UsageError, emit_json, print_table
+from .._data import generate_values
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "submit",
+        help="encode synthetic users and submit their reports to the first shuffler",
+        description="Load generator: encode users' values, submit over many connections "
+        "with retry, print what was acknowledged.",
+    )
+    p.add_argument("--to", required=True, metavar="HOST:PORT", help="the first shuffler")
+    p.add_argument("--keys", required=True, help="key directory (public.json is enough)")
+    p.add_argument("--key-epoch", type=int, default=1, help="key epoch (default 1)")
+    p.add_argument("--protocol", required=True, help="protocol name")
+    p.add_argument("--n", type=int, default=10_000, help="users (default 10000)")
+    p.add_argument("--domain", type=int, default=16, help="domain size (default 16)")
+    p.add_argument("--epsilon", type=float, default=1.0, help="central ε (default 1)")
+    p.add_argument("--delta", type=float, default=1e-6, help="δ (default 1e-6)")
+    p.add_argument("--distribution", default="zipf", help="synthetic data (default zipf)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the statistics")
+    p.add_argument("--crypto", choices=["onion", "ideal"], default="onion")
+    p.add_argument("--connections", type=int, default=50, help="concurrent connections")
+    p.add_argument("--frame-reports", type=int, default=100, help="reports per SUBMIT frame")
+    p.add_argument("--retries", type=int, default=20, help="resends per frame before giving up")
+    p.add_argument(
+        "--close-epoch",
+        metavar="OPERATOR_KEY",
+        default=None,
+        help="after submitting, close the epoch with this operator key file (hex seed)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.connections < 1 or args.frame_reports < 1 or args.n < 1:
+        raise UsageError("--n, --connections and --frame-reports must be >= 1")
+    address = parse_address(args.to)
+    keydir = crypto.KeyDirectory.load(args.keys)
+    spec = ProtocolSpec(epsilon=args.epsilon, delta=args.delta, n=args.n, domain=args.domain)
+    protocol = build_protocol(args.protocol, spec)
+    data_rng, stats_rng = np.random.default_rng(args.seed).spawn(2)
+    values = generate_values(protocol, args.n, args.distribution, rng=data_rng)
+    m = keydir.shufflers
+    codec = esa.make_codec(args.crypto, message_size=protocol.message_size, layers=m + 1)
+    encoder = esa.Encoder(protocol, codec, [p.layer_public for p in keydir.route()])
+    batch = encoder.encode(values, rng=stats_rng, epoch=args.key_epoch)
+    reports = [r.tobytes() for r in batch] if args.crypto == "ideal" else [bytes(r) for r in batch]
+    operator = None
+    if args.close_epoch:
+        seed = bytes.fromhex(Path(args.close_epoch).read_text().strip())
+        operator = Ed25519PrivateKey.from_private_bytes(seed)
+
+    async def main() -> dict[str, Any]:
+        stats = await submit_reports(
+            address,
+            reports,
+            key_epoch=args.key_epoch,
+            connections=args.connections,
+            frame_reports=args.frame_reports,
+            retries=args.retries,
+        )
+        out = stats.to_json()
+        if operator is not None:
+            out["epochs_closed"] = (await close_epoch(address, operator)).stored
+        return out
+
+    out = trio.run(main)
+    if args.json:
+        emit_json(out)
+    else:
+        print_table("esa submit", ["quantity", "value"], list(out.items()))
+    return 0 if out["failed_frames"] == 0 else 1
