@@ -41,6 +41,7 @@ from ._freq_oracles import lh_seed_params as lh_seed_params
 from ._freq_oracles import lh_support_counts as lh_support_counts
 from ._freq_oracles import project_simplex as project_simplex
 from ._freq_oracles import unpack_unary as unpack_unary
+from ._hist_mm import HistMM as HistMM
 from ._krr import CntRR as CntRR
 from ._krr import HistKR as HistKR
 from ._noise import binomial_noise as binomial_noise
@@ -52,7 +53,12 @@ from ._noise import polya as polya
 from ._noise import polya_variance as polya_variance
 from ._noise import symmetric_geometric as symmetric_geometric
 from ._noise import symmetric_geometric_variance as symmetric_geometric_variance
+from ._prhr import PRHR as PRHR
+from ._prhr import PUCM as PUCM
+from ._prrq import PRRQ as PRRQ
 from ._registry import ProtocolSpec as ProtocolSpec
 from ._registry import build_protocol as build_protocol
 from ._registry import protocol_names as protocol_names
 from ._registry import register_protocol as register_protocol
+from ._slh import MURS as MURS
+from ._slh import SLH as SLH

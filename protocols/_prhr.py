@@ -1,0 +1,496 @@
+"""``PRHR`` and ``PUCM``: multi-message frequency estimation (Ghazi et al., FORC'20).
+
+Ghazi, Golowich, Kumar, Pagh, Velingker, "On the Power of Multiple Anonymous Messages"
+(arXiv 1908.11358), as summarized in survey §4.2 (PRHR and PUCM paragraphs, Table 7).
+
+PRHR — private-coin Hadamard response
+-------------------------------------
+Let L = ⌈log2(d + 1)⌉, B = 2^L, and H the B×B Sylvester–Hadamard matrix,
+H[r, c] = (−1)^{popcount(r ∧ c)}; value x ∈ [d] uses row r = x + 1 (row 0 is all ones) and
+C_r = {c ∈ [B] : H[r, c] = +1} = {c : r·c = 0 over GF(2)}, |C_r| = B/2. Each user sends
+
+* one "true" tuple (a_1, …, a_τ), the a_k independent and uniform in C_{x+1};
+* ρ "blanket" tuples, each of τ independent uniform indices in [B];
+
+every tuple is its own message (1 + ρ messages per user). Parameters (survey §4.2):
+    τ = ⌈log2 n⌉,   ρ = ⌈36 ln(1/δ₀) / ε²⌉,   ε ≤ 1,
+and the survey states the result is (ε, δ₀ e^{ε}/ε)-DP; we set δ₀ = δ ε / e^{ε} so the
+reported guarantee is the requested (ε, δ).
+
+Estimator (unbiased). T_r = #{tuples with every a_k ∈ C_r}. A user's true tuple lies in its
+own C_r^τ always, and in C_{r'}^τ for r' ≠ r with probability exactly 2^{−τ} (two distinct
+non-zero rows agree on exactly half of C_r); a blanket or fake tuple lies in any C_r^τ
+(r ≠ 0) with probability 2^{−τ}. With K the number of tuples received (users' and fakes'),
+    ĉ_r = (T_r − K 2^{−τ}) / (1 − 2^{−τ}),
+    Var[ĉ_r] = (K − c_r) 2^{−τ} (1 − 2^{−τ}) / (1 − 2^{−τ})²  ≈ (1 + ρ) for K ≈ n(1 + ρ),
+so the error is O(√(log(1/δ))/ε), independent of n and of d up to the union bound over
+rows (the paper's polylogarithmic error).
+
+Fast aggregation. t ∈ C_r^τ ⇔ r·a_k = 0 for every k ⇔ r lies in the null space of the τ×L
+GF(2) matrix of the tuple. A message is stored in *column form*: L words of τ bits, word j
+holding bit j of every a_k — a bijective re-encoding of the same tuple, so uniform words are
+uniform tuples and a true tuple is L uniform words with one word fixed to make the XOR of the
+words selected by r vanish. The analyzer runs Gaussian elimination over GF(2) on the L words
+of every message at once (numpy bit operations over a block of messages), tracks which
+original words combine to zero (the null-space basis), and adds one to every non-zero vector
+of that null space. Blanket tuples almost always have a trivial null space (probability of a
+non-trivial one ≈ 2^{L−τ}), so the enumeration only touches the rare low-rank messages. The
+cost is O(L²) word operations per message, against O(d·τ) for the direct row-by-row
+comparison the survey's implementation used.
+
+PUCM — public-coin count-min
+----------------------------
+Public hash functions h_t : [d] → [s], t ∈ [τ] (a public seed), s = 2n. A user sends
+(t, h_t(x)) for every t, and, for every cell (t, ℓ) ∈ [τ]×[s], the message (t, ℓ) with
+probability λ = 90 τ² ln(2τ/δ)/(ε² n) (survey §4.2: s = 2n, λ ≥ 90 τ² ln(2τ/δ)/n, the ε²
+of the paper's statement was lost in the survey's extraction). The analyzer forms the
+count-min table C[t, ℓ], removes the expected blanket nλ (+ fakes) per cell and answers
+ĉ_j = min_t (C[t, h_t(j)] − nλ − n_f/(τ s)): a one-sided (over-)estimate, as the survey notes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ._base import (
+    Estimate,
+    InputKind,
+    PrivacyGuarantee,
+    ShuffleProtocol,
+    check_delta,
+    check_epsilon,
+    check_n,
+)
+from ._errors import ParameterError
+from ._freq_oracles import lh_hash
+from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._registry import ProtocolSpec, register_protocol
+
+__all__ = [
+    "PRHR",
+    "PUCM",
+    "PRHRParams",
+    "PUCMParams",
+    "hadamard_row_counts",
+    "true_tuples",
+    "uniform_tuples",
+]
+
+_BLOCK: Final = 1 << 18  # messages per elimination pass
+_ENUM_CELLS: Final = 1 << 22  # null-space vectors enumerated per pass
+
+
+def uniform_tuples(count: int, L: int, tau: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    """``count`` uniform τ-tuples over [2^L] in column form: (count, L) uint32 words < 2^τ."""
+    return np.asarray(rng.integers(0, 1 << tau, size=(count, L), dtype=np.uint32))
+
+
+def true_tuples(
+    rows: npt.NDArray[Any], L: int, tau: int, *, rng: np.random.Generator
+) -> npt.NDArray[Any]:
+    """For each row r ≠ 0, a tuple of τ independent uniform elements of C_r (column form).
+
+    Column form makes the constraint linear in the words: r·a_k = 0 for every k iff the XOR
+    of the words j with bit j of r set is 0. Drawing all words uniformly and then fixing the
+    word of r's lowest set bit to the XOR of the other selected words gives the uniform
+    distribution on that subspace.
+    """
+    r = np.asarray(rows, dtype=np.uint32)
+    w = uniform_tuples(r.shape[0], L, tau, rng=rng)
+    low = np.asarray(r & (~r + np.uint32(1)), dtype=np.uint32)  # lowest set bit of r
+    acc = np.zeros(r.shape[0], dtype=np.uint32)
+    for j in range(L):
+        sel = ((r >> np.uint32(j)) & np.uint32(1)).astype(bool) & (low != np.uint32(1 << j))
+        acc ^= np.where(sel, w[:, j], np.uint32(0))
+    j0 = np.log2(low.astype(np.float64)).astype(np.int64)
+    w[np.arange(r.shape[0]), j0] = acc
+    return w
+
+
+def _null_space_blocks(
+    words: npt.NDArray[Any], L: int
+) -> Iterator[tuple[npt.NDArray[np.uint32], npt.NDArray[np.bool_]]]:
+    """Per block of messages: (combination masks C (L, k), zero-row mask Z (L, k)).
+
+    After elimination, row j is zero iff original word j is the XOR of the earlier words
+    named by C[j]; those C[j] form a basis of the null space (each has bit j set and no
+    higher bit).
+    """
+    for s in range(0, words.shape[0], _BLOCK):
+        W = np.ascontiguousarray(words[s : s + _BLOCK].T.astype(np.uint32))
+        k = W.shape[1]
+        C = np.empty((L, k), dtype=np.uint32)
+        for j in range(L):
+            C[j] = np.uint32(1 << j)
+        for j in range(L - 1):
+            w = W[j]
+            piv = w & (~w + np.uint32(1))
+            hit = (W[j + 1 :] & piv) != 0
+            W[j + 1 :] ^= hit * w
+            C[j + 1 :] ^= hit * C[j]
+        yield C, W == 0
+
+
+def hadamard_row_counts(words: npt.NDArray[Any], L: int) -> npt.NDArray[np.int64]:
+    """T_r for every r ∈ [2^L] (T_0 unused): tuples t with r·a_k = 0 for all k, r ≠ 0."""
+    counts = np.zeros(1 << L, dtype=np.int64)
+    w = np.asarray(words).reshape(-1, L)
+    for C, Z in _null_space_blocks(w, L):
+        nullity = Z.sum(axis=0)
+        for m in range(1, L + 1):
+            idx = np.flatnonzero(nullity == m)
+            if idx.size == 0:
+                continue
+            # Basis vectors of each message with nullity m, as an (k_m, m) array.
+            zmask = Z[:, idx].T
+            basis = C[:, idx].T[zmask].reshape(idx.size, m)
+            step = max(1, _ENUM_CELLS >> m)
+            for b0 in range(0, idx.size, step):
+                bb = basis[b0 : b0 + step]
+                span = np.zeros((bb.shape[0], 1 << m), dtype=np.uint32)
+                for sub in range(1, 1 << m):
+                    low = (sub & -sub).bit_length() - 1
+                    span[:, sub] = span[:, sub & (sub - 1)] ^ bb[:, low]
+                counts += np.bincount(span[:, 1:].ravel(), minlength=1 << L)
+    return counts
+
+
+def _word_bytes(tau: int) -> int:
+    return (tau + 7) // 8
+
+
+@dataclass(frozen=True, slots=True)
+class PRHRParams:
+    """Configuration of ``PRHR`` (formulas in the module docstring).
+
+    Attributes:
+        domain: d.
+        L: ⌈log2(d + 1)⌉; the Hadamard matrix is 2^L × 2^L and value x uses row x + 1.
+        tau: τ = ⌈log2 n⌉ indices per tuple.
+        rho: ρ = ⌈36 ln(1/δ₀)/ε²⌉ blanket tuples per user, δ₀ = δ ε e^{−ε}.
+        n: users.
+        epsilon: ε ≤ 1.
+        delta: δ of the guarantee (= δ₀ e^{ε}/ε, survey §4.2).
+    """
+
+    domain: int
+    L: int
+    tau: int
+    rho: int
+    n: int
+    epsilon: float
+    delta: float
+
+
+class PRHR(ShuffleProtocol):
+    """``PRHR``: private-coin multi-message Hadamard response (Ghazi et al.; survey §4.2).
+
+    Messages are τ-tuples over [2^L] stored in column form (``(k, L)`` uint32 words < 2^τ),
+    encoded as L big-endian words of ⌈τ/8⌉ bytes. 1 + ρ messages per user. For n = 10^6 the
+    message set (≈ n(1 + ρ) tuples) does not fit a pipeline batch; :meth:`simulate` runs the
+    same randomizer and estimator streaming over blocks of users.
+    """
+
+    name: ClassVar[str] = "prhr"
+    input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
+    bound_name: ClassVar[str] = (
+        "Ghazi et al. arXiv 1908.11358, private-coin Hadamard response; survey §4.2 "
+        "(tau = log2 n, rho = 36 ln(1/delta0)/eps^2, (eps, delta0 e^eps/eps)-DP)"
+    )
+
+    def __init__(self, *, domain: int, epsilon: float, n: int, delta: float) -> None:
+        d = check_n(domain, "domain", 2)
+        eps = check_epsilon(epsilon)
+        n = check_n(n, "n", 2)
+        delta = check_delta(delta)
+        if eps > 1.0:
+            raise ParameterError(f"{self.name}: the analysis holds for epsilon <= 1, got {eps:g}")
+        L = int(d).bit_length()  # ⌈log2(d + 1)⌉
+        if L > 24:
+            raise ParameterError(f"{self.name}: domain must be < 2^24, got {d}")
+        tau = max(1, math.ceil(math.log2(n)))
+        if tau > 32:
+            raise ParameterError(f"{self.name}: n must be <= 2^32, got {n}")
+        delta0 = delta * eps / math.exp(eps)
+        rho = math.ceil(36.0 * math.log(1.0 / delta0) / eps**2)
+        self._p = PRHRParams(d, L, tau, rho, n, eps, delta)
+
+    @property
+    def params(self) -> PRHRParams:
+        return self._p
+
+    @property
+    def domain(self) -> int:
+        return self._p.domain
+
+    @property
+    def message_size(self) -> int:
+        return self._p.L * _word_bytes(self._p.tau)
+
+    @property
+    def messages_per_user(self) -> float:
+        return float(1 + self._p.rho)
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        # Multi-message: one user's true tuple alone identifies its row, no local guarantee.
+        return PrivacyGuarantee(
+            epsilon_central=self._p.epsilon,
+            epsilon_local=math.inf,
+            delta=self._p.delta,
+            bound=self.bound_name,
+        )
+
+    def __repr__(self) -> str:
+        p = self._p
+        return (
+            f"PRHR(domain={p.domain}, epsilon={p.epsilon:g}, delta={p.delta:g}, n={p.n}, "
+            f"L={p.L}, tau={p.tau}, rho={p.rho})"
+        )
+
+    # --- client ------------------------------------------------------------------------
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = self.validate_values(values).astype(np.uint32, copy=False)
+        p = self._p
+        true = true_tuples(x + np.uint32(1), p.L, p.tau, rng=rng)
+        blanket = uniform_tuples(x.shape[0] * p.rho, p.L, p.tau, rng=rng)
+        return np.concatenate([true, blanket], axis=0)
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        wb = _word_bytes(self._p.tau)
+        m = np.asarray(messages, dtype=np.uint32).reshape(-1, self._p.L)
+        return encode_uints(m.reshape(-1), wb).reshape(m.shape[0], self.message_size)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        wb, L = _word_bytes(self._p.tau), self._p.L
+        r = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
+        words = decode_uints(r.reshape(-1, wb), wb).reshape(-1, L)
+        valid = np.asarray((words < (1 << self._p.tau)).all(axis=1), dtype=bool)
+        return np.where(valid[:, None], words, 0).astype(np.uint32), valid
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        return uniform_tuples(check_n(count, "count", 0), self._p.L, self._p.tau, rng=rng)
+
+    # --- analyzer ------------------------------------------------------------------------
+    def row_counts(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """T_{x+1} for x ∈ [d]."""
+        L = self._p.L
+        return hadamard_row_counts(messages, L)[1 : self._p.domain + 1]
+
+    def estimate_from_counts(self, counts: npt.ArrayLike, *, messages: int) -> Estimate:
+        """ĉ from the row counts of ``messages`` received tuples (users' and fakes')."""
+        q = 2.0**-self._p.tau
+        t = np.asarray(counts, dtype=np.float64)
+        est = (t - messages * q) / (1.0 - q)
+        return Estimate(
+            values=est,
+            expected_std=np.sqrt(self.variance(np.clip(est, 0, None), messages=messages)),
+            messages_used=int(messages),
+            extra={"tau": self._p.tau, "rho": self._p.rho},
+        )
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        m = np.asarray(messages).reshape(-1, self._p.L)
+        return self.estimate_from_counts(self.row_counts(m), messages=m.shape[0])
+
+    def variance(self, counts: npt.ArrayLike, *, messages: int) -> npt.NDArray[np.float64]:
+        """Exact variance of the estimate per value given true counts and K tuples."""
+        q = 2.0**-self._p.tau
+        c = np.asarray(counts, dtype=np.float64)
+        return np.asarray(np.maximum(messages - c, 0) * q * (1 - q) / (1 - q) ** 2)
+
+    def simulate(
+        self,
+        values: npt.ArrayLike,
+        *,
+        rng: np.random.Generator,
+        n_fakes: int = 0,
+        users_per_block: int = 2048,
+    ) -> Estimate:
+        """Randomize and aggregate block by block (no full message set in memory).
+
+        Statistically identical to ``estimate(shuffle(randomize(values) ∪ fakes))``: the
+        estimator depends on the multiset of tuples only through the row counts, which add up
+        over blocks. This is how PRHR runs at n = 10^6 on one machine.
+        """
+        x = self.validate_values(values)
+        counts = np.zeros(self._p.domain, dtype=np.int64)
+        total = 0
+        for s in range(0, x.shape[0], users_per_block):
+            msgs = self.randomize(x[s : s + users_per_block], rng=rng)
+            counts += self.row_counts(msgs)
+            total += msgs.shape[0]
+        per = users_per_block * (1 + self._p.rho)
+        for s in range(0, check_n(n_fakes, "n_fakes", 0), per):
+            msgs = self.sample_fakes(min(per, n_fakes - s), rng=rng)
+            counts += self.row_counts(msgs)
+            total += msgs.shape[0]
+        return self.estimate_from_counts(counts, messages=total)
+
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        x = self.validate_values(values)
+        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class PUCMParams:
+    """Configuration of ``PUCM`` (formulas in the module docstring).
+
+    Attributes:
+        domain: d.
+        tau: τ hash functions (count-min rows).
+        s: s = 2n buckets per row.
+        lam: λ = 90 τ² ln(2τ/δ)/(ε² n) ≤ 1, per-cell blanket probability.
+        n: users.
+        epsilon: ε ≤ 1.
+        delta: δ.
+        seed: public hash seed (public coin).
+    """
+
+    domain: int
+    tau: int
+    s: int
+    lam: float
+    n: int
+    epsilon: float
+    delta: float
+    seed: int
+
+
+class PUCM(ShuffleProtocol):
+    """``PUCM``: public-coin count-min with a multi-message blanket (Ghazi et al.).
+
+    Messages are cells (t, ℓ) ∈ [τ]×[s]; τ true messages plus Bin(τs, λ) blanket messages
+    per user. The blanket is generated cell by cell (the count of users sending a cell is
+    Bin(n, λ)), which gives the same multiset distribution as per-user Bernoulli draws without
+    an n×τs matrix; the messages are therefore not ordered by user.
+    """
+
+    name: ClassVar[str] = "pucm"
+    input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
+    bound_name: ClassVar[str] = (
+        "Ghazi et al. arXiv 1908.11358, public-coin count-min; survey §4.2 "
+        "(s = 2n, lambda = 90 tau^2 ln(2 tau/delta)/(eps^2 n))"
+    )
+
+    def __init__(
+        self, *, domain: int, epsilon: float, n: int, delta: float, tau: int, seed: int = 0
+    ) -> None:
+        d = check_n(domain, "domain", 2)
+        eps = check_epsilon(epsilon)
+        n = check_n(n, "n", 2)
+        delta = check_delta(delta)
+        tau = check_n(tau, "tau", 1)
+        if eps > 1.0:
+            raise ParameterError(f"{self.name}: the analysis holds for epsilon <= 1, got {eps:g}")
+        lam = 90.0 * tau**2 * math.log(2.0 * tau / delta) / (eps**2 * n)
+        if lam > 1.0:
+            n_min = math.ceil(90.0 * tau**2 * math.log(2.0 * tau / delta) / eps**2)
+            raise ParameterError(
+                f"{self.name}: lambda = 90 tau^2 ln(2 tau/delta)/(eps^2 n) = {lam:.3g} > 1; "
+                f"needs n >= {n_min} at tau={tau}, epsilon={eps:g}, delta={delta:g}, got n={n}"
+            )
+        self._p = PUCMParams(d, tau, 2 * n, lam, n, eps, delta, int(seed))
+        self._hashes = self._hash_table()
+        self._size = uint_codec_size(tau * 2 * n)
+
+    def _hash_table(self) -> npt.NDArray[np.int64]:
+        p = self._p
+        seeds = np.asarray(
+            np.random.default_rng(p.seed).integers(0, 1 << 64, size=p.tau, dtype=np.uint64)
+        )
+        v = np.arange(p.domain, dtype=np.uint64)
+        return np.stack([lh_hash(np.full(p.domain, sd), v, p.s) for sd in seeds]).astype(np.int64)
+
+    @property
+    def params(self) -> PUCMParams:
+        return self._p
+
+    @property
+    def domain(self) -> int:
+        return self._p.domain
+
+    @property
+    def message_size(self) -> int:
+        return self._size
+
+    @property
+    def messages_per_user(self) -> float:
+        return self._p.tau * (1.0 + self._p.s * self._p.lam)
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(
+            epsilon_central=self._p.epsilon,
+            epsilon_local=math.inf,
+            delta=self._p.delta,
+            bound=self.bound_name,
+        )
+
+    def __repr__(self) -> str:
+        p = self._p
+        return f"PUCM(domain={p.domain}, epsilon={p.epsilon:g}, n={p.n}, tau={p.tau}, s={p.s})"
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = self.validate_values(values)
+        p = self._p
+        cells_true = (np.arange(p.tau)[None, :] * p.s + self._hashes[:, x].T).reshape(-1)
+        per_cell = rng.binomial(x.shape[0], p.lam, size=p.tau * p.s)
+        blanket = np.repeat(np.arange(p.tau * p.s, dtype=np.int64), per_cell)
+        return np.concatenate([cells_true, blanket])
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        return encode_uints(messages, self._size)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        v = decode_uints(rows, self._size)
+        valid = v < self._p.tau * self._p.s
+        return np.where(valid, v, 0), valid
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        return rng.integers(0, self._p.tau * self._p.s, size=check_n(count, "count", 0))
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        p = self._p
+        table = np.bincount(np.asarray(messages, dtype=np.int64), minlength=p.tau * p.s)
+        noise = n * p.lam + n_fakes / (p.tau * p.s)
+        cells = table[: p.tau * p.s].reshape(p.tau, p.s) - noise
+        rows = np.arange(p.tau)[:, None]
+        est = cells[rows, self._hashes].min(axis=0)
+        # Per-row variance of the blanket (+ fakes) in one cell; the min over τ rows is not
+        # unbiased, this is the spread of a single row's estimate.
+        var = n * p.lam * (1 - p.lam) + n_fakes / (p.tau * p.s)
+        return Estimate(
+            values=est.astype(np.float64),
+            expected_std=np.full(p.domain, math.sqrt(var)),
+            messages_used=int(np.asarray(messages).shape[0]),
+            extra={"tau": p.tau, "s": p.s, "lambda": p.lam},
+        )
+
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        x = self.validate_values(values)
+        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+
+
+@register_protocol("prhr")
+def _build_prhr(spec: ProtocolSpec) -> ShuffleProtocol:
+    return PRHR(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
+
+
+@register_protocol("pucm")
+def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
+    tau = spec.options.get("tau", max(1, math.ceil(math.log2(spec.domain))))
+    return PUCM(
+        domain=spec.domain,
+        epsilon=spec.epsilon,
+        n=spec.n,
+        delta=spec.delta,
+        tau=int(tau),
+        seed=int(spec.options.get("seed", 0)),
+    )

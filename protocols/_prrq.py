@@ -1,0 +1,252 @@
+"""``PRRQ``: range counting by the matrix mechanism over a range tree, on PRHR.
+
+Ghazi, Golowich, Kumar, Pagh, Velingker (arXiv 1908.11358), range queries via the matrix
+mechanism (Li et al.; survey §4.4.2, Fig. 6, Table 9).
+
+Range tree. Pad the domain to D = 2^h ≥ d and index the complete binary tree heap-style
+(root 1, children 2v and 2v + 1, leaf of value x at D + x). The matrix M ∈ {0,1}^{D×D} keeps
+the root and every left child: y_0 = n (root) and, for k ∈ [1, D), y_k = the count of the
+left child 2k of node k. M is invertible (a right child's count is its parent's minus its
+left sibling's), so any prefix count is a sum of at most h of the y's:
+    #{x < a} = Σ over the levels ℓ where the path to leaf D + a turns right of y_{parent}.
+A range count [lo, hi) is prefix(hi) − prefix(lo); the histogram is x̂ = M^{−1} ŷ.
+
+Each user's column of M has Δ_x ≤ Δ = 1 + h = log2(2D) ones (the root and the left children on
+its path, the survey's sensitivity Δ = 1 + lb d). The user runs the PRHR randomizer on every
+such node (one true tuple per node over the domain [D] of node indices) and pads to exactly Δ
+true slots with uniform tuples, so the message count reveals nothing; plus ρ blanket tuples:
+    ρ = ⌈36 Δ² ln(e Δ / (ε δ)) / ε²⌉       (survey §4.4.2, PRRQ), τ = ⌈log2 n⌉, ε ≤ 1.
+Messages per user: Δ + ρ. The PRHR estimator (with K the number of tuples received — the
+padding tuples are uniform, like the blanket, so K absorbs them) gives unbiased ŷ_k, hence
+unbiased ranges. Variance of a range: Σ_k coef_k² Var[ŷ_k] with coef ∈ {−1, 0, 1} on at most
+2h nodes (row counts of distinct nodes are nearly independent: they share a tuple only when it
+lies in two of the C_r^τ, probability ≤ 2^{−τ}): polylogarithmic error for every range,
+the paper's O(log^{O(1)}(d)·√log(1/δ)/ε).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ._base import (
+    Estimate,
+    InputKind,
+    PrivacyGuarantee,
+    ShuffleProtocol,
+    check_delta,
+    check_epsilon,
+    check_n,
+)
+from ._errors import ParameterError
+from ._krr import decode_uints, encode_uints
+from ._prhr import hadamard_row_counts, true_tuples, uniform_tuples
+from ._registry import ProtocolSpec, register_protocol
+
+__all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
+
+
+def user_nodes(values: npt.NDArray[Any], h: int) -> npt.NDArray[np.int64]:
+    """(n, 1 + h) node indices of each user's column of M, −1 marking unused slots.
+
+    Slot 0 is the root (index 0); slot ℓ ≥ 1 is the node at depth ℓ on the path to the leaf
+    when it is a left child (even heap id 2k ↦ index k), else −1.
+    """
+    x = np.asarray(values, dtype=np.int64)
+    D = 1 << h
+    out = np.full((x.shape[0], 1 + h), -1, dtype=np.int64)
+    out[:, 0] = 0
+    leaf = D + x
+    for depth in range(1, h + 1):
+        node = leaf >> (h - depth)
+        out[:, depth] = np.where(node % 2 == 0, node >> 1, -1)
+    return out
+
+
+def range_coefficients(lo: npt.ArrayLike, hi: npt.ArrayLike, h: int) -> npt.NDArray[np.int64]:
+    """(q, D) coefficients c with count[lo, hi) = c · y, for 0 ≤ lo ≤ hi ≤ D."""
+    lo_a = np.atleast_1d(np.asarray(lo, dtype=np.int64))
+    hi_a = np.atleast_1d(np.asarray(hi, dtype=np.int64))
+    D = 1 << h
+    coef = np.zeros((lo_a.shape[0], D), dtype=np.int64)
+    rows = np.arange(lo_a.shape[0])
+
+    def add_prefix(a: npt.NDArray[np.int64], sign: int) -> None:
+        full = a == D
+        np.add.at(coef, (rows[full], np.zeros(int(full.sum()), dtype=np.int64)), sign)
+        part = ~full
+        leaf = D + np.where(part, a, 0)
+        for depth in range(1, h + 1):
+            node = leaf >> (h - depth)
+            right = part & (node % 2 == 1)
+            np.add.at(coef, (rows[right], (node[right] - 1) >> 1), sign)
+
+    add_prefix(hi_a, 1)
+    add_prefix(lo_a, -1)
+    return coef
+
+
+@dataclass(frozen=True, slots=True)
+class PRRQParams:
+    """Configuration of ``PRRQ`` (module docstring).
+
+    Attributes:
+        domain: d.
+        h: ⌈log2 d⌉, tree height; D = 2^h leaves.
+        L: ⌈log2(D + 1)⌉ Hadamard bits for the D node indices (row = index + 1).
+        sensitivity: Δ = 1 + h.
+        tau: τ = ⌈log2 n⌉.
+        rho: ρ = ⌈36 Δ² ln(e Δ/(ε δ))/ε²⌉ blanket tuples per user.
+        n: users.
+        epsilon: ε ≤ 1.
+        delta: δ.
+    """
+
+    domain: int
+    h: int
+    L: int
+    sensitivity: int
+    tau: int
+    rho: int
+    n: int
+    epsilon: float
+    delta: float
+
+
+class PRRQ(ShuffleProtocol):
+    """``PRRQ``: range counting (Ghazi et al.; survey §4.4.2).
+
+    :meth:`estimate` returns the histogram x̂ = M^{−1} ŷ (d entries) with per-bin std; use
+    :meth:`range_counts` / :meth:`range_variance` for ranges, which are exactly the matrix
+    mechanism's answers (prefix sums of x̂ telescope to the tree decomposition).
+    """
+
+    name: ClassVar[str] = "prrq"
+    input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
+    bound_name: ClassVar[str] = (
+        "Ghazi et al. arXiv 1908.11358 range counting via matrix mechanism on PRHR; "
+        "survey §4.4.2 (rho = 36 Delta^2 ln(e Delta/(eps delta))/eps^2)"
+    )
+
+    def __init__(self, *, domain: int, epsilon: float, n: int, delta: float) -> None:
+        d = check_n(domain, "domain", 2)
+        eps = check_epsilon(epsilon)
+        n = check_n(n, "n", 2)
+        delta = check_delta(delta)
+        if eps > 1.0:
+            raise ParameterError(f"prrq: the analysis holds for epsilon <= 1, got {eps:g}")
+        h = max(1, math.ceil(math.log2(d)))
+        if h > 20:
+            raise ParameterError(f"prrq: domain must be <= 2^20, got {d}")
+        D = 1 << h
+        L = int(D).bit_length()
+        tau = max(1, math.ceil(math.log2(n)))
+        if tau > 32:
+            raise ParameterError(f"prrq: n must be <= 2^32, got {n}")
+        sens = 1 + h
+        rho = math.ceil(36.0 * sens**2 * math.log(math.e * sens / (eps * delta)) / eps**2)
+        self._p = PRRQParams(d, h, L, sens, tau, rho, n, eps, delta)
+
+    @property
+    def params(self) -> PRRQParams:
+        return self._p
+
+    @property
+    def domain(self) -> int:
+        return self._p.domain
+
+    @property
+    def message_size(self) -> int:
+        return self._p.L * ((self._p.tau + 7) // 8)
+
+    @property
+    def messages_per_user(self) -> float:
+        return float(self._p.sensitivity + self._p.rho)
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(
+            epsilon_central=self._p.epsilon,
+            epsilon_local=math.inf,
+            delta=self._p.delta,
+            bound=self.bound_name,
+        )
+
+    def __repr__(self) -> str:
+        p = self._p
+        return (
+            f"PRRQ(domain={p.domain}, epsilon={p.epsilon:g}, delta={p.delta:g}, n={p.n}, "
+            f"h={p.h}, tau={p.tau}, rho={p.rho})"
+        )
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = self.validate_values(values)
+        p = self._p
+        nodes = user_nodes(x, p.h).reshape(-1)
+        used = nodes >= 0
+        true = true_tuples((nodes[used] + 1).astype(np.uint32), p.L, p.tau, rng=rng)
+        pad = uniform_tuples(int((~used).sum()) + x.shape[0] * p.rho, p.L, p.tau, rng=rng)
+        return np.concatenate([true, pad], axis=0)
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        wb = (self._p.tau + 7) // 8
+        m = np.asarray(messages, dtype=np.uint32).reshape(-1, self._p.L)
+        return encode_uints(m.reshape(-1), wb).reshape(m.shape[0], self.message_size)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        wb, L = (self._p.tau + 7) // 8, self._p.L
+        r = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
+        words = decode_uints(r.reshape(-1, wb), wb).reshape(-1, L)
+        valid = np.asarray((words < (1 << self._p.tau)).all(axis=1), dtype=bool)
+        return np.where(valid[:, None], words, 0).astype(np.uint32), valid
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        return uniform_tuples(check_n(count, "count", 0), self._p.L, self._p.tau, rng=rng)
+
+    def node_estimates(
+        self, messages: npt.NDArray[Any]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(ŷ, Var[ŷ]) for the D node indices, by the PRHR estimator."""
+        p = self._p
+        m = np.asarray(messages).reshape(-1, p.L)
+        K = m.shape[0]
+        q = 2.0**-p.tau
+        t = hadamard_row_counts(m, p.L)[1 : (1 << p.h) + 1].astype(np.float64)
+        y = (t - K * q) / (1.0 - q)
+        var = np.maximum(K - np.clip(y, 0, None), 0) * q * (1 - q) / (1 - q) ** 2
+        return y, var
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        y, var = self.node_estimates(messages)
+        k = np.arange(self._p.domain)
+        coef = range_coefficients(k, k + 1, self._p.h)
+        return Estimate(
+            values=(coef @ y).astype(np.float64),
+            expected_std=np.sqrt((coef**2) @ var),
+            messages_used=int(np.asarray(messages).reshape(-1, self._p.L).shape[0]),
+            extra={"rho": self._p.rho, "tau": self._p.tau},
+        )
+
+    def range_counts(
+        self, messages: npt.NDArray[Any], lo: npt.ArrayLike, hi: npt.ArrayLike
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Estimated counts of [lo, hi) and their standard deviations (matrix mechanism)."""
+        lo_a, hi_a = np.atleast_1d(lo), np.atleast_1d(hi)
+        if (lo_a < 0).any() or (hi_a > self._p.domain).any() or (lo_a > hi_a).any():
+            raise ParameterError(f"prrq: ranges must satisfy 0 <= lo <= hi <= {self._p.domain}")
+        y, var = self.node_estimates(messages)
+        coef = range_coefficients(lo_a, hi_a, self._p.h)
+        return coef @ y, np.sqrt((coef**2) @ var)
+
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        x = self.validate_values(values)
+        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+
+
+@register_protocol("prrq")
+def _build_prrq(spec: ProtocolSpec) -> ShuffleProtocol:
+    return PRRQ(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
