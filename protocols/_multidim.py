@@ -1,0 +1,201 @@
+"""k attributes per user: sample m of them and split ε (Wang et al., ICDE'19, arXiv 1907.00782).
+
+Each user holds k attributes. It samples m of them uniformly without replacement, reports
+each sampled attribute with the one-attribute mechanism at ε/m (sequential composition:
+ε-LDP in total) and scales by k/m; unsampled attributes are not reported. The paper's
+Algorithm 4 picks m = max(1, min(k, ⌊ε/2.5⌋)) for PM/Duchi; m = 1 at small ε is Harmony's
+"one attribute per user" (Nguyên et al., arXiv 1606.05053).
+
+Means (values in [−1, 1]^k): report Y_ij = (k/m)·R_ij for sampled j (R unbiased for x_ij),
+0 otherwise. E Y_ij = x_ij and Var Y_ij = (k/m)(Var R_ij + x_ij²) − x_ij² (Wang et al.
+ICDE'19 §IV-C); the estimate of attribute j is the mean of column j.
+
+Frequencies (values in [0, d_j)): the users who sampled j run a frequency oracle at ε/m;
+its unbiased counts, scaled by k/m, estimate the counts of all n users:
+E[(k/m)·ĉ_S] = (k/m)(m/k)c = c, and
+Var = (k/m)·(c p*(1−p*) + (n−c) q*(1−q*))/(p*−q*)² + c(k/m − 1)
+(the second term is the sampling noise of which users with value v report attribute j).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import ParameterError
+from ._freq_oracles import FrequencyOracle, check_values
+from ._mean import MeanMechanism, check_unit_values
+
+__all__ = ["AttributeReports", "SampledAttributes", "default_sampled"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def default_sampled(k: int, epsilon: float) -> int:
+    """m = max(1, min(k, ⌊ε/2.5⌋)) (Wang et al. ICDE'19, Algorithm 4)."""
+    return max(1, min(int(k), math.floor(float(epsilon) / 2.5)))
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeReports:
+    """Reports of the users who sampled one attribute: their indices and their reports."""
+
+    users: npt.NDArray[np.int64]
+    reports: npt.NDArray[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SampledAttributes:
+    """Sample m of k attributes per user, each at ε/m, scaled by k/m (see module docstring).
+
+    Attributes:
+        k: number of attributes (>= 1).
+        epsilon: total ε per user (> 0).
+        sampled: m in [1, k]; default :func:`default_sampled`.
+    """
+
+    k: int
+    epsilon: float
+    sampled: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or int(self.k) != self.k or self.k < 1:
+            raise ParameterError(f"k must be an integer >= 1, got {self.k!r}")
+        e = float(self.epsilon)
+        if not math.isfinite(e) or e <= 0:
+            raise ParameterError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
+        if self.sampled == 0:
+            object.__setattr__(self, "sampled", default_sampled(self.k, e))
+        elif (
+            isinstance(self.sampled, bool)
+            or int(self.sampled) != self.sampled
+            or not 1 <= self.sampled <= self.k
+        ):
+            raise ParameterError(
+                f"sampled must be an integer in [1, {self.k}], got {self.sampled!r}"
+            )
+
+    @property
+    def epsilon_each(self) -> float:
+        """ε/m spent on each sampled attribute."""
+        return float(self.epsilon) / self.sampled
+
+    @property
+    def scale(self) -> float:
+        """k/m."""
+        return self.k / self.sampled
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> npt.NDArray[np.bool_]:
+        """(n, k) mask: which m attributes each user reports (uniform, without replacement)."""
+        if self.sampled == self.k:
+            return np.ones((n, self.k), dtype=bool)
+        if self.sampled == 1:
+            mask = np.zeros((n, self.k), dtype=bool)
+            mask[np.arange(n), rng.integers(0, self.k, size=n)] = True
+            return mask
+        ranks = np.argsort(rng.random((n, self.k)), axis=1)
+        mask = np.zeros((n, self.k), dtype=bool)
+        np.put_along_axis(mask, ranks[:, : self.sampled], True, axis=1)
+        return mask
+
+    # --- means ---------------------------------------------------------------------------------
+    def randomize_means(
+        self,
+        mechanism: Callable[[float], MeanMechanism],
+        values: npt.ArrayLike,
+        *,
+        rng: np.random.Generator,
+    ) -> FloatArray:
+        """(n, k) values in [−1, 1] → (n, k) reports, (k/m)·R on sampled entries, 0 elsewhere.
+
+        Args:
+            mechanism: builds the one-attribute mechanism for an ε (e.g. ``PiecewiseMechanism``).
+            values: (n, k) array in [−1, 1].
+            rng: source of randomness.
+        """
+        x = self._matrix(values)
+        mech = mechanism(self.epsilon_each)
+        mask = self.sample(x.shape[0], rng=rng)
+        out = np.zeros_like(x)
+        for j in range(self.k):  # loop over attributes (k small), vectorized over users
+            rows = np.flatnonzero(mask[:, j])
+            out[rows, j] = self.scale * mech.randomize(x[rows, j], rng=rng)
+        return out
+
+    def estimate_means(self, reports: npt.ArrayLike) -> FloatArray:
+        """Unbiased mean of each attribute: the column means of the reports."""
+        r = np.asarray(reports, dtype=np.float64)
+        return np.asarray(r.mean(axis=0))
+
+    def mean_variance(
+        self, mechanism: Callable[[float], MeanMechanism], values: npt.ArrayLike
+    ) -> FloatArray:
+        """Exact Var of each attribute's estimated mean: Σ_i [(k/m)(Var R + x²) − x²] / n²."""
+        x = self._matrix(values)
+        mech = mechanism(self.epsilon_each)
+        n = x.shape[0]
+        per = np.stack([mech.variance(x[:, j]) for j in range(self.k)], axis=1)
+        return np.asarray((self.scale * (per + x**2) - x**2).sum(axis=0) / n**2)
+
+    # --- frequencies -----------------------------------------------------------------------------
+    def randomize_frequencies(
+        self,
+        oracle: Callable[[int, float], FrequencyOracle],
+        values: npt.ArrayLike,
+        domains: Sequence[int],
+        *,
+        rng: np.random.Generator,
+    ) -> list[AttributeReports]:
+        """(n, k) categorical values → per attribute, the reports of the users who sampled it.
+
+        Args:
+            oracle: builds the oracle for (d_j, ε/m), e.g. ``lambda d, e: OLH(d=d, epsilon=e)``.
+            values: (n, k) ints, column j in [0, d_j).
+            domains: the k domain sizes d_j.
+            rng: source of randomness.
+        """
+        x = np.asarray(values)
+        if x.ndim != 2 or x.shape[1] != self.k or len(domains) != self.k:
+            raise ParameterError(
+                f"values must have shape (n, {self.k}) with {self.k} domains, got "
+                f"{x.shape} and {len(domains)} domains"
+            )
+        cols = [check_values(x[:, j], int(domains[j])) for j in range(self.k)]
+        mask = self.sample(x.shape[0], rng=rng)
+        out = []
+        for j in range(self.k):
+            users = np.flatnonzero(mask[:, j]).astype(np.int64)
+            fo = oracle(int(domains[j]), self.epsilon_each)
+            out.append(AttributeReports(users, fo.randomize(cols[j][users], rng=rng)))
+        return out
+
+    def estimate_frequencies(
+        self,
+        oracle: Callable[[int, float], FrequencyOracle],
+        reports: Sequence[AttributeReports],
+        domains: Sequence[int],
+    ) -> list[FloatArray]:
+        """Unbiased counts (over all n users) of every value of every attribute."""
+        return [
+            self.scale * oracle(int(domains[j]), self.epsilon_each).aggregate(reports[j].reports)
+            for j in range(self.k)
+        ]
+
+    def frequency_variance(
+        self, oracle: FrequencyOracle, true_counts: npt.ArrayLike, n: int
+    ) -> FloatArray:
+        """Exact Var of one attribute's scaled counts; ``oracle`` is the one at ε/m."""
+        c = np.asarray(true_counts, dtype=np.float64)
+        return np.asarray(self.scale * oracle.variance(c, n) + c * (self.scale - 1))
+
+    def _matrix(self, values: npt.ArrayLike) -> FloatArray:
+        x = np.asarray(values, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.k:
+            raise ParameterError(f"values must have shape (n, {self.k}), got {x.shape}")
+        check_unit_values(x.reshape(-1))
+        return x
