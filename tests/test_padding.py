@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto import CryptoParameterError, InvalidReport, pad, pad_rows, padded_size, unpad
+from crypto import (
+    CryptoParameterError,
+    InvalidReport,
+    pad,
+    pad_rows,
+    padded_size,
+    unpad,
+    unpad_rows,
+)
 from crypto._padding import MAX_PAYLOAD
 
 
@@ -122,3 +130,30 @@ def test_pad_rows_refuses_non_2d_input() -> None:
 def test_max_payload_round_trip() -> None:
     payload = b"\xaa" * MAX_PAYLOAD
     assert unpad(pad(payload, MAX_PAYLOAD), MAX_PAYLOAD) == payload
+
+
+def test_unpad_rows_accepts_full_width_payloads_only() -> None:
+    """Honest protocol payloads fill the pad size exactly, so a row is valid iff its length
+    prefix equals ``size``; every valid row also passes the strict scalar :func:`unpad`."""
+    size = 6
+    rng = np.random.default_rng(8)
+    rows = pad_rows(rng.integers(0, 256, size=(50, size), dtype=np.uint8), size)
+    rows[10] = np.frombuffer(pad(b"abc", size), dtype=np.uint8)  # shorter payload
+    rows[11, :2] = [0, size + 1]  # prefix beyond size
+    rows[12, :2] = [1, size]  # high byte set: prefix 256 + size
+    payloads, valid = unpad_rows(rows, size)
+    assert payloads.shape == (50, size)
+    assert valid.dtype == np.bool_
+    assert np.flatnonzero(~valid).tolist() == [10, 11, 12]
+    for row, payload, ok in zip(rows, payloads, valid, strict=True):
+        if ok:
+            assert unpad(row.tobytes(), size) == payload.tobytes()
+    for i in (11, 12):
+        with pytest.raises(InvalidReport):
+            unpad(rows[i].tobytes(), size)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (3, 9), (8,), (1, 2, 8)])
+def test_unpad_rows_refuses_wrong_shape(shape: tuple[int, ...]) -> None:
+    with pytest.raises(CryptoParameterError, match="shape"):
+        unpad_rows(np.zeros(shape, dtype=np.uint8), 6)
