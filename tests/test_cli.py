@@ -1,0 +1,153 @@
+"""The ``esa`` CLI: JSON contract, one-line usage errors with exit code 2, keygen, demo."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulations.cli import main
+
+SIMULATE_FIELDS = {
+    "protocol", "n", "domain", "epsilon_central", "epsilon_local", "delta", "bound",
+    "shufflers", "fake_reports", "crypto", "estimate", "truth", "max_abs_error", "rmse",
+    "expected_std", "hops", "seconds", "messages_per_user",
+}  # fmt: skip
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("mode", ["onion", "ideal"])
+def test_simulate_json_contract(capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    out = run_json(
+        capsys, "simulate", "--protocol", "hist_kr", "--n", "1500", "--domain", "8",
+        "--epsilon", "1", "--delta", "1e-6", "--shufflers", "2", "--fake-reports", "30",
+        "--seed", "3", "--crypto", mode, "--workers", "1",
+    )  # fmt: skip
+    assert out.keys() >= SIMULATE_FIELDS
+    assert out["crypto"] == mode
+    assert len(out["hops"]) == 3
+    assert out["hops"][0]["fakes_added"] == 30
+    assert out["hops"][-1]["forwarded"] == 1500 + 60
+    assert len(out["estimate"]) == len(out["truth"]) == len(out["expected_std"]) == 8
+    assert {"encode", "shuffler_1", "shuffler_2", "analyze", "total"} <= out["seconds"].keys()
+
+
+def test_simulate_same_seed_same_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("simulate", "--protocol", "cnt_rr", "--n", "3000", "--seed", "5", "--crypto", "ideal")
+    a, b = run_json(capsys, *args), run_json(capsys, *args)
+    assert a["estimate"] == b["estimate"]
+    assert a["truth"] == b["truth"]
+
+
+def test_simulate_table_says_which_crypto_ran(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--protocol", "hist_kr", "--n", "500", "--crypto", "ideal"]) == 0
+    assert "IDEAL plaintext" in capsys.readouterr().out
+
+
+BAD = [
+    (["simulate", "--protocol", "hist_kr", "--epsilon", "0"], "epsilon"),
+    (["simulate", "--protocol", "hist_kr", "--epsilon", "-2"], "epsilon"),
+    (["simulate", "--protocol", "hist_kr", "--delta", "0"], "delta"),
+    (["simulate", "--protocol", "hist_kr", "--delta", "1"], "delta"),
+    (["simulate", "--protocol", "hist_kr", "--n", "0"], "--n"),
+    (["simulate", "--protocol", "hist_kr", "--domain", "1"], "domain"),
+    (["simulate", "--protocol", "no_such"], "unknown protocol"),
+    (["simulate", "--protocol", "hist_kr", "--shufflers", "0"], "shufflers"),
+    (["simulate", "--protocol", "hist_kr", "--fake-reports", "-1"], "fake_reports"),
+    (["simulate", "--protocol", "hist_kr", "--distribution", "cauchy"], "distribution"),
+    (["simulate", "--protocol", "hist_kr", "--option", "gamma"], "KEY=VALUE"),
+    (["simulate", "--protocol", "hist_kr", "--n", "ten"], "invalid int"),
+    (["simulate"], "--protocol"),
+    (["keygen", "--shufflers", "2"], "--out"),
+    (["no-such-command"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), BAD)
+def test_usage_errors_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "error:" in err
+    assert needle in err
+    assert "Traceback" not in err
+
+
+def test_keygen_writes_private_files_0600(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_json(capsys, "keygen", "--out", str(tmp_path / "keys"), "--shufflers", "2")
+    assert [p["name"] for p in out["parties"]] == ["shuffler-1", "shuffler-2", "analyzer"]
+    for party in out["parties"]:
+        mode = stat.S_IMODE(Path(party["private_key_file"]).stat().st_mode)
+        assert mode == 0o600
+    # refusing to overwrite is a usage error, not a traceback
+    with pytest.raises(SystemExit) as exc:
+        main(["keygen", "--out", str(tmp_path / "keys")])
+    assert exc.value.code == 2
+
+
+def test_demo_compares_with_local_dp(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "demo", "--n", "3000", "--crypto", "ideal")
+    assert out["protocol"] == "hist_kr"
+    assert out["shufflers"] == 3
+    assert out["fake_reports"] > 0
+    assert out["local_dp_only"]["epsilon_local"] == 1.0
+    assert out["epsilon_central"] == pytest.approx(1.0)
+    # shuffling buys a much larger local ε for the same ε against the analyzer
+    assert out["epsilon_local"] > 2.0
+
+
+def test_demo_explains_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--n", "2000", "--crypto", "ideal"]) == 0
+    text = capsys.readouterr().out
+    assert "What you are looking at" in text
+    assert "local DP alone" in text
+
+
+def test_protocols_lists_registered(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "protocols")
+    names = {p["name"] for p in out["protocols"]}
+    assert {"hist_kr", "cnt_rr"} <= names
+    assert {"thm1_erlingsson", "thm2_fmt_closed_form", "thm3_cheu", "thm4_balle"} <= {
+        b["name"] for b in out["bounds"]
+    }
+
+
+def test_console_script_entry_point() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "simulations.cli", "simulate", "--protocol", "hist_kr",
+         "--epsilon", "0"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_issue_example_run_real_encryption(capsys: pytest.CaptureFixture[str]) -> None:
+    # The foundation issue's example: n = 50,000, d = 16, real encryption, 3 shufflers,
+    # 500 fakes each. Its error must be consistent with expected_std: the standardized
+    # errors over 16 bins have a chi-square(16) distribution; 48 is its 0.99995 quantile.
+    out = run_json(
+        capsys, "simulate", "--protocol", "hist_kr", "--n", "50000", "--domain", "16",
+        "--epsilon", "1", "--delta", "1e-6", "--shufflers", "3", "--fake-reports", "500",
+        "--seed", "1",
+    )  # fmt: skip
+    assert out["crypto"] == "onion"
+    z = (np.array(out["estimate"]) - np.array(out["truth"])) / np.array(out["expected_std"])
+    assert float(np.sum(z**2)) < 48.0
+    assert out["hops"][-1]["forwarded"] == 50_000 + 1500
