@@ -78,3 +78,6 @@ from ._registry import protocol_names as protocol_names
 from ._registry import register_protocol as register_protocol
 from ._slh import MURS as MURS
 from ._slh import SLH as SLH
+from ._uniformity import UniformityDecision as UniformityDecision
+from ._uniformity import UniformityTester as UniformityTester
+from ._uniformity import uniformity_min_samples as uniformity_min_samples
