@@ -226,7 +226,12 @@ def start_chain(
             path = root / f"{name}.toml"
             _write_toml(path, doc)
             configs[hop] = doc
-            parties[hop] = _spawn(name, path, root / f"{name}.log", timeout=start_timeout)
+            proc = _spawn(name, path, root / f"{name}.log", timeout=start_timeout)
+            parties[hop] = proc
+            # Pin the port the OS chose, so a restarted party listens where its
+            # upstream hop (already configured with this port) will look for it.
+            doc["listen"]["port"] = proc.address.port
+            _write_toml(path, doc)
             chain.parties = [p for p in parties if p is not None]
     except BaseException:
         for p in parties:

@@ -1,0 +1,373 @@
+"""Hostile input and faults against the party services.
+
+Most tests drive a service's connection handler over trio's in-memory streams (a mock clock
+where timing matters); the crash test runs real processes on 127.0.0.1 and SIGKILLs one.
+Each hostile frame must be answered with a REJECT naming its reason, counted under that
+reason, and the service must go on serving the next client.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+import trio.testing
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import crypto
+import esa
+from crypto import _wire as w
+from esa._config import config_from_dict, load_config, parse_address
+from esa._net import FrameStream, query, submit_reports
+from esa._service import PartyService, batch_id_for, check_chain
+from protocols import ProtocolSpec, build_protocol
+from simulations._tcp_run import running_chain, wait_processed
+
+PROTOCOL = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
+KEY_EPOCH = 1
+
+
+def _doc(hop: int, shufflers: int = 2, **extra: Any) -> dict[str, Any]:
+    role = "analyzer" if hop == shufflers else "shuffler"
+    doc: dict[str, Any] = {
+        "role": role,
+        "hop": hop,
+        "state_dir": f"state-{hop}",
+        "listen": {"host": "127.0.0.1", "port": 0},
+        "keys": {"epochs": {str(KEY_EPOCH): "keys"}},
+        "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
+        "limits": {"read_timeout_seconds": 5.0, "max_connections": 4, "max_frame_bytes": 65536},
+        **extra,
+    }
+    if role == "shuffler":
+        doc["next"] = {"host": "127.0.0.1", "port": 9}
+    return doc
+
+
+@pytest.fixture(scope="module")
+def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("deploy")
+    crypto.KeyDirectory.create(root / "keys", shufflers=2)
+    return root
+
+
+def _service(root: Path, hop: int, **extra: Any) -> PartyService:
+    return PartyService(config_from_dict(_doc(hop, **extra), base=root), protocol=PROTOCOL)
+
+
+def _reports(root: Path, count: int, *, first_hop: int = 0) -> list[bytes]:
+    kd = crypto.KeyDirectory.load(root / "keys")
+    codec = esa.make_codec("onion", message_size=PROTOCOL.message_size, layers=3)
+    enc = esa.Encoder(PROTOCOL, codec, [p.layer_public for p in kd.route()], workers=1)
+    values = np.arange(count) % 4
+    msgs = PROTOCOL.randomize(values, rng=np.random.default_rng(0))
+    return list(enc.seal_messages(msgs, epoch=KEY_EPOCH, crowd_id=0, first_hop=first_hop))
+
+
+Client = Callable[[], Awaitable[FrameStream]]
+
+
+def _drive(
+    svc: PartyService,
+    script: Callable[[Client], Awaitable[None]],
+    *,
+    clock: trio.abc.Clock | None = None,
+) -> None:
+    """Run ``script`` with a factory of in-memory connections served by ``svc.handle``."""
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def connect() -> FrameStream:
+                client, server = trio.testing.memory_stream_pair()
+                nursery.start_soon(svc.handle, server)
+                return FrameStream(client, max_frame=2**24, read_timeout=60.0)
+
+            await script(connect)
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main, clock=clock)
+    finally:
+        svc.close()
+
+
+def _reason(payload: bytes) -> str:
+    assert w.peek_kind(payload) is w.FrameKind.REJECT, payload
+    return w.parse_reject(payload).reason.name.lower()
+
+
+def test_garbage_then_valid_submit_on_same_connection(keydir: Path) -> None:
+    svc = _service(keydir, 0)
+    good = _reports(keydir, 5)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        for garbage, reason in [
+            (b"\x07\x01hello", "bad_version"),
+            (b"\x01\x77", "unknown_kind"),
+            (b"\x01\x01\x00", "malformed_frame"),
+            (w.SubmitFrame(KEY_EPOCH, (b"short",)).to_bytes(), "wrong_report_size"),
+            (w.SubmitFrame(99, tuple(good)).to_bytes(), "unknown_key_epoch"),
+            (w.Ack(1, 1).to_bytes(), "unexpected_kind"),
+        ]:
+            await fs.send(garbage)
+            assert _reason(await fs.receive()) == reason
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good)).to_bytes())
+        assert w.parse_ack(await fs.receive()) == w.Ack(5, 0)
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good)).to_bytes())  # retry: no double
+        assert w.parse_ack(await fs.receive()) == w.Ack(0, 5)
+
+    _drive(svc, script)
+    assert dict(svc.rejected) == {
+        "bad_version": 1,
+        "unknown_kind": 1,
+        "malformed_frame": 1,
+        "wrong_report_size": 1,
+        "unknown_key_epoch": 1,
+        "unexpected_kind": 1,
+    }
+    with esa._inbox.Inbox(keydir / "state-0" / "inbox.db", party="shuffler-1") as inbox:
+        assert inbox.open_count() == {KEY_EPOCH: 5}
+
+
+def test_oversized_prefix_and_half_open_close_only_that_connection(keydir: Path) -> None:
+    svc = _service(keydir, 0, state_dir="state-0b")
+    good = _reports(keydir, 3)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.stream.send_all(b"\xff\xff\xff\xf0")  # 4 GB announced: refused unread
+        assert _reason(await fs.receive()) == "oversized_frame"
+        assert await fs.stream.receive_some(10) == b""  # and the connection is closed
+        fs = await connect()
+        await fs.stream.send_all(struct.pack(">I", 500) + b"x" * 100)  # half a frame …
+        await fs.stream.aclose()  # … then gone
+        await trio.testing.wait_all_tasks_blocked()
+        fs = await connect()  # the next client is served
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good)).to_bytes())
+        assert w.parse_ack(await fs.receive()).stored == 3
+
+    _drive(svc, script)
+    assert svc.rejected["oversized_frame"] == 1
+    assert svc.rejected["half_open"] == 1
+
+
+def test_slow_connection_times_out_mock_clock(keydir: Path) -> None:
+    svc = _service(keydir, 0, state_dir="state-0c")
+    clock = trio.testing.MockClock(autojump_threshold=0)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        start = trio.current_time()
+        # Slow loris: one byte of a frame every 2 s; each read is short, the frame is not.
+        with pytest.raises(trio.BrokenResourceError):  # the server hangs up on it
+            for b in struct.pack(">I", 20) + b"\x01\x01" * 10:
+                await fs.stream.send_all(bytes([b]))
+                await trio.sleep(2.0)
+        assert _reason(await fs.receive()) == "timeout"
+        assert trio.current_time() - start < 13.0  # cut off at the 5 s deadline, not later
+        fs = await connect()  # silent client: nothing at all
+        assert _reason(await fs.receive()) == "timeout"
+
+    _drive(svc, script, clock=clock)
+    assert svc.rejected["timeout"] == 2
+
+
+def test_too_many_connections_is_busy(keydir: Path) -> None:
+    svc = _service(keydir, 0, state_dir="state-0d")
+
+    async def script(connect: Client) -> None:
+        held = [await connect() for _ in range(4)]
+        await trio.testing.wait_all_tasks_blocked()
+        extra = await connect()
+        assert _reason(await extra.receive()) == "busy"
+        await held[0].stream.aclose()
+        await trio.testing.wait_all_tasks_blocked()
+        again = await connect()
+        await again.send(w.Query(w.QueryKind.STATUS).to_bytes())
+        assert w.peek_kind(await again.receive()) is w.FrameKind.REPLY
+
+    _drive(svc, script)
+    assert svc.rejected["busy"] == 1
+
+
+def _chunk(reports: list[bytes], *, sender: int = 0, receiver: int = 1, epoch: int = 0) -> Any:
+    return w.BatchChunk(sender, receiver, KEY_EPOCH, epoch, bytes(32), 0, 1, tuple(reports))
+
+
+def test_batch_signatures_replays_and_wrong_hops(keydir: Path) -> None:
+    svc = _service(keydir, 1)
+    kd = crypto.KeyDirectory.load(keydir / "keys")
+    hop0 = kd.private(crypto.shuffler_name(0)).signing
+    hop1 = kd.private(crypto.shuffler_name(1)).signing
+    reps = _reports(keydir, 6, first_hop=1)
+    good = _chunk(reps)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        cases = [
+            (good.sign(Ed25519PrivateKey.generate()), "bad_signature"),  # wrong signer
+            (good.sign(hop0)[:-64] + bytes(64), "bad_signature"),  # zeroed signature
+            (good.signed_bytes(), "malformed_frame"),  # signature missing: 64 bytes short
+            (_chunk(reps, receiver=2).sign(hop0), "wrong_hop"),  # addressed to hop 2
+            (_chunk(reps, sender=1, receiver=1).sign(hop0), "wrong_hop"),
+            (_chunk(reps, sender=0).sign(hop1), "bad_signature"),  # hop 1 posing as hop 0
+            (_chunk([r[:-1] for r in reps]).sign(hop0), "wrong_report_size"),
+            (w.SubmitFrame(KEY_EPOCH, tuple(reps)).to_bytes(), "wrong_hop"),  # client → hop 1
+        ]
+        for payload, reason in cases:
+            await fs.send(payload)
+            assert _reason(await fs.receive()) == reason, reason
+        await fs.send(good.sign(hop0))
+        assert w.parse_ack(await fs.receive()) == w.Ack(6, 0)
+        await fs.send(good.sign(hop0))  # replay of the same signed chunk
+        assert w.parse_ack(await fs.receive()) == w.Ack(0, 6)
+        # A second, different batch claiming the same epoch is refused.
+        other = w.BatchChunk(0, 1, KEY_EPOCH, 0, b"\x01" * 32, 0, 1, tuple(reps))
+        await fs.send(other.sign(hop0))
+        assert _reason(await fs.receive()) == "replayed_batch"
+
+    _drive(svc, script)
+    assert svc.rejected["bad_signature"] == 3
+    assert svc.rejected["malformed_frame"] == 1
+    assert svc.rejected["wrong_hop"] == 3
+    assert svc.rejected["replayed_batch"] == 2
+    assert svc.counters["reports_acknowledged"] == 6
+
+
+def test_control_needs_the_operator_key(keydir: Path) -> None:
+    op = Ed25519PrivateKey.generate()
+    pub = op.public_key().public_bytes_raw().hex()
+    svc = _service(keydir, 0, state_dir="state-0e", operator={"public_key": pub})
+    frame = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(frame.sign(Ed25519PrivateKey.generate()))
+        assert _reason(await fs.receive()) == "bad_signature"
+        await fs.send(frame.sign(op))
+        assert w.parse_ack(await fs.receive()) == w.Ack(0, 0)  # nothing open to close
+
+    _drive(svc, script)
+
+
+def test_check_chain_detects_drops_and_lies() -> None:
+    def st(hop: int, received: int, forwarded: int, fakes: int = 0) -> w.CountStatement:
+        invalid = received + fakes - forwarded
+        return w.CountStatement(hop, 1, 0, bytes(32), received, invalid, 0, 0, fakes, forwarded)
+
+    honest = (st(0, 100, 102, 2), st(1, 102, 104, 2))
+    assert check_chain(honest, hops=2, epoch=0, received=104) == []
+    # hop 1 silently dropped 10 after signing what it forwarded: the analyzer sees fewer.
+    assert "analyzer received 94" in check_chain(honest, hops=2, epoch=0, received=94)[0]
+    # hop 1 claims to have received less than hop 0 forwarded.
+    bad = (st(0, 100, 102, 2), st(1, 90, 92, 2))
+    assert any("hop 1 received 90" in p for p in check_chain(bad, hops=2, epoch=0, received=92))
+    lie = (
+        st(0, 100, 102, 2),
+        w.CountStatement(1, 1, 0, bytes(32), 102, 0, 0, 0, 2, 90),  # does not add up
+    )
+    assert any("do not add up" in p for p in check_chain(lie, hops=2, epoch=0, received=90))
+    assert check_chain(honest[:1], hops=2, epoch=0, received=102)  # a missing hop
+
+
+def test_batch_ids_are_idempotent() -> None:
+    assert batch_id_for(b"k" * 32, 1, 5) == batch_id_for(b"k" * 32, 1, 5)
+    assert len({batch_id_for(b"k" * 32, 1, e) for e in range(50)}) == 50
+    assert batch_id_for(b"k" * 32, 1, 5) != batch_id_for(b"j" * 32, 1, 5)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"role": "mixer"}, "role must be one of"),
+        ({"hop": -1}, "hop must be an integer >= 0"),
+        ({"listen": {"host": "127.0.0.1", "port": 70000}}, "port must be <= 65535"),
+        ({"keys": {"epochs": {}}}, r"\[keys.epochs\]"),
+        ({"keys": {"epochs": {"x": "keys"}}}, "key epoch must be an integer"),
+        ({"limits": {"max_frame_bytes": 2**40}}, "max_frame_bytes must be <="),
+        ({"limits": {"read_timeout_seconds": 0}}, "read_timeout_seconds must be a number > 0"),
+        ({"limits": {"bogus": 1}}, "unknown keys"),
+        ({"operator": {"public_key": "abc"}}, "64 hex digits"),
+        ({"next": None}, "needs \\[next\\]"),
+        ({"surprise": 1}, "unknown top-level keys"),
+        ({"crypto": "rot13"}, "crypto must be"),
+    ],
+)
+def test_config_errors_quote_the_value(change: dict[str, Any], message: str) -> None:
+    doc = _doc(0)
+    doc.update(change)
+    if change.get("next", 1) is None:
+        del doc["next"]
+    with pytest.raises(esa.ConfigError, match=message):
+        config_from_dict(doc, base=Path("/tmp"))
+
+
+def test_load_config_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("role = [unclosed")
+    with pytest.raises(esa.ConfigError, match="invalid TOML"):
+        load_config(bad)
+    with pytest.raises(esa.ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(esa.ConfigError, match="HOST:PORT"):
+        parse_address("localhost")
+    assert parse_address("[::1]:80").port == 80
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> None:
+    """Kill hop 0 with reports acknowledged but the epoch open, and hop 1 before the batch
+    reaches it; restart both. The analyzer must count exactly the acknowledged reports."""
+    with running_chain(
+        tmp_path, PROTOCOL, shufflers=2, key_epoch=KEY_EPOCH, read_timeout=5.0, chunk_reports=100
+    ) as chain:
+        kd = crypto.KeyDirectory.load(tmp_path / "keys")
+        codec = esa.make_codec("onion", message_size=PROTOCOL.message_size, layers=3)
+        enc = esa.Encoder(PROTOCOL, codec, [p.layer_public for p in kd.route()], workers=1)
+        batch = list(enc.encode(np.arange(600) % 4, rng=np.random.default_rng(3), epoch=KEY_EPOCH))
+
+        async def phase(reports: list[bytes]) -> int:
+            stats = await submit_reports(
+                chain.first.address, reports, key_epoch=KEY_EPOCH, connections=8, frame_reports=25
+            )
+            assert stats.failed_frames == 0
+            return stats.stored
+
+        stored = trio.run(phase, batch[:300])
+        chain.first.kill()  # SIGKILL: 300 acknowledged, epoch still open
+        chain.restart(0)
+        # Clients retry part of what they sent (their ACKs "lost"): must not double.
+        stored += trio.run(phase, batch[250:])
+        assert stored == 600
+        chain.parties[1].kill()  # the next hop is down when the epoch closes
+
+        async def close_and_wait() -> dict[str, Any]:
+            from esa._net import close_epoch
+
+            await close_epoch(chain.first.address, chain.operator)
+            await trio.sleep(0.5)  # hop 0 processes and fails to forward, retrying
+            status = await query(chain.first.address, crypto.QueryKind.STATUS)
+            assert status["counters"].get("forward_failures", 0) >= 1
+            return status
+
+        trio.run(close_and_wait)
+        chain.restart(1)
+
+        async def finish() -> dict[str, Any]:
+            await wait_processed(chain, timeout=60)
+            return await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": 600})
+
+        res = trio.run(finish)
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert [h["received"] for h in res["hops"]] == [600, 600, 600]
+    assert res["messages_used"] == 600
