@@ -166,10 +166,13 @@ def test_slow_connection_times_out_mock_clock(keydir: Path) -> None:
         fs = await connect()
         start = trio.current_time()
         # Slow loris: one byte of a frame every 2 s; each read is short, the frame is not.
-        with pytest.raises(trio.BrokenResourceError):  # the server hangs up on it
+        async def trickle() -> None:
             for b in struct.pack(">I", 20) + b"\x01\x01" * 10:
                 await fs.stream.send_all(bytes([b]))
                 await trio.sleep(2.0)
+
+        with pytest.raises(trio.BrokenResourceError):  # the server hangs up on it
+            await trickle()
         assert _reason(await fs.receive()) == "timeout"
         assert trio.current_time() - start < 13.0  # cut off at the 5 s deadline, not later
         fs = await connect()  # silent client: nothing at all
