@@ -59,6 +59,7 @@ from ._errors import ParameterError
 
 __all__ = [
     "BLH",
+    "FREQUENCY_ORACLES",
     "HR",
     "KRR",
     "OLH",
@@ -66,7 +67,6 @@ __all__ = [
     "SHE",
     "SUE",
     "THE",
-    "FREQUENCY_ORACLES",
     "FrequencyOracle",
     "check_values",
     "lh_hash",
@@ -119,11 +119,12 @@ def check_values(values: npt.ArrayLike, d: int) -> IntArray:
             raise ParameterError(f"values must be integers in [0, {d}), got dtype {x.dtype}")
         bad = np.flatnonzero(x != np.round(x))
         if bad.size:
-            raise ParameterError(f"values must be integers in [0, {d}), got {x[bad[0]]!r}")
+            raise ParameterError(f"values must be integers in [0, {d}), got {x[bad[0]].item()!r}")
     bad = np.flatnonzero((x < 0) | (x >= d))
     if bad.size:
         raise ParameterError(
-            f"values must lie in [0, {d}) (0-based), got {x[bad[0]]!r} at index {int(bad[0])}"
+            f"values must lie in [0, {d}) (0-based), got {x[bad[0]].item()!r} "
+            f"at index {int(bad[0])}"
         )
     return x.astype(np.int64, copy=False)
 

@@ -68,7 +68,7 @@ def check_unit_values(values: npt.ArrayLike) -> FloatArray:
     bad = np.flatnonzero(~(np.abs(x) <= 1.0))
     if bad.size:
         raise ParameterError(
-            f"values must lie in [-1, 1], got {x[bad[0]]!r} at index {int(bad[0])}"
+            f"values must lie in [-1, 1], got {x[bad[0]].item()!r} at index {int(bad[0])}"
         )
     return x
 
