@@ -1,0 +1,122 @@
+"""End to end over TCP: every party its own OS process on 127.0.0.1.
+
+Every process a test starts is ended by it (``running_chain`` / ``run_tcp`` tear the
+process groups down in ``finally``); loopback only; each run bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+
+import crypto
+import esa
+from crypto import _wire as w
+from esa._net import close_epoch, query, submit_reports
+from protocols import ProtocolSpec, build_protocol
+from simulations._tcp_run import run_tcp, running_chain, wait_processed
+
+
+@pytest.mark.slow
+def test_same_seed_same_estimate_over_tcp_as_in_process() -> None:
+    n = 1500
+    protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=6))
+    values = np.random.default_rng(7).integers(0, 6, n)
+    config = esa.PipelineConfig(shufflers=2, fake_reports=4, workers=1)
+    tcp = run_tcp(protocol, values, config, rng=np.random.default_rng(11), timeout=120)
+    inproc = esa.run_pipeline(protocol, values, config, rng=np.random.default_rng(11))
+    # Bit-identical: the same randomizer draws and the same fakes, shuffled differently.
+    np.testing.assert_array_equal(tcp.estimate.values, inproc.estimate.values)
+    np.testing.assert_array_equal(tcp.estimate.expected_std, inproc.estimate.expected_std)
+    assert [h.to_json() for h in tcp.hops] == [h.to_json() for h in inproc.hops]
+    assert np.array_equal(np.sort(tcp.analyzer_messages), np.sort(inproc.analyzer_messages))
+    j_tcp, j_in = tcp.to_json(), inproc.to_json()
+    assert set(j_in) <= set(j_tcp)
+    assert j_tcp["transport"] == "tcp"
+    assert j_tcp["drop_check"] == {"ok": True, "problems": []}
+    assert j_tcp["submit"]["acknowledged"] == n
+    # A different seed gives a different estimate (the test can fail).
+    other = esa.run_pipeline(protocol, values, config, rng=np.random.default_rng(12))
+    assert not np.array_equal(other.estimate.values, tcp.estimate.values)
+
+
+@pytest.mark.slow
+def test_load_epochs_by_size_and_hostile_client_over_tcp(tmp_path: Path) -> None:
+    """20 concurrent clients, 2000 reports in frames of 10 (200 frames), epochs closing at
+    500 reports, a garbage-sending client in the middle: zero loss, every epoch processed."""
+    n = 2000
+    protocol = build_protocol("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n))
+    values = (np.arange(n) % 3 == 0).astype(np.int64)
+    with running_chain(
+        tmp_path,
+        protocol,
+        shufflers=2,
+        crypto_mode="ideal",
+        key_epoch=1,
+        epoch_max_reports=500,
+        fake_reports=1,
+        chunk_reports=300,
+    ) as chain:
+        kd = crypto.KeyDirectory.load(tmp_path / "keys")
+        codec = esa.make_codec("ideal", message_size=protocol.message_size, layers=3)
+        enc = esa.Encoder(protocol, codec, [p.layer_public for p in kd.route()], workers=1)
+        reports = [r.tobytes() for r in enc.encode(values, rng=np.random.default_rng(0), epoch=1)]
+
+        def hostile() -> bytes:
+            with socket.create_connection(
+                (chain.first.address.host, chain.first.address.port), timeout=10
+            ) as s:
+                s.sendall(w.encode_frame(b"\x01\x01garbage-garbage"))
+                return s.recv(4096)
+
+        async def main() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, hostile)
+                stats = await submit_reports(
+                    chain.first.address,
+                    reports,
+                    key_epoch=1,
+                    connections=20,
+                    frame_reports=10,
+                )
+            await close_epoch(chain.first.address, chain.operator)
+            await wait_processed(chain, timeout=60)
+            first = await query(chain.first.address, crypto.QueryKind.STATUS)
+            res = await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+            return stats, first, res
+
+        stats, first, res = trio.run(main)
+    assert stats.failed_frames == 0
+    assert stats.acknowledged == stats.stored == n
+    assert first["rejected"] == {"malformed_frame": 1}
+    # Size-closed epochs hold >= 500 reports (frames race in), plus the closing remainder.
+    assert res["epochs"] == first["counters"]["epochs_closed"] >= 2
+    assert res["drop_check"]["ok"], res["drop_check"]
+    epochs = res["epochs"]
+    assert [h["received"] for h in res["hops"]] == [n, n + epochs, n + 2 * epochs]
+    assert res["messages_used"] == n + 2 * epochs
+    # The estimate is a real count of ones (n/3 of the users), within 5 expected std.
+    assert abs(res["estimate"][0] - (n + 2) // 3) < 5 * res["expected_std"][0]
+
+
+def test_cli_serve_rejects_bad_config_with_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('role = "shuffler"\nhop = 0\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "simulations.cli", "serve", "shuffler", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "state_dir" in lines[0]
