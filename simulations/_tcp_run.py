@@ -182,10 +182,16 @@ def start_chain(
     chunk_reports: int = 2000,
     max_connections: int = 256,
     start_timeout: float = 60.0,
+    keydir: Path | None = None,
 ) -> Chain:
-    """Write keys and configs under ``root`` and start every party (analyzer first)."""
+    """Write keys and configs under ``root`` and start every party (analyzer first).
+
+    ``keydir`` reuses an existing key directory (default: a fresh one in ``root/keys``).
+    """
     root.mkdir(parents=True, exist_ok=True)
-    crypto.KeyDirectory.create(root / "keys", shufflers=shufflers)
+    if keydir is None:
+        keydir = root / "keys"
+        crypto.KeyDirectory.create(keydir, shufflers=shufflers)
     with open(root / "protocol.pickle", "wb") as fh:
         pickle.dump(protocol, fh)
     operator = Ed25519PrivateKey.generate()
@@ -202,7 +208,7 @@ def start_chain(
                 "state_dir": f"state/{name}",
                 "crypto": crypto_mode,
                 "listen": {"host": "127.0.0.1", "port": 0},
-                "keys": {"epochs": {str(key_epoch): "keys"}},
+                "keys": {"epochs": {str(key_epoch): str(keydir.resolve())}},
                 "operator": {
                     "public_key": operator.public_key().public_bytes_raw().hex(),
                 },
