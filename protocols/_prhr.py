@@ -82,7 +82,8 @@ __all__ = [
     "uniform_tuples",
 ]
 
-_BLOCK: Final = 1 << 18  # messages per elimination pass
+_BLOCK: Final = 1 << 18  # messages per elimination pass with null-space tracking
+_RANK_BLOCK: Final = 1 << 14  # messages per rank-only pass: L words × 16 Ki stay in cache
 _ENUM_CELLS: Final = 1 << 22  # null-space vectors enumerated per pass
 
 
@@ -137,10 +138,38 @@ def _null_space_blocks(
         yield C, W == 0
 
 
+def _rank_deficient(words: npt.NDArray[Any], L: int) -> npt.NDArray[np.bool_]:
+    """Messages whose L words are linearly dependent (a non-trivial null space).
+
+    The same elimination as :func:`_null_space_blocks` without the combination masks, on
+    cache-sized blocks with preallocated buffers: this pass touches every message, the
+    null-space pass afterwards only the few rank-deficient ones.
+    """
+    k = words.shape[0]
+    out = np.empty(k, dtype=bool)
+    wt = words.T
+    tmp = np.empty((max(L - 1, 1), _RANK_BLOCK), dtype=np.uint32)
+    hit = np.empty((max(L - 1, 1), _RANK_BLOCK), dtype=bool)
+    for s in range(0, k, _RANK_BLOCK):
+        W = np.array(wt[:, s : s + _RANK_BLOCK], dtype=np.uint32, order="C")
+        b = W.shape[1]
+        for j in range(L - 1):
+            w = W[j]
+            piv = w & (~w + np.uint32(1))
+            t, h = tmp[: L - j - 1, :b], hit[: L - j - 1, :b]
+            np.bitwise_and(W[j + 1 :], piv, out=t)
+            np.not_equal(t, 0, out=h)
+            np.multiply(h, w, out=t)
+            np.bitwise_xor(W[j + 1 :], t, out=W[j + 1 :])
+        out[s : s + b] = (W == 0).any(axis=0)
+    return out
+
+
 def hadamard_row_counts(words: npt.NDArray[Any], L: int) -> npt.NDArray[np.int64]:
     """T_r for every r ∈ [2^L] (T_0 unused): tuples t with r·a_k = 0 for all k, r ≠ 0."""
     counts = np.zeros(1 << L, dtype=np.int64)
     w = np.asarray(words).reshape(-1, L)
+    w = w[_rank_deficient(w, L)]
     for C, Z in _null_space_blocks(w, L):
         nullity = Z.sum(axis=0)
         for m in range(1, L + 1):
