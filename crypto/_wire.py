@@ -183,6 +183,7 @@ class RejectReason(enum.IntEnum):
     TIMEOUT = 11
     BUSY = 12
     INTERNAL = 13
+    BAD_TRAP_OPENING = 14
 
 
 class ControlCommand(enum.IntEnum):
@@ -192,6 +193,8 @@ class ControlCommand(enum.IntEnum):
 class QueryKind(enum.IntEnum):
     STATUS = 1
     RESULT = 2
+    TRAP_COMMIT = 3  # an auditor commits to trap reports before the epoch
+    TRAP_OPEN = 4  # … and opens the commitment after it
 
 
 # --------------------------------------------------------------------------- framing

@@ -62,6 +62,11 @@ CREATE TABLE IF NOT EXISTS epochs (
     state TEXT NOT NULL CHECK (state IN ('closed', 'processed', 'forwarded')),
     upstream_counts BLOB, counts BLOB, stats TEXT, output BLOB, output_size INTEGER
 );
+-- auditor trap commitments (analyzer): committed before an epoch, opened after it
+CREATE TABLE IF NOT EXISTS traps (
+    commitment BLOB PRIMARY KEY, after_epoch INTEGER NOT NULL,
+    total INTEGER, arrived INTEGER
+);
 CREATE TABLE IF NOT EXISTS outbox (
     epoch INTEGER NOT NULL, chunk_index INTEGER NOT NULL, payload BLOB NOT NULL,
     acked INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (epoch, chunk_index)
@@ -420,3 +425,51 @@ class Inbox:
         with self._txn() as db:
             cur = db.execute("DELETE FROM seen WHERE key_epoch = ?", (key_epoch,))
         return int(cur.rowcount)
+
+    # ------------------------------------------------------------------ traps (analyzer)
+
+    def add_trap_commitment(self, commitment: bytes) -> int:
+        """Record an auditor's commitment; returns the last epoch it does *not* cover."""
+        with self._txn() as db:
+            (last,) = db.execute("SELECT COALESCE(MAX(epoch), -1) FROM epochs").fetchone()
+            db.execute(
+                "INSERT OR IGNORE INTO traps (commitment, after_epoch) VALUES (?, ?)",
+                (commitment, last),
+            )
+            (after,) = db.execute(
+                "SELECT after_epoch FROM traps WHERE commitment = ?", (commitment,)
+            ).fetchone()
+        return int(after)
+
+    def trap(self, commitment: bytes) -> tuple[int, int | None, int | None] | None:
+        """``(after_epoch, total, arrived)`` of a commitment, or None if unknown."""
+        row = self._db.execute(
+            "SELECT after_epoch, total, arrived FROM traps WHERE commitment = ?", (commitment,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), row[1], row[2])
+
+    def open_traps(self, commitment: bytes, key_epoch: int, reports: Sequence[bytes]) -> int:
+        """Count the trap reports that reached this party, and record the opening."""
+        with self._txn() as db:
+            arrived = sum(
+                db.execute(
+                    "SELECT 1 FROM seen WHERE key_epoch = ? AND digest = ?",
+                    (key_epoch, report_digest(key_epoch, r)),
+                ).fetchone()
+                is not None
+                for r in reports
+            )
+            db.execute(
+                "UPDATE traps SET total = ?, arrived = ? WHERE commitment = ? AND total IS NULL",
+                (len(reports), arrived, commitment),
+            )
+        return arrived
+
+    def trap_totals(self) -> tuple[int, int, int]:
+        """``(opened trap reports that arrived, opened trap reports, unopened commitments)``."""
+        arrived, total = self._db.execute(
+            "SELECT COALESCE(SUM(arrived), 0), COALESCE(SUM(total), 0) FROM traps "
+            "WHERE total IS NOT NULL"
+        ).fetchone()
+        (pending,) = self._db.execute("SELECT COUNT(*) FROM traps WHERE total IS NULL").fetchone()
+        return int(arrived), int(total), int(pending)

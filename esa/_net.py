@@ -10,6 +10,7 @@ holds more than ``max_frame`` bytes of input.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -44,7 +45,11 @@ __all__ = [
     "PeerRejected",
     "ReadTimeout",
     "SubmitStats",
+    "TrapSet",
     "close_epoch",
+    "commit_traps",
+    "make_traps",
+    "open_traps",
     "query",
     "request",
     "submit_reports",
@@ -271,3 +276,76 @@ async def submit_reports(
     recv.close()
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+@dataclass(frozen=True, slots=True)
+class TrapSet:
+    """An auditor's trap reports for one key epoch (see :func:`make_traps`).
+
+    Attributes:
+        key_epoch: the key epoch the traps are wrapped for.
+        reports: what to submit to the first shuffler, mixed with real reports.
+        analyzer_layers: the exact bytes each trap must deliver to the analyzer.
+        nonce: 32 random bytes that hide the commitment until it is opened.
+    """
+
+    key_epoch: int
+    reports: tuple[bytes, ...]
+    analyzer_layers: tuple[bytes, ...]
+    nonce: bytes
+
+    @property
+    def commitment(self) -> bytes:
+        from ._service import trap_commitment
+
+        return trap_commitment(self.nonce, self.key_epoch, list(self.analyzer_layers))
+
+
+def make_traps(
+    protocol: Any, route: Sequence[bytes], *, count: int, key_epoch: int, crowd_id: int = 0
+) -> TrapSet:
+    """Build ``count`` trap reports an auditor commits to before an epoch.
+
+    A trap is an ordinary report carrying a uniform fake message (the MURS fake sampler),
+    wrapped in two steps: first the analyzer's layer alone, whose bytes the auditor keeps,
+    then the shufflers' layers around it. Every shuffler peels its layer honestly and sees
+    a report indistinguishable from a user's, so a shuffler that drops or replaces a
+    fraction f of its reports loses each trap with probability f; after the epoch the
+    auditor opens the commitment and the analyzer checks that each kept ciphertext arrived.
+    Values come from the OS CSPRNG: traps are part of a live audit, not of the statistics.
+    """
+    import crypto
+
+    from ._roles import split_messages
+
+    msgs = split_messages(protocol, protocol.sample_fakes(count, rng=crypto.csprng_generator()))
+    payloads = crypto.pad_rows(protocol.encode(msgs), protocol.message_size)
+    m = len(route) - 1
+    crowds = [crowd_id] * len(payloads)
+    inner = crypto.wrap_batch(
+        [p.tobytes() for p in payloads],
+        [route[m]],
+        epoch=key_epoch,
+        crowd_ids=crowds,
+        first_hop=m,
+        workers=1,
+    )
+    outer = crypto.wrap_batch(
+        list(inner), list(route[:m]), epoch=key_epoch, crowd_ids=crowds, first_hop=0, workers=1
+    )
+    return TrapSet(key_epoch, tuple(outer), tuple(inner), os.urandom(32))
+
+
+async def commit_traps(analyzer: Address, traps: TrapSet) -> dict[str, Any]:
+    """Send the commitment to the analyzer (before the epoch closes)."""
+    return await query(analyzer, QueryKind.TRAP_COMMIT, {"commitment": traps.commitment.hex()})
+
+
+async def open_traps(analyzer: Address, traps: TrapSet) -> dict[str, Any]:
+    """Open the commitment after the epoch: how many traps reached the analyzer."""
+    params = {
+        "nonce": traps.nonce.hex(),
+        "key_epoch": traps.key_epoch,
+        "reports": [r.hex() for r in traps.analyzer_layers],
+    }
+    return await query(analyzer, QueryKind.TRAP_OPEN, params)

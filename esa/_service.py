@@ -80,7 +80,7 @@ from ._inbox import EpochRecord, Inbox, InboxError
 from ._net import FrameStream, PeerClosed, ReadTimeout, expect_ack
 from ._roles import Analyzer, Shuffler
 
-__all__ = ["PartyService", "load_protocol", "serve"]
+__all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
 
 T = TypeVar("T")
 
@@ -122,6 +122,16 @@ def load_protocol(spec: dict[str, Any]) -> ShuffleProtocol:
     except KeyError as exc:
         raise ConfigError(f"[protocol] needs {exc.args[0]!r}") from None
     return build_protocol(str(spec["name"]), ps)
+
+
+def trap_commitment(nonce: bytes, key_epoch: int, analyzer_layers: list[bytes]) -> bytes:
+    """An auditor's commitment to trap reports: SHA-256 over a 32-byte random nonce, the key
+    epoch, and the sorted analyzer-layer ciphertexts the traps must deliver. Hiding (the
+    nonce and the ciphertexts are unpredictable) and binding (collision resistance)."""
+    h = hashlib.sha256(b"esa/traps/v1\x00" + nonce + key_epoch.to_bytes(4, "big"))
+    for r in sorted(analyzer_layers):
+        h.update(len(r).to_bytes(4, "big") + r)
+    return h.digest()
 
 
 def batch_id_for(verify_public: bytes, key_epoch: int, epoch: int) -> bytes:
@@ -440,11 +450,56 @@ class PartyService:
             ) from None
         if q.what is QueryKind.STATUS:
             body = await self.status()
-        elif self.config.role == "analyzer":
+        elif self.config.role != "analyzer":
+            raise _Rejected(RejectReason.UNEXPECTED_KIND, f"{q.what.name} is for the analyzer")
+        elif q.what is QueryKind.RESULT:
             body = await self._db(self.result, params)
+        elif q.what is QueryKind.TRAP_COMMIT:
+            body = await self._trap_commit(params)
         else:
-            raise _Rejected(RejectReason.UNEXPECTED_KIND, "only the analyzer has a result")
+            body = await self._trap_open(params)
         return Reply(json.dumps(_jsonable(body)).encode()).to_bytes()
+
+    async def _trap_commit(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            commitment = bytes.fromhex(str(params["commitment"]))
+        except (KeyError, ValueError):
+            commitment = b""
+        if len(commitment) != 32:
+            raise _Rejected(RejectReason.BAD_TRAP_OPENING, "commitment must be 32 bytes hex")
+        after = await self._db(self.inbox.add_trap_commitment, commitment)
+        self.counters["trap_commitments"] += 1
+        return {"commitment": commitment.hex(), "covers_epochs_after": after}
+
+    async def _trap_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            nonce = bytes.fromhex(str(params["nonce"]))
+            key_epoch = int(params["key_epoch"])
+            reports = [bytes.fromhex(str(r)) for r in params["reports"]]
+        except (KeyError, ValueError, TypeError):
+            raise _Rejected(
+                RejectReason.BAD_TRAP_OPENING, "opening needs nonce, key_epoch, reports"
+            ) from None
+        commitment = trap_commitment(nonce, key_epoch, reports)
+        known = await self._db(self.inbox.trap, commitment)
+        if known is None:
+            raise _Rejected(RejectReason.BAD_TRAP_OPENING, "opening matches no commitment")
+        after, total, arrived = known
+        epochs = await self._db(self.inbox.epochs, "processed")
+        if not any(e.epoch > after for e in epochs):
+            raise _Rejected(
+                RejectReason.BAD_TRAP_OPENING, "no epoch processed since the commitment"
+            )
+        if total is None:
+            arrived = await self._db(self.inbox.open_traps, commitment, key_epoch, reports)
+            total = len(reports)
+        assert arrived is not None
+        return {
+            "traps": total,
+            "arrived": arrived,
+            "missing": total - arrived,
+            "ok": arrived == total,
+        }
 
     async def status(self) -> dict[str, Any]:
         epochs = await self._db(self.inbox.epochs)
@@ -647,7 +702,10 @@ class PartyService:
         )
         messages, valid = self.protocol.decode(arr)
         messages = messages[valid]
-        n_fakes = sum(int(rec.stats.get("fakes", 0)) for rec, _ in outputs)
+        # Opened trap reports are uniform fake messages (see make_traps): the estimator
+        # removes them like the shufflers' fakes.
+        trap_arrived, trap_total, trap_pending = self.inbox.trap_totals()
+        n_fakes = sum(int(rec.stats.get("fakes", 0)) for rec, _ in outputs) + trap_arrived
         n = int(params.get("n") or max(1, round(len(messages) / self.protocol.messages_per_user)))
         est = self.protocol.estimate(messages, n=n, n_fakes=n_fakes)
         hops: list[dict[str, Any]] = []
@@ -679,8 +737,18 @@ class PartyService:
             "n_fakes": n_fakes,
             "epochs": len(outputs),
             "hops": hops,
-            "drop_check": {"ok": not problems, "problems": problems},
+            "drop_check": {"ok": not problems and trap_arrived == trap_total, "problems": problems},
+            "traps": {
+                "opened": trap_total,
+                "arrived": trap_arrived,
+                "unopened_commitments": trap_pending,
+            },
         }
+        if trap_arrived != trap_total:
+            problems.append(
+                f"{trap_total - trap_arrived} of {trap_total} trap reports never reached the "
+                "analyzer: a hop dropped or replaced reports"
+            )
         if params.get("messages"):
             body["messages_hex"] = b"".join(rows).hex()
         return body

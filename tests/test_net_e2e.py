@@ -19,7 +19,16 @@ import trio
 import crypto
 import esa
 from crypto import _wire as w
-from esa._net import close_epoch, query, submit_reports
+from esa._net import (
+    PeerRejected,
+    TrapSet,
+    close_epoch,
+    commit_traps,
+    make_traps,
+    open_traps,
+    query,
+    submit_reports,
+)
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import run_tcp, running_chain, wait_processed
 
@@ -120,3 +129,47 @@ def test_cli_serve_rejects_bad_config_with_one_line(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "state_dir" in lines[0]
+
+
+@pytest.mark.slow
+def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
+    """An auditor commits to trap reports before an epoch and opens them after: all arrive
+    on an honest path; traps that never reach the analyzer are reported as missing."""
+    n = 200
+    protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=4))
+    with running_chain(tmp_path, protocol, shufflers=2, key_epoch=1) as chain:
+        kd = crypto.KeyDirectory.load(tmp_path / "keys")
+        route = [p.layer_public for p in kd.route()]
+        codec = esa.make_codec("onion", message_size=protocol.message_size, layers=3)
+        enc = esa.Encoder(protocol, codec, route, workers=1)
+        users = list(enc.encode(np.arange(n) % 4, rng=np.random.default_rng(0), epoch=1))
+        honest = make_traps(protocol, route, count=12, key_epoch=1)
+        lossy = make_traps(protocol, route, count=10, key_epoch=1)
+        first, analyzer = chain.first.address, chain.analyzer.address
+
+        async def epoch(traps: Any, reports: list[bytes]) -> dict[str, Any]:
+            await commit_traps(analyzer, traps)
+            with pytest.raises(PeerRejected, match="bad_trap_opening"):
+                await open_traps(analyzer, traps)  # nothing processed since the commitment
+            await submit_reports(first, reports, key_epoch=1, connections=4)
+            await close_epoch(first, chain.operator)
+            await wait_processed(chain, timeout=60)
+            return await open_traps(analyzer, traps)
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+            ok = await epoch(honest, users[:100] + list(honest.reports))
+            # Half of the second set of traps is "dropped on the path" (never delivered).
+            bad = await epoch(lossy, users[100:] + list(lossy.reports[:5]))
+            forged = TrapSet(1, (), lossy.analyzer_layers[:5], lossy.nonce)
+            with pytest.raises(PeerRejected, match="bad_trap_opening"):
+                await open_traps(analyzer, forged)  # an opening must match a commitment
+            res = await query(analyzer, crypto.QueryKind.RESULT, {"n": n})
+            return ok, bad, res
+
+        ok, bad, res = trio.run(main)
+    assert ok == {"traps": 12, "arrived": 12, "missing": 0, "ok": True}
+    assert bad == {"traps": 10, "arrived": 5, "missing": 5, "ok": False}
+    assert res["traps"] == {"opened": 22, "arrived": 17, "unopened_commitments": 0}
+    assert not res["drop_check"]["ok"]
+    assert "5 of 22 trap reports" in res["drop_check"]["problems"][-1]
+    assert res["n_fakes"] == 17  # arrived traps are removed like fakes
