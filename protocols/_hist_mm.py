@@ -3,20 +3,20 @@
 Balcer, Cheu, "Separating Local & Shuffled Differential Privacy via Histograms" (arXiv
 1911.06879), §3; survey §4.2 (Hist_MM paragraph).
 
-Counting protocol P^{zsum} (Balcer–Cheu Alg. 1/2, "Cnt_2M" in the survey), run on each bin
+Counting protocol P^{zsum} (Balcer–Cheu §3, "Cnt_2M" in the survey), run on each bin
 with (ε, δ) = (ε_c/2, δ/2):
     γ = 50 ln(2/δ) / (ε² n),   p = 1 − γ,
 a user with bit b sends b + z copies of the message "1", z ~ Ber(p) (at most 2 messages).
 The analyzer with c* = (#ones)/n outputs c* − p if c* > 1, else 0 (the *zero-sum*
 property: if every bit is 0, #ones ≤ n and the output is exactly 0). Privacy: #ones =
 Σ b_i + n − Bin(n, γ), binomial noise that is (ε, δ)-smooth for n ≥ 100 ln(2/δ)/ε² and
-ε, δ ≤ 1 (paper Thm 3.1, via Ghazi et al.'s smooth-distribution lemma).
+ε, δ ≤ 1 (paper §3 counting theorem, via Ghazi et al.'s smooth-distribution lemma).
 
-Histogram protocol (paper Alg. 3 / Thm 3.2): user x ∈ [d] runs P^{zsum} on every coordinate
+Histogram protocol (paper §3): user x ∈ [d] runs P^{zsum} on every coordinate
 of its one-hot vector and labels each message with its bin j. A change of one user moves two
 coordinates, so the protocol is (2ε, 2δ) = (ε_c, δ)-DP. Validity: ε_c ≤ 2, δ ≤ 1 and
-    n ≥ 100 ln(4/δ) / (ε_c/2)²    (paper Thm 3.1/3.2 with the halved budget).
-Messages per user: at most d + 1 (paper Thm 3.2(iv)); 1 + d·p in expectation.
+    n ≥ 100 ln(4/δ) / (ε_c/2)²    (paper §3 counting and histogram theorems with the halved budget).
+Messages per user: at most d + 1 (paper §3, histogram theorem (iv)); 1 + d·p in expectation.
 
 Estimator per bin with n_f uniform fakes over [d] (their expected n_f/d per bin removed first):
     C'_j = C_j − n_f/d,   ĉ_j = C'_j − p n  if C'_j > n,  else 0.
@@ -24,10 +24,10 @@ It is *biased* (the paper does not claim unbiasedness; the survey says so): a bi
 count is below the noise gap n γ − (Bin(n,γ) − nγ) is reported as 0. Above the threshold the
 error is nγ − Bin(n, γ): mean 0, variance n γ (1 − γ).
 
-Error bound (paper Thm 3.2(ii)-(iii): simultaneous error O(ln(1/δ)/(ε² n)) in frequency, i.e.
-O(ln(1/δ)/ε²) in counts, for β ≥ δ^{25}). The paper's constant is not restated in the survey;
-we state and test the explicit instance its proof gives: a bin is off by at most
-W_j = Bin(n, γ) when truncated and by |nγ − W_j| otherwise, so with W_j ≤ 2nγ (Chernoff,
+Error bound (paper §3, histogram theorem (ii)-(iii): simultaneous error O(ln(1/δ)/(ε² n)) in
+frequency, i.e. O(ln(1/δ)/ε²) in counts, for β ≥ δ^{25}). The paper's constant is not
+restated in the survey; we state and test the explicit instance its proof gives: a bin is off
+by at most W_j = Bin(n, γ) when truncated and by |nγ − W_j| otherwise, so with W_j ≤ 2nγ (Chernoff,
 failure ≤ exp(−nγ/3) per bin) every bin satisfies |ĉ_j − c_j| ≤ 2 n γ = 100 ln(4/δ)/ε_c²,
 and bins with true count 0 are exactly 0 (with no fakes).
 """
@@ -83,7 +83,7 @@ class HistMMParams:
 
 
 class HistMM(ShuffleProtocol):
-    """``Hist_MM`` (Balcer & Cheu arXiv 1911.06879 Thm 3.2; survey §4.2).
+    """``Hist_MM`` (Balcer & Cheu arXiv 1911.06879 §3; survey §4.2).
 
     Messages are bin labels in [d]; a user sends its own label once more with probability 1
     and every label once with probability p = 1 − γ.
@@ -92,7 +92,8 @@ class HistMM(ShuffleProtocol):
     name: ClassVar[str] = "hist_mm"
     input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
     bound_name: ClassVar[str] = (
-        "Balcer & Cheu arXiv 1911.06879 Thm 3.1/3.2 (binomial smoothness, two bins per user)"
+        "Balcer & Cheu arXiv 1911.06879 §3 counting and histogram theorems "
+        "(binomial smoothness, two bins per user)"
     )
 
     def __init__(self, *, domain: int, epsilon: float, n: int, delta: float) -> None:
@@ -102,14 +103,15 @@ class HistMM(ShuffleProtocol):
         delta = check_delta(delta)
         if eps > 2.0:
             raise ParameterError(
-                f"hist_mm: each bin runs at epsilon/2 <= 1 (paper Thm 3.1), so epsilon must be "
-                f"<= 2, got {eps:g}"
+                f"hist_mm: each bin runs at epsilon/2 <= 1 (paper §3 counting theorem), so "
+                f"epsilon must be <= 2, got {eps:g}"
             )
         eb, db = eps / 2.0, delta / 2.0
         n_min = 100.0 * math.log(2.0 / db) / eb**2
         if n < n_min:
             raise ParameterError(
-                f"hist_mm: paper Thm 3.1 needs n >= 100 ln(2/(delta/2))/(epsilon/2)^2 = "
+                f"hist_mm: paper §3 counting theorem needs n >= "
+                f"100 ln(2/(delta/2))/(epsilon/2)^2 = "
                 f"{math.ceil(n_min)} at epsilon={eps:g}, delta={delta:g}; got n={n}"
             )
         gamma = 50.0 * math.log(2.0 / db) / (eb**2 * n)
@@ -135,7 +137,7 @@ class HistMM(ShuffleProtocol):
 
     @property
     def max_messages_per_user(self) -> int:
-        """Paper Thm 3.2(iv): at most d + 1 messages."""
+        """Paper §3, histogram theorem (iv): at most d + 1 messages."""
         return self._p.domain + 1
 
     @property

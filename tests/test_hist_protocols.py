@@ -52,7 +52,7 @@ def test_messages_per_user_as_stated() -> None:
     assert prhr.randomize(rng.integers(0, 10, 100), rng=rng).shape[0] == 100 * (1 + rho)
 
     hm = HistMM(domain=6, epsilon=2.0, n=5000, delta=0.1)
-    assert hm.max_messages_per_user == 7  # paper Thm 3.2(iv): at most d + 1
+    assert hm.max_messages_per_user == 7  # paper §3, histogram theorem (iv): at most d + 1
     # Per user: at most d + 1 messages, own label always present.
     for x in range(6):
         one = hm.randomize(np.array([x]), rng=rng)
@@ -294,7 +294,7 @@ def test_hist_mm_zero_bins_exact_and_error_within_bound() -> None:
     worst = 0.0
     for _ in range(reps):
         est = proto.estimate(proto.randomize(x, rng=rng), n=n, n_fakes=0).values
-        assert np.all(est[3:] == 0.0)  # zero-sum property (paper Thm 3.1(iii))
+        assert np.all(est[3:] == 0.0)  # zero-sum property (paper §3, counting theorem (iii))
         worst = max(worst, float(np.abs(est - truth).max()))
     assert worst <= proto.error_bound  # 2nγ = 100 ln(4/δ)/ε² (module docstring)
 
