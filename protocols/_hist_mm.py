@@ -20,9 +20,9 @@ Messages per user: at most d + 1 (paper §3, histogram theorem (iv)); 1 + d·p i
 
 Estimator per bin with n_f uniform fakes over [d] (their expected n_f/d per bin removed first):
     C'_j = C_j − n_f/d,   ĉ_j = C'_j − p n  if C'_j > n,  else 0.
-It is *biased* (the paper does not claim unbiasedness; the survey says so): a bin whose true
-count is below the noise gap n γ − (Bin(n,γ) − nγ) is reported as 0. Above the threshold the
-error is nγ − Bin(n, γ): mean 0, variance n γ (1 − γ).
+It is *biased* (the paper does not claim unbiasedness; the survey says so): with
+W_j = n − (noise ones in bin j) ~ Bin(n, γ), a bin is reported as 0 whenever its true count is
+≤ W_j (mean nγ). Above the threshold the error is nγ − W_j: mean 0, variance n γ (1 − γ).
 
 Error bound (paper §3, histogram theorem (ii)-(iii): simultaneous error O(ln(1/δ)/(ε² n)) in
 frequency, i.e. O(ln(1/δ)/ε²) in counts, for β ≥ δ^{25}). The paper's constant is not
