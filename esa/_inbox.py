@@ -416,6 +416,11 @@ class Inbox:
             out.append((records[int(epoch)], msgs))
         return out
 
+    def key_epochs_seen(self) -> list[int]:
+        """Key epochs with replay digests on record."""
+        rows = self._db.execute("SELECT DISTINCT key_epoch FROM seen ORDER BY key_epoch")
+        return [int(r[0]) for r in rows.fetchall()]
+
     def retire_key_epoch(self, key_epoch: int) -> int:
         """Forget the replay digests of a key epoch whose private keys are destroyed.
 

@@ -245,6 +245,20 @@ class PartyService:
             self.fake_rng = np.random.Generator(bitgen)
         config.state_dir.mkdir(parents=True, exist_ok=True)
         self.inbox = Inbox(config.inbox_path, party=self.party_name)
+        # Key rotation: a key epoch dropped from the config has had its keys destroyed, so
+        # a replay of its reports can no longer be opened; its replay digests go too, which
+        # keeps the replay cache bounded by the key epochs still served.
+        # Reports still waiting under a dropped key epoch could never be opened: refuse to
+        # start rather than lose them silently.
+        waiting = set(self.inbox.open_count()) | {e.key_epoch for e in self.inbox.epochs("closed")}
+        if waiting - set(self.keys):
+            self.inbox.close()
+            raise ConfigError(
+                f"key epochs {sorted(waiting - set(self.keys))} still have unprocessed reports; "
+                "keep their keys in [keys.epochs] until those are processed"
+            )
+        for retired in set(self.inbox.key_epochs_seen()) - set(self.keys):
+            self.inbox.retire_key_epoch(retired)
         self.counters: collections.Counter[str] = collections.Counter()
         self.rejected: collections.Counter[str] = collections.Counter()
         self._db_lock = trio.Lock()
@@ -253,6 +267,8 @@ class PartyService:
         self._wake_work = trio.Event()
         self._close_now = False
         self.port: int | None = None
+        self.last_epoch_closed_at: float | None = None
+        self.last_forward_error = ""
 
     @property
     def party_name(self) -> str:
@@ -540,6 +556,7 @@ class PartyService:
                 first_open = None
             elif total >= rule.max_reports or now - first_open >= rule.deadline_seconds:  # type: ignore[operator]
                 await self._close_open_epochs()
+                self.last_epoch_closed_at = trio.current_time()
                 first_open = None
                 continue
             self._wake_epoch = trio.Event()

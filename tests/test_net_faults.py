@@ -53,6 +53,7 @@ def _doc(hop: int, shufflers: int = 2, **extra: Any) -> dict[str, Any]:
 def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("deploy")
     crypto.KeyDirectory.create(root / "keys", shufflers=2)
+    crypto.KeyDirectory.create(root / "keys2", shufflers=2)  # the next key epoch
     return root
 
 
@@ -60,13 +61,15 @@ def _service(root: Path, hop: int, **extra: Any) -> PartyService:
     return PartyService(config_from_dict(_doc(hop, **extra), base=root), protocol=PROTOCOL)
 
 
-def _reports(root: Path, count: int, *, first_hop: int = 0) -> list[bytes]:
-    kd = crypto.KeyDirectory.load(root / "keys")
+def _reports(
+    root: Path, count: int, *, first_hop: int = 0, keys: str = "keys", key_epoch: int = KEY_EPOCH
+) -> list[bytes]:
+    kd = crypto.KeyDirectory.load(root / keys)
     codec = esa.make_codec("onion", message_size=PROTOCOL.message_size, layers=3)
     enc = esa.Encoder(PROTOCOL, codec, [p.layer_public for p in kd.route()], workers=1)
     values = np.arange(count) % 4
     msgs = PROTOCOL.randomize(values, rng=np.random.default_rng(0))
-    return list(enc.seal_messages(msgs, epoch=KEY_EPOCH, crowd_id=0, first_hop=first_hop))
+    return list(enc.seal_messages(msgs, epoch=key_epoch, crowd_id=0, first_hop=first_hop))
 
 
 Client = Callable[[], Awaitable[FrameStream]]
@@ -77,11 +80,14 @@ def _drive(
     script: Callable[[Client], Awaitable[None]],
     *,
     clock: trio.abc.Clock | None = None,
+    background: tuple[Callable[[], Awaitable[None]], ...] = (),
 ) -> None:
     """Run ``script`` with a factory of in-memory connections served by ``svc.handle``."""
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
+            for task in background:
+                nursery.start_soon(task)
 
             async def connect() -> FrameStream:
                 client, server = trio.testing.memory_stream_pair()
@@ -165,6 +171,7 @@ def test_slow_connection_times_out_mock_clock(keydir: Path) -> None:
     async def script(connect: Client) -> None:
         fs = await connect()
         start = trio.current_time()
+
         # Slow loris: one byte of a frame every 2 s; each read is short, the frame is not.
         async def trickle() -> None:
             for b in struct.pack(">I", 20) + b"\x01\x01" * 10:
@@ -258,6 +265,79 @@ def test_control_needs_the_operator_key(keydir: Path) -> None:
         assert w.parse_ack(await fs.receive()) == w.Ack(0, 0)  # nothing open to close
 
     _drive(svc, script)
+
+
+def test_epoch_rule_size_and_deadline(keydir: Path) -> None:
+    svc = _service(
+        keydir, 0, state_dir="state-0f", epoch={"max_reports": 8, "deadline_seconds": 2.0}
+    )
+    reps = _reports(keydir, 12)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(reps[:8])).to_bytes())  # size reached
+        await fs.receive()
+        with trio.fail_after(20):
+            while svc.counters["epochs_closed"] < 1:
+                await trio.sleep(0.01)
+        sent = trio.current_time()
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(reps[8:])).to_bytes())  # below the size
+        await fs.receive()
+        with trio.fail_after(20):
+            while svc.counters["epochs_closed"] < 2:
+                await trio.sleep(0.01)
+        assert svc.last_epoch_closed_at is not None
+        # Closed by the deadline, which starts when the loop sees the first open report.
+        assert svc.last_epoch_closed_at - sent >= 2.0
+
+    _drive(svc, script, background=(svc._epoch_loop,))
+    with esa._inbox.Inbox(keydir / "state-0f" / "inbox.db", party="shuffler-1") as inbox:
+        assert [len(inbox.epoch_reports(e.epoch)) for e in inbox.epochs("closed")] == [8, 4]
+
+
+def test_key_epochs_rotate_and_retire(keydir: Path) -> None:
+    both = {"epochs": {"1": "keys", "2": "keys2"}}
+    op = Ed25519PrivateKey.generate()
+    extra = {
+        "state_dir": "state-rot",
+        "operator": {"public_key": op.public_key().public_bytes_raw().hex()},
+    }
+    old, new = _reports(keydir, 5), _reports(keydir, 4, keys="keys2", key_epoch=2)
+    svc = _service(keydir, 0, keys=both, **extra)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        for batch in (old, new):
+            frame = w.SubmitFrame(int(batch is new) + 1, tuple(batch))
+            await fs.send(frame.to_bytes())
+            assert w.parse_ack(await fs.receive()).stored == len(batch)
+        await fs.send(w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1).sign(op))
+        assert w.parse_ack(await fs.receive()).stored == 2  # one epoch per key epoch
+
+    _drive(svc, script)
+    with pytest.raises(esa.ConfigError, match=r"key epochs \[1\] still have unprocessed"):
+        _service(keydir, 0, keys={"epochs": {"2": "keys2"}}, **extra)
+    svc = _service(keydir, 0, keys=both, **extra)
+
+    async def process(connect: Client) -> None:
+        for rec in await svc._db(svc.inbox.epochs, "closed"):
+            await svc._process(rec)
+        stats = [e.stats for e in await svc._db(svc.inbox.epochs, "processed")]
+        assert [(s["key_epoch"], s["received"], s["forwarded"]) for s in stats] == [
+            (1, 5, 5),
+            (2, 4, 4),
+        ]
+
+    _drive(svc, process)
+    svc = _service(keydir, 0, keys={"epochs": {"2": "keys2"}}, **extra)
+    assert svc.inbox.key_epochs_seen() == [2]  # epoch 1's replay digests are retired
+
+    async def after(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.SubmitFrame(1, tuple(old)).to_bytes())
+        assert _reason(await fs.receive()) == "unknown_key_epoch"
+
+    _drive(svc, after)
 
 
 def test_check_chain_detects_drops_and_lies() -> None:
