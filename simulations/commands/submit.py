@@ -10,6 +10,7 @@ because the shuffler's inbox stores a report at most once.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import crypto
 import esa
 from esa._config import parse_address
-from esa._net import close_epoch, submit_reports
+from esa._net import close_epoch, query, submit_reports
 from protocols import ProtocolSpec, build_protocol
 
 from .._common import UsageError, emit_json, print_table
@@ -34,10 +35,10 @@ def register(sub: Any) -> None:
         description="Load generator: encode users' values, submit over many connections "
         "with retry, print what was acknowledged.",
     )
-    p.add_argument("--to", required=True, metavar="HOST:PORT", help="the first shuffler")
-    p.add_argument("--keys", required=True, help="key directory (public.json is enough)")
+    p.add_argument("--to", metavar="HOST:PORT", help="the first shuffler (or a party to --query)")
+    p.add_argument("--keys", help="key directory (public.json is enough)")
     p.add_argument("--key-epoch", type=int, default=1, help="key epoch (default 1)")
-    p.add_argument("--protocol", required=True, help="protocol name")
+    p.add_argument("--protocol", help="protocol name")
     p.add_argument("--n", type=int, default=10_000, help="users (default 10000)")
     p.add_argument("--domain", type=int, default=16, help="domain size (default 16)")
     p.add_argument("--epsilon", type=float, default=1.0, help="central ε (default 1)")
@@ -54,14 +55,51 @@ def register(sub: Any) -> None:
         default=None,
         help="after submitting, close the epoch with this operator key file (hex seed)",
     )
+    p.add_argument(
+        "--query",
+        choices=["status", "result"],
+        default=None,
+        help="instead of submitting: ask the party at --to for its status, or the "
+        "analyzer for its result (with --n users)",
+    )
+    p.add_argument(
+        "--make-operator-key",
+        metavar="FILE",
+        default=None,
+        help="instead of submitting: write a new operator key (mode 0600) and print the "
+        "public key to put in the first shuffler's [operator] table",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=run)
 
 
+def _make_operator_key(path: str) -> int:
+    key = Ed25519PrivateKey.generate()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UsageError(f"{path} exists; not overwriting a key") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key.private_bytes_raw().hex() + "\n")
+    print(key.public_key().public_bytes_raw().hex())
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.make_operator_key:
+        return _make_operator_key(args.make_operator_key)
+    if not args.to:
+        raise UsageError("--to HOST:PORT is required")
+    address = parse_address(args.to)
+    if args.query:
+        what = crypto.QueryKind.STATUS if args.query == "status" else crypto.QueryKind.RESULT
+        params = {"n": args.n} if args.query == "result" else {}
+        emit_json(trio.run(query, address, what, params))
+        return 0
+    if not args.keys or not args.protocol:
+        raise UsageError("submitting needs --keys DIR and --protocol NAME")
     if args.connections < 1 or args.frame_reports < 1 or args.n < 1:
         raise UsageError("--n, --connections and --frame-reports must be >= 1")
-    address = parse_address(args.to)
     keydir = crypto.KeyDirectory.load(args.keys)
     spec = ProtocolSpec(epsilon=args.epsilon, delta=args.delta, n=args.n, domain=args.domain)
     protocol = build_protocol(args.protocol, spec)
