@@ -171,8 +171,15 @@ class KeyDirectory:
         root = Path(path)
         if (root / _PUBLIC_FILE).exists():
             raise CryptoParameterError(f"{root} already holds a key directory; not overwriting")
-        root.mkdir(parents=True, exist_ok=True)
         names = [shuffler_name(i) for i in range(shufflers)] + [analyzer_name()]
+        stale = [n for n in names if (root / f"{n}.key").exists()]
+        if stale:
+            # e.g. an interrupted keygen: never overwrite or mix private keys.
+            raise CryptoParameterError(
+                f"{root} already holds private key files {stale}; remove them or use a new "
+                "directory"
+            )
+        root.mkdir(parents=True, exist_ok=True)
         publics = []
         for name in names:
             keys = PartyKeys.generate(name)
@@ -204,6 +211,8 @@ class KeyDirectory:
         root = Path(path)
         try:
             doc = json.loads((root / _PUBLIC_FILE).read_text())
+            if not isinstance(doc, dict):
+                raise InvalidKey(f"{root / _PUBLIC_FILE}: expected a JSON object")
             if doc.get("version") != _DIR_VERSION:
                 raise InvalidKey(f"{root / _PUBLIC_FILE}: unsupported version {doc.get('version')}")
             publics = [

@@ -179,6 +179,7 @@ def peel_report(
             (tampering, wrong key, wrong epoch or hop) or malformed header — always the same
             opaque error.
     """
+    _check_route(epoch, hop)  # programmer misuse, not an invalid report
     if expected_size is not None and len(report) != expected_size:
         raise InvalidReport
     if len(report) < LAYER_OVERHEAD or report[0] != REPORT_VERSION:

@@ -258,12 +258,6 @@ def test_malformed_public_json_is_refused(tmp_path: Path, content: str) -> None:
         KeyDirectory.load(tmp_path)
 
 
-@pytest.mark.xfail(
-    raises=AttributeError,
-    strict=True,
-    reason="bug: KeyDirectory.load calls doc.get on a non-object JSON document "
-    "(AttributeError escapes instead of InvalidKey)",
-)
 @pytest.mark.parametrize("content", ["[]", "5", "null", '"text"'])
 def test_public_json_that_is_not_an_object_is_refused(tmp_path: Path, content: str) -> None:
     (tmp_path / "public.json").write_text(content)
@@ -306,12 +300,6 @@ def test_create_refuses_to_overwrite(keydir: KeyDirectory) -> None:
     assert {p.name: p.read_bytes() for p in root.iterdir()} == before
 
 
-@pytest.mark.xfail(
-    raises=FileExistsError,
-    strict=True,
-    reason="bug: create() over a directory holding a stale <party>.key but no public.json "
-    "(e.g. an interrupted keygen) lets FileExistsError escape instead of a typed error",
-)
 def test_create_over_stale_private_file_is_a_typed_error(tmp_path: Path) -> None:
     root = tmp_path / "keys"
     root.mkdir()
