@@ -17,6 +17,9 @@ from ._base import InputKind as InputKind
 from ._base import PrivacyGuarantee as PrivacyGuarantee
 from ._base import ShareSpec as ShareSpec
 from ._base import ShuffleProtocol as ShuffleProtocol
+from ._cnt_2m import Cnt2M as Cnt2M
+from ._cnt_robust import CntBN as CntBN
+from ._cnt_robust import CntSGM as CntSGM
 from ._disele import DisEle as DisEle
 from ._disele import DisEleParams as DisEleParams
 from ._errors import BoundNotApplicable as BoundNotApplicable
@@ -76,6 +79,10 @@ from ._registry import ProtocolSpec as ProtocolSpec
 from ._registry import build_protocol as build_protocol
 from ._registry import protocol_names as protocol_names
 from ._registry import register_protocol as register_protocol
+from ._rsum import RSumDSG as RSumDSG
+from ._rsum import RSumKR as RSumKR
+from ._rsum import RSumRM as RSumRM
+from ._rsum import RSumRR as RSumRR
 from ._slh import MURS as MURS
 from ._slh import SLH as SLH
 from ._uniformity import UniformityDecision as UniformityDecision

@@ -1,0 +1,177 @@
+"""``Cnt_2M``: binary counting with at most two messages per user (Balcer & Cheu, ITC'20).
+
+Balcer & Cheu, "Separating Local & Shuffled Differential Privacy via Histograms" (arXiv
+1911.06879, §3, the binary-sum protocol P^{zsum}_{ε,δ} that their histogram protocol runs
+once per bin; survey §4.1, table 6). Every message is the constant "1".
+
+Randomizer R(x), x ∈ {0, 1}:
+    p = 1 − 50 ln(2/δ) / (ε² n),   z ~ Ber(p),   send x + z copies of "1".
+Analyzer: with c* = number of "1"s received (fakes removed: every fake is a "1"),
+    output c* − p·n  if c* > n,  else 0.
+Shuffled, the count of "1"s is Σx + Bin(n, p) = Σx + n − Bin(n, 1 − p): Bin(n, 1 − p) is
+(ε, δ, 1)-smooth (their binomial-smoothness lemma, with (1 − p)·n = 50 ln(2/δ)/ε²), so the
+view is (ε, δ)-DP for ε, δ ∈ (0, 1] and n ≥ 100 ln(2/δ)/ε² (the validity range of the
+theorem, enforced here). The user sends nothing locally private: ε_local = ∞.
+
+Accuracy: Σx = 0 gives c* ≤ n and the output 0 exactly. Otherwise the output is biased
+towards 0 (the truncation), which is why the paper proves an error bound rather than
+unbiasedness. When c* > n the output is Σx + (Bin(n,p) − pn), unbiased with variance
+n p (1 − p). With probability ≥ 1 − β, Bernstein's inequality gives |Bin(n,p) − pn| ≤ t,
+    t = √(2 n p (1−p) ln(2/β)) + (2/3) ln(2/β),
+and both branches then have |error| ≤ (1 − p) n + t (:meth:`Cnt2M.error_bound`): the paper's
+O(log(1/δ)/ε²) additive error, since (1 − p) n = 50 ln(2/δ)/ε².
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ._base import (
+    Estimate,
+    InputKind,
+    PrivacyGuarantee,
+    ShuffleProtocol,
+    check_delta,
+    check_epsilon,
+    check_n,
+)
+from ._errors import ParameterError
+from ._registry import ProtocolSpec, register_protocol
+
+__all__ = ["Cnt2M", "Cnt2MParams"]
+
+#: The only message of the protocol, as a byte.
+ONE: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Cnt2MParams:
+    """Parameters of ``Cnt_2M`` (Balcer & Cheu arXiv 1911.06879, binary sum P^{zsum}).
+
+    p = 1 − 50 ln(2/δ)/(ε² n) is the probability of the extra "1"; valid for ε ∈ (0, 1],
+    δ ∈ (0, 1) and n ≥ 100 ln(2/δ)/ε² (which makes p ≥ 1/2). The guarantee is (ε, δ)-DP of
+    the shuffled messages; at most 2 messages per user, 1 + p expected for a user holding 1.
+
+    Attributes:
+        epsilon: ε of the shuffled output.
+        delta: δ of the shuffled output.
+        n: number of users.
+        p: probability that a user sends the extra "1".
+    """
+
+    epsilon: float
+    delta: float
+    n: int
+    p: float
+
+    @classmethod
+    def derive(cls, *, epsilon: float, delta: float, n: int) -> Cnt2MParams:
+        eps = check_epsilon(epsilon)
+        d = check_delta(delta)
+        n = check_n(n)
+        if eps > 1.0:
+            raise ParameterError(f"cnt_2m: the theorem holds for epsilon <= 1, got {eps:g}")
+        n_min = 100.0 * math.log(2.0 / d) / eps**2
+        if n < n_min:
+            raise ParameterError(
+                f"cnt_2m: needs n >= 100 ln(2/δ)/ε² = {math.ceil(n_min)} at epsilon={eps:g}, "
+                f"delta={d:g}; got n={n}"
+            )
+        p = 1.0 - 50.0 * math.log(2.0 / d) / (eps**2 * n)
+        return cls(epsilon=eps, delta=d, n=n, p=p)
+
+
+class Cnt2M(ShuffleProtocol):
+    """``Cnt_2M``: each user sends x + Ber(p) copies of the message "1" (see module doc)."""
+
+    name: ClassVar[str] = "cnt_2m"
+    input_kind: ClassVar[InputKind] = InputKind.BINARY
+
+    def __init__(self, *, epsilon: float, delta: float, n: int) -> None:
+        self.params = Cnt2MParams.derive(epsilon=epsilon, delta=delta, n=n)
+
+    @property
+    def domain(self) -> int:
+        return 2
+
+    @property
+    def message_size(self) -> int:
+        return 1
+
+    @property
+    def messages_per_user(self) -> float:
+        """Expected messages of a user holding 1 (1 + p); the paper's bound is "at most 2"."""
+        return 1.0 + self.params.p
+
+    @property
+    def max_messages_per_user(self) -> int:
+        return 2
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(
+            epsilon_central=self.params.epsilon,
+            epsilon_local=math.inf,
+            delta=self.params.delta,
+            bound="balcer_cheu20_zsum (arXiv 1911.06879 §3, binomial smoothness)",
+        )
+
+    def __repr__(self) -> str:
+        p = self.params
+        return f"Cnt2M(epsilon={p.epsilon:g}, delta={p.delta:g}, n={p.n}, p={p.p:.6g})"
+
+    # --- client ----------------------------------------------------------------------
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = self.validate_values(values).astype(np.int64, copy=False)
+        z = np.asarray(rng.random(x.shape[0]) < self.params.p)
+        count = int(x.sum()) + int(np.count_nonzero(z))
+        return np.full(count, ONE, dtype=np.uint8)
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        values = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
+        return values.copy(), values == ONE
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        # The message space is the single message "1": uniform over it is constant.
+        return np.full(check_n(count, "count", 0), ONE, dtype=np.uint8)
+
+    # --- analyzer ----------------------------------------------------------------------
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        p = self.params.p
+        c_star = int(np.count_nonzero(np.asarray(messages) == ONE)) - int(n_fakes)
+        truncated = c_star <= n
+        value = 0.0 if truncated else c_star - p * n
+        return Estimate(
+            values=np.array([value], dtype=np.float64),
+            expected_std=np.array([math.sqrt(n * p * (1.0 - p))], dtype=np.float64),
+            messages_used=int(np.asarray(messages).shape[0]),
+            extra={"truncated": bool(truncated), "c_star": c_star},
+        )
+
+    def error_bound(self, beta: float) -> float:
+        """|estimate − Σx| ≤ this with probability ≥ 1 − β (Bernstein; see module doc)."""
+        b = float(beta)
+        if not 0.0 < b < 1.0:
+            raise ParameterError(f"beta must lie in (0, 1), got {beta!r}")
+        p, n = self.params.p, self.params.n
+        log_term = math.log(2.0 / b)
+        t = math.sqrt(2.0 * n * p * (1.0 - p) * log_term) + 2.0 / 3.0 * log_term
+        return (1.0 - p) * n + t
+
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        x = self.validate_values(values)
+        return np.array([float(x.sum())], dtype=np.float64)
+
+
+@register_protocol("cnt_2m")
+def _build_cnt_2m(spec: ProtocolSpec) -> ShuffleProtocol:
+    # Like cnt_rr, a counting protocol ignores spec.domain (its domain is {0, 1}).
+    return Cnt2M(epsilon=spec.epsilon, delta=spec.delta, n=spec.n)
