@@ -39,6 +39,7 @@ import math
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -268,6 +269,7 @@ class PartyService:
         self._close_now = False
         self.port: int | None = None
         self.last_epoch_closed_at: float | None = None
+        self._failed_epochs: set[int] = set()
         self.last_forward_error = ""
 
     @property
@@ -335,6 +337,12 @@ class PartyService:
                 except _Rejected as exc:
                     self.rejected[exc.reason] += 1
                     response = Reject(exc.code, str(exc)[:200]).to_bytes()
+                except (ESAError, ValueError, ArithmeticError) as exc:
+                    # A bug or a protocol error on odd data must not take the party down:
+                    # answer, count, log, and keep serving.
+                    self.rejected["internal"] += 1
+                    _log(f"internal error on a {peek_kind(payload).name} frame: {exc!r}")
+                    response = Reject(RejectReason.INTERNAL, type(exc).__name__).to_bytes()
                 with trio.fail_after(limits.read_timeout_seconds):
                     await fs.send(response)
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
@@ -572,7 +580,16 @@ class PartyService:
         while True:
             self._wake_work = trio.Event()
             for rec in await self._db(self.inbox.epochs, "closed"):
-                await self._process(rec)
+                if rec.epoch in self._failed_epochs:
+                    continue
+                try:
+                    await self._process(rec)
+                except (ESAError, ValueError, ArithmeticError) as exc:
+                    # Leave the epoch closed (its reports stay durable) and go on with the
+                    # others; it is retried after a restart, e.g. with a fixed config.
+                    self._failed_epochs.add(rec.epoch)
+                    self.counters["epochs_failed"] += 1
+                    _log(f"epoch {rec.epoch} failed to process: {exc!r}")
             ok = True
             if self.config.role == "shuffler":
                 for rec in await self._db(self.inbox.epochs, "processed"):
@@ -723,7 +740,14 @@ class PartyService:
         # removes them like the shufflers' fakes.
         trap_arrived, trap_total, trap_pending = self.inbox.trap_totals()
         n_fakes = sum(int(rec.stats.get("fakes", 0)) for rec, _ in outputs) + trap_arrived
-        n = int(params.get("n") or max(1, round(len(messages) / self.protocol.messages_per_user)))
+        n_param = params.get("n")
+        if n_param is not None and (
+            isinstance(n_param, bool) or not isinstance(n_param, int) or n_param < 1
+        ):
+            raise _Rejected(
+                RejectReason.MALFORMED_FRAME, f"n must be an integer >= 1, got {n_param!r}"
+            )
+        n = n_param or max(1, round(len(messages) / self.protocol.messages_per_user))
         est = self.protocol.estimate(messages, n=n, n_fakes=n_fakes)
         hops: list[dict[str, Any]] = []
         problems: list[str] = []
@@ -790,6 +814,10 @@ class PartyService:
 
     def close(self) -> None:
         self.inbox.close()
+
+
+def _log(message: str) -> None:
+    print(f"esa serve: {message}", file=sys.stderr, flush=True)
 
 
 def _counts(s: dict[str, Any]) -> dict[str, int]:

@@ -340,6 +340,30 @@ def test_key_epochs_rotate_and_retire(keydir: Path) -> None:
     _drive(svc, after)
 
 
+def test_internal_errors_are_answered_and_counted(
+    keydir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = _service(keydir, 2, state_dir="state-a1")
+
+    def broken(params: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("estimator exploded")
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.Query(w.QueryKind.RESULT, b'{"n": "many"}').to_bytes())
+        assert _reason(await fs.receive()) == "malformed_frame"
+        await fs.send(w.Query(w.QueryKind.RESULT, b"[1, 2]").to_bytes())
+        assert _reason(await fs.receive()) == "malformed_frame"
+        monkeypatch.setattr(svc, "result", broken)
+        await fs.send(w.Query(w.QueryKind.RESULT, b"{}").to_bytes())
+        assert _reason(await fs.receive()) == "internal"
+        await fs.send(w.Query(w.QueryKind.STATUS).to_bytes())  # still serving
+        assert w.peek_kind(await fs.receive()) is w.FrameKind.REPLY
+
+    _drive(svc, script)
+    assert svc.rejected == {"malformed_frame": 2, "internal": 1}
+
+
 def test_check_chain_detects_drops_and_lies() -> None:
     def st(hop: int, received: int, forwarded: int, fakes: int = 0) -> w.CountStatement:
         invalid = received + fakes - forwarded
