@@ -829,8 +829,20 @@ def serve(config: PartyConfig) -> int:
     """Run a party until SIGTERM/SIGINT (the ``esa serve`` entry point)."""
     service = PartyService(config)
 
+    parent = config.simulation.get("parent_pid")
+
+    async def orphan_watch(scope: trio.CancelScope) -> None:
+        # Simulation only: a child of a run that died without tearing it down exits by
+        # itself instead of lingering (its parent changes when the parent dies).
+        while os.getppid() == parent:
+            await trio.sleep(0.5)
+        _log(f"parent {parent} is gone; exiting")
+        scope.cancel()
+
     async def main() -> None:
         async with trio.open_nursery() as nursery:
+            if isinstance(parent, int):
+                nursery.start_soon(orphan_watch, nursery.cancel_scope)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 await nursery.start(service.run)
                 async for _ in signals:

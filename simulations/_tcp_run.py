@@ -221,6 +221,8 @@ def start_chain(
                     "chunk_reports": chunk_reports,
                 },
                 "protocol": {"pickle": "protocol.pickle"},
+                # Children exit by themselves if this process dies without stopping them.
+                "simulation": {"parent_pid": os.getpid()},
             }
             if hop < shufflers:
                 nxt = parties[hop + 1]
@@ -228,7 +230,7 @@ def start_chain(
                 doc["next"] = {"host": "127.0.0.1", "port": nxt.address.port}
                 state = fake_rng_states[hop] if fake_rng_states else None
                 if state is not None:
-                    doc["simulation"] = {"fake_rng_state": state}
+                    doc["simulation"]["fake_rng_state"] = state
             path = root / f"{name}.toml"
             _write_toml(path, doc)
             configs[hop] = doc

@@ -6,9 +6,13 @@ process groups down in ``finally``); loopback only; each run bounded by a timeou
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +177,45 @@ def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
     assert not res["drop_check"]["ok"]
     assert "5 of 22 trap reports" in res["drop_check"]["problems"][-1]
     assert res["n_fakes"] == 17  # arrived traps are removed like fakes
+
+
+_ORPHANING_PARENT = """
+import os, sys
+from pathlib import Path
+from protocols import ProtocolSpec, build_protocol
+from simulations._tcp_run import start_chain
+p = build_protocol("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
+chain = start_chain(Path(sys.argv[1]), p, shufflers=1)
+print(" ".join(str(q.popen.pid) for q in chain.parties), flush=True)
+os._exit(0)  # die without tearing the chain down
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return not any(line.startswith("State:\tZ") for line in fh)
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_parties_exit_when_the_simulation_dies(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _ORPHANING_PARENT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) == 2, proc.stderr
+    try:
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:  # never leave a process behind, even if the test fails
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
