@@ -44,6 +44,7 @@ def one_run(
         key_epoch=1,
         chunk_reports=2000,
         keydir=args.keydir,
+        workers=args.workers,
     ) as chain:
 
         async def main() -> dict[str, Any]:
@@ -85,7 +86,9 @@ def main() -> None:
     ap.add_argument("--shufflers", type=int, default=2)
     ap.add_argument("--crypto", choices=["onion", "ideal"], default="onion")
     ap.add_argument("--frame-reports", type=int, nargs="+", default=[100, 10])
-    ap.add_argument("--workers", type=int, default=None, help="encoding processes")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="processes for encoding and per party"
+    )
     args = ap.parse_args()
     protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=args.n, domain=16))
     values = np.random.default_rng(0).integers(0, 16, args.n)

@@ -30,6 +30,7 @@ of two shufflers)::
     [shuffle]
     threshold = 0
     fake_reports = 0
+    workers = 1                  # processes peeling/wrapping an epoch (0: every core)
 
     [limits]
     max_frame_bytes = 4194304
@@ -139,6 +140,7 @@ class PartyConfig:
     epoch: EpochRule = field(default_factory=EpochRule)
     threshold: int = 0
     fake_reports: int = 0
+    workers: int | None = 1
     limits: Limits = field(default_factory=Limits)
     simulation: Mapping[str, Any] = field(default_factory=dict)
 
@@ -150,6 +152,9 @@ class PartyConfig:
     def port_file(self) -> Path:
         """Where the service writes the port it actually listens on, once it is ready."""
         return self.state_dir / "port"
+
+
+_DEFAULTS: Final = Limits()
 
 
 def _table(doc: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
@@ -237,7 +242,8 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
         max_reports=_int(ep.get("max_reports", 10_000), "[epoch] max_reports", 1),
         deadline_seconds=_pos_float(ep.get("deadline_seconds", 60.0), "[epoch] deadline_seconds"),
     )
-    sh = _table(doc, "shuffle", {"threshold", "fake_reports"})
+    sh = _table(doc, "shuffle", {"threshold", "fake_reports", "workers"})
+    workers = _int(sh.get("workers", 1), "[shuffle] workers", 0)
     lim = _table(
         doc,
         "limits",
@@ -245,20 +251,20 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
     )
     limits = Limits(
         max_frame_bytes=_int(
-            lim.get("max_frame_bytes", Limits.max_frame_bytes),
+            lim.get("max_frame_bytes", _DEFAULTS.max_frame_bytes),
             "[limits] max_frame_bytes",
             64,
             MAX_FRAME_SIZE,
         ),
         read_timeout_seconds=_pos_float(
-            lim.get("read_timeout_seconds", Limits.read_timeout_seconds),
+            lim.get("read_timeout_seconds", _DEFAULTS.read_timeout_seconds),
             "[limits] read_timeout_seconds",
         ),
         max_connections=_int(
-            lim.get("max_connections", Limits.max_connections), "[limits] max_connections", 1
+            lim.get("max_connections", _DEFAULTS.max_connections), "[limits] max_connections", 1
         ),
         chunk_reports=_int(
-            lim.get("chunk_reports", Limits.chunk_reports), "[limits] chunk_reports", 1
+            lim.get("chunk_reports", _DEFAULTS.chunk_reports), "[limits] chunk_reports", 1
         ),
     )
     proto = doc.get("protocol")
@@ -282,6 +288,7 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
         epoch=rule,
         threshold=_int(sh.get("threshold", 0), "[shuffle] threshold", 0),
         fake_reports=_int(sh.get("fake_reports", 0), "[shuffle] fake_reports", 0),
+        workers=workers or None,
         limits=limits,
         simulation=dict(sim),
     )

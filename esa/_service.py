@@ -638,7 +638,7 @@ class PartyService:
             threshold=self.config.threshold,
             fake_reports=self.config.fake_reports,
             fake_rng=self.fake_rng,
-            workers=1,
+            workers=self.config.workers,
         )
         out, c = shuffler.process(self._as_batch(reports), epoch=rec.key_epoch)
         items = [bytes(r) if isinstance(r, bytes) else r.tobytes() for r in out]
@@ -673,7 +673,7 @@ class PartyService:
             codec=self.codec,
             key=keys.layer if isinstance(self.codec, OnionCodec) else None,
             protocol=self.protocol,
-            workers=1,
+            workers=self.config.workers,
         )
         # The per-epoch estimate is discarded: the RESULT query estimates over all epochs.
         out = analyzer.process(

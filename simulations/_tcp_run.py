@@ -183,6 +183,7 @@ def start_chain(
     max_connections: int = 256,
     start_timeout: float = 60.0,
     keydir: Path | None = None,
+    workers: int | None = 1,
 ) -> Chain:
     """Write keys and configs under ``root`` and start every party (analyzer first).
 
@@ -213,7 +214,11 @@ def start_chain(
                     "public_key": operator.public_key().public_bytes_raw().hex(),
                 },
                 "epoch": {"max_reports": epoch_max_reports, "deadline_seconds": epoch_deadline},
-                "shuffle": {"threshold": threshold, "fake_reports": fake_reports},
+                "shuffle": {
+                    "threshold": threshold,
+                    "fake_reports": fake_reports,
+                    "workers": workers or 0,
+                },
                 "limits": {
                     "max_frame_bytes": max_frame,
                     "read_timeout_seconds": read_timeout,
@@ -325,6 +330,7 @@ def run_tcp(
             threshold=config.threshold,
             fake_reports=config.fake_reports,
             fake_rng_states=states,
+            workers=config.workers,
         )
         try:
             seconds["start"] = time.perf_counter() - t
