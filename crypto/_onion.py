@@ -24,10 +24,12 @@ import hashlib
 import multiprocessing
 import os
 import struct
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -62,6 +64,7 @@ LAYER_OVERHEAD: Final = 1 + KEY_SIZE + _TAG_SIZE + HEADER_SIZE  # 58 bytes per h
 MAX_EPOCH: Final = 2**64 - 1
 MAX_HOP: Final = 2**16 - 1
 _MIN_PARALLEL: Final = 2048  # below this, a process pool costs more than it saves
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +248,49 @@ def _chunks(n: int, parts: int) -> list[slice]:
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_PID = os.getpid()
+_POOLS_LOCK = threading.Lock()
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
-    # forkserver, not fork: forking a process that runs threads (trio, rich) can deadlock.
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"))
+    """The pool of ``workers`` processes, created on first use and then reused.
+
+    forkserver, not fork: forking a process that runs threads (trio, rich) can deadlock.
+    Reused, because every new forkserver worker imports the parent's ``__main__`` again
+    (for the ``esa`` CLI: the whole package, numpy and scipy): a fresh pool per batch cost
+    seconds on a loaded 2-core machine, more than the batch itself, so workers=2 ran slower
+    than workers=1 (``benchmarks/bench_crypto.py``, docs/benchmarks.md). Preloading this
+    module in the fork server spares each worker importing the crypto stack. Idle workers
+    only wait; ``concurrent.futures`` shuts them down when the interpreter exits.
+    """
+    global _POOLS_PID
+    with _POOLS_LOCK:
+        if os.getpid() != _POOLS_PID:  # a forked child cannot use its parent's pools
+            _POOLS.clear()
+            _POOLS_PID = os.getpid()
+        pool = _POOLS.get(workers)
+        if pool is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
+            pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=context)
+        return pool
+
+
+def _run_on_pool(
+    workers: int, fn: Callable[..., list[_T]], jobs: Sequence[tuple[object, ...]]
+) -> list[_T]:
+    """``fn(*job)`` for every job on the shared pool, results concatenated in job order."""
+    pool = _pool(workers)
+    try:
+        futures = [pool.submit(fn, *job) for job in jobs]
+        return [item for f in futures for item in f.result()]
+    except BrokenProcessPool:
+        # a worker died (killed, out of memory): the next batch gets a fresh pool
+        with _POOLS_LOCK:
+            if _POOLS.get(workers) is pool:
+                del _POOLS[workers]
+        raise
 
 
 def peel_batch(
@@ -267,13 +310,10 @@ def peel_batch(
     w = _workers(workers)
     if w == 1 or len(reports) < _MIN_PARALLEL:
         return _peel_chunk(reports, key, epoch, hop, expected_size)
-    parts = _chunks(len(reports), w * 4)
-    with _pool(w) as pool:
-        futures = [
-            pool.submit(_peel_chunk, list(reports[s]), key, epoch, hop, expected_size)
-            for s in parts
-        ]
-        return [item for f in futures for item in f.result()]
+    jobs = [
+        (list(reports[s]), key, epoch, hop, expected_size) for s in _chunks(len(reports), w * 4)
+    ]
+    return _run_on_pool(w, _peel_chunk, jobs)
 
 
 def wrap_batch(
@@ -291,12 +331,8 @@ def wrap_batch(
     w = _workers(workers)
     if w == 1 or len(payloads) < _MIN_PARALLEL:
         return _wrap_chunk(payloads, crowd_ids, route, epoch, first_hop)
-    parts = _chunks(len(payloads), w * 4)
-    with _pool(w) as pool:
-        futures = [
-            pool.submit(
-                _wrap_chunk, list(payloads[s]), list(crowd_ids[s]), list(route), epoch, first_hop
-            )
-            for s in parts
-        ]
-        return [item for f in futures for item in f.result()]
+    jobs = [
+        (list(payloads[s]), list(crowd_ids[s]), list(route), epoch, first_hop)
+        for s in _chunks(len(payloads), w * 4)
+    ]
+    return _run_on_pool(w, _wrap_chunk, jobs)

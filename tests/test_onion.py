@@ -7,6 +7,7 @@ the public ``wrap_report`` (OS CSPRNG) is exercised by the round trips and batch
 from __future__ import annotations
 
 import struct
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from crypto import (
     CryptoParameterError,
     InvalidReport,
     LayerPrivateKey,
+    _onion,
     ephemeral_key_of,
     pad,
     peel_batch,
@@ -375,10 +377,17 @@ def test_peel_batch_expected_size_drops_wrong_lengths() -> None:
     assert out[1] is not None
 
 
-def test_batches_identical_with_one_and_two_workers() -> None:
+@pytest.fixture(scope="module")
+def large_batch() -> tuple[list[bytes], set[int], list[bytes]]:
     """Large enough that the process pool really runs (``_MIN_PARALLEL``)."""
-    count = _MIN_PARALLEL + 100
-    reports, bad, payloads = _mixed_batch(count)
+    return _mixed_batch(_MIN_PARALLEL + 100)
+
+
+def test_batches_identical_with_one_and_two_workers(
+    large_batch: tuple[list[bytes], set[int], list[bytes]],
+) -> None:
+    reports, bad, payloads = large_batch
+    count = len(reports)
     one = peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=1)
     two = peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=2)
     assert one == two
@@ -410,3 +419,23 @@ def test_batch_parameter_errors() -> None:
         peel_batch([], KEYS[0], epoch=-1, hop=0)
     assert peel_batch([], KEYS[0], epoch=EPOCH, hop=0) == []
     assert wrap_batch([], ROUTE[:1], epoch=EPOCH, crowd_ids=[]) == []
+
+
+def test_pool_is_reused_and_replaced_when_a_worker_dies(
+    large_batch: tuple[list[bytes], set[int], list[bytes]],
+) -> None:
+    """One pool per worker count serves every batch (a fresh pool per batch cost more than
+    the batch); a dead worker fails that batch loudly and the next batch gets a new pool."""
+    reports = large_batch[0]
+    expected = peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=2)
+    pool = _onion._POOLS[2]
+    assert peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=2) == expected
+    assert _onion._POOLS[2] is pool
+    for process in list(pool._processes.values()):
+        process.kill()
+        process.join()
+    with pytest.raises(BrokenProcessPool):
+        peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=2)
+    assert 2 not in _onion._POOLS
+    assert peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=2) == expected
+    assert _onion._POOLS[2] is not pool
