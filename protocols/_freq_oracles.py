@@ -147,8 +147,11 @@ def _keep_or_uniform(
     uniform value. Keeping x w.p. 1−λ+λ/k = e^ε/(e^ε+k−1) for λ = k/(e^ε+k−1).
     """
     u = np.asarray(rng.random(x.shape[0]), dtype=np.float64)
-    uniform = np.minimum((u * (k / lam)).astype(np.int64), k - 1)
-    return np.where(u < lam, uniform, x)
+    # ⌊u k/λ⌋ < k exactly when u < λ (up to one ulp, probability 2^-53): one pass decides
+    # both "uniform or keep" and the uniform value.
+    out = (u * (k / lam)).astype(np.int64)
+    np.copyto(out, x, where=out >= k)
+    return out
 
 
 def project_simplex(v: npt.ArrayLike, total: float) -> FloatArray:
@@ -332,13 +335,48 @@ def unpack_unary(reports: npt.NDArray[np.uint8], d: int) -> npt.NDArray[np.uint8
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
 
 
+def _bernoulli_words(words: int, t: int, *, rng: np.random.Generator) -> npt.NDArray[np.uint64]:
+    """``words`` uint64 words whose bits are iid Bernoulli(t / 2^32), exactly.
+
+    Bit-sliced comparison [U < t] of a uniform 32-bit U drawn bit by bit, most significant
+    first, for 64 lanes per word at once: at round j a lane is decided as soon as its random
+    bit differs from bit j of t (1 if t's bit is 1, else 0); lanes still equal after 32
+    rounds have U = t, hence 0. Half the lanes decide per round, so after a few dense rounds
+    only the words with undecided lanes are kept (compaction): about 2 random bits and a few
+    word operations per output bit instead of a 32-bit draw and a comparison per bit.
+    """
+    res = np.zeros(words, dtype=np.uint64)
+    und = np.full(words, ~np.uint64(0), dtype=np.uint64)
+    act: npt.NDArray[np.intp] | None = None
+    for j in range(32):
+        if und.size == 0:
+            break
+        r = np.asarray(rng.bit_generator.random_raw(und.size), dtype=np.uint64)
+        if (t >> (31 - j)) & 1:
+            newly = und & ~r
+            if act is None:
+                res |= newly
+            else:
+                res[act] |= newly
+            und &= r
+        else:
+            und &= ~r
+        if j >= 4:
+            keep = und != 0
+            if np.count_nonzero(keep) < 0.6 * und.size:
+                und = und[keep]
+                act = np.flatnonzero(keep) if act is None else act[keep]
+    return res
+
+
 class _Unary(FrequencyOracle):
     """One-hot encoding with independent bit flips: bit x is 1 w.p. p, others w.p. q."""
 
     __slots__ = ()
     aggregate_sampling: ClassVar[bool] = True
-    #: users per chunk in randomize / support_counts (bounded memory)
+    #: bits per chunk in support_counts and 64-bit words per chunk in randomize (memory bound)
     chunk_bits: ClassVar[int] = 1 << 22
+    chunk_words: ClassVar[int] = 1 << 20
 
     @property
     @abc.abstractmethod
@@ -369,15 +407,23 @@ class _Unary(FrequencyOracle):
         x = check_values(values, self.d)
         n, d = x.shape[0], self.d
         tp, tq = self._thresholds()
-        out = np.empty((n, (d + 7) // 8), dtype=np.uint8)
-        step = max(1, self.chunk_bits // d)
+        nbytes, W = (d + 7) // 8, (d + 63) // 64
+        out = np.empty((n, nbytes), dtype=np.uint8)
+        step = max(1, self.chunk_words // W)
+        one = np.uint64(1)
+        tail = np.uint64((1 << (d % 64)) - 1) if d % 64 else None
         for s in range(0, n, step):
             xs = x[s : s + step]
-            r = rng.integers(0, _TWO32, size=(xs.shape[0], d), dtype=np.uint32)
-            bits = r < tq
-            rows = np.arange(xs.shape[0])
-            bits[rows, xs] = r[rows, xs] < tp
-            out[s : s + step] = np.packbits(bits, axis=1, bitorder="little")
+            m = xs.shape[0]
+            words = _bernoulli_words(m * W, int(tq), rng=rng).reshape(m, W)
+            own = rng.integers(0, _TWO32, size=m, dtype=np.uint32) < tp
+            rows, col = np.arange(m), xs >> 6
+            bit = one << (xs & 63).astype(np.uint64)
+            cur = words[rows, col] & ~bit
+            words[rows, col] = cur | np.where(own, bit, np.uint64(0))
+            if tail is not None:
+                words[:, -1] &= tail
+            out[s : s + step] = words.astype("<u8", copy=False).view(np.uint8)[:, :nbytes]
         return out
 
     def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
@@ -581,11 +627,16 @@ class SHE(FrequencyOracle):
 
 # --- local hashing --------------------------------------------------------------------------------
 def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    z = z ^ (z >> _U64(30))
-    z = z * _U64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> _U64(27))
-    z = z * _U64(0x94D049BB133111EB)
-    return z ^ (z >> _U64(31))
+    """SplitMix64 finalizer (Steele, Lea, Flood, OOPSLA'14), in place on a fresh copy."""
+    z = np.array(z, dtype=np.uint64)
+    t = np.empty_like(z)
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(z, _U64(shift), out=t)
+        np.bitwise_xor(z, t, out=z)
+        np.multiply(z, _U64(mult), out=z)
+    np.right_shift(z, _U64(31), out=t)
+    np.bitwise_xor(z, t, out=z)
+    return z
 
 
 def lh_seed_params(
@@ -613,8 +664,12 @@ def lh_hash(seeds: npt.ArrayLike, values: npt.ArrayLike, g: int) -> IntArray:
         raise ParameterError(f"hash range g must be an integer in [2, 2^32), got {g!r}")
     a, b = lh_seed_params(seeds)
     x = np.asarray(values).astype(np.uint64)
-    t = (a * x + b) >> _U64(32)
-    return ((t * _U64(int(g))) >> _U64(32)).astype(np.int64)
+    t = a * x
+    t += b
+    t >>= _U64(32)
+    t *= _U64(int(g))
+    t >>= _U64(32)
+    return t.astype(np.int64)
 
 
 def lh_support_counts(
@@ -679,11 +734,15 @@ class _LocalHashing(FrequencyOracle):
         self, values: npt.ArrayLike, *, rng: np.random.Generator
     ) -> npt.NDArray[np.uint64]:
         x = check_values(values, self.d)
-        seeds = rng.integers(0, 1 << 64, size=x.shape[0], dtype=np.uint64, endpoint=False)
-        h = lh_hash(seeds, x, self.g)
+        n = x.shape[0]
+        out = np.empty((n, 2), dtype=np.uint64)
+        out[:, 0] = rng.integers(0, 1 << 64, size=n, dtype=np.uint64, endpoint=False)
         lam = self.g / (math.exp(self.epsilon) + self.g - 1)
-        y = _keep_or_uniform(h, lam, self.g, rng=rng)
-        return np.stack([seeds, y.astype(np.uint64)], axis=1)
+        step = 1 << 15  # blocks that stay in cache through the ~25 elementwise passes
+        for s in range(0, n, step):
+            h = lh_hash(out[s : s + step, 0], x[s : s + step], self.g)
+            out[s : s + step, 1] = _keep_or_uniform(h, lam, self.g, rng=rng)
+        return out
 
     def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
         rep = np.asarray(reports, dtype=np.uint64)
