@@ -16,7 +16,9 @@ lower bound for robust *pure* testers).
 
 Privacy: a user changing its sample changes two coordinates, so each coordinate's counter
 is configured at (ε/2, δ/2) and the labeled union is (ε, δ)-DP by basic composition (and
-(2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust).
+(2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust). :attr:`privacy` is always
+twice what the counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can
+prove for its reconstruction (see that module), which may exceed the target ε.
 
 Statistic. With n samples, λ = n/k, noisy counts ĉ_j = c_j + η_j whose noise has (estimated)
 variance σ_j² (the counter's ``expected_std``²):
