@@ -369,6 +369,49 @@ def _bernoulli_words(words: int, t: int, *, rng: np.random.Generator) -> npt.NDA
     return res
 
 
+def _column_bit_counts(rep: npt.NDArray[np.uint8]) -> IntArray:
+    """Column sums of the bits of packed rows (n, nbytes), as 8·⌈nbytes/8⌉ counts.
+
+    Vertical popcount by a carry-save adder tree over 64-bit words: pairs of rows are added
+    as binary numbers held in bit planes (plane k = bit k of the running count of every
+    column), halving the rows per level, so each input word costs about ten word operations
+    and no bit is unpacked until the last level. Blocks of rows keep memory bounded.
+    """
+    n, nbytes = rep.shape
+    W = (nbytes + 7) // 8
+    counts = np.zeros(W * 64, dtype=np.int64)
+    block = max(2048, (1 << 17) // W)
+    zero_row = np.zeros((1, W), dtype=np.uint64)
+    for s in range(0, n, block):
+        blk = np.ascontiguousarray(rep[s : s + block])
+        if nbytes % 8:
+            padded = np.zeros((blk.shape[0], W * 8), dtype=np.uint8)
+            padded[:, :nbytes] = blk
+            blk = padded
+        planes = [blk.view("<u8")]
+        while planes[0].shape[0] > 1:
+            if planes[0].shape[0] % 2:
+                planes = [np.concatenate([p, zero_row]) for p in planes]
+            summed: list[npt.NDArray[np.uint64]] = []
+            carry: npt.NDArray[np.uint64] | None = None
+            for p in planes:
+                a, b = p[0::2], p[1::2]
+                x = a ^ b
+                if carry is None:
+                    summed.append(x)
+                    carry = a & b
+                else:
+                    summed.append(x ^ carry)
+                    carry = (a & b) | (carry & x)
+            assert carry is not None
+            summed.append(carry)
+            planes = summed
+        for k, p in enumerate(planes):
+            bits = np.unpackbits(p.reshape(-1).astype("<u8").view(np.uint8), bitorder="little")
+            counts += bits.astype(np.int64) << k
+    return counts
+
+
 class _Unary(FrequencyOracle):
     """One-hot encoding with independent bit flips: bit x is 1 w.p. p, others w.p. q."""
 
@@ -431,8 +474,10 @@ class _Unary(FrequencyOracle):
         nbytes = (self.d + 7) // 8
         if rep.ndim != 2 or rep.shape[1] != nbytes:
             raise ParameterError(f"unary reports must have shape (n, {nbytes}), got {rep.shape}")
-        # Histogram of byte values per byte column, then expand each byte to its 8 bits:
-        # O(n d/8) integer work instead of unpacking n·d bits.
+        if nbytes > 4:
+            return _column_bit_counts(rep)[: self.d]
+        # Few bytes per report: histogram of byte values per byte column, then expand each
+        # byte value to its 8 bits.
         table = np.zeros((nbytes, 256), dtype=np.int64)
         offsets = (np.arange(nbytes, dtype=np.int64) * 256)[None, :]
         step = max(1, self.chunk_bits // (8 * nbytes))

@@ -9,7 +9,11 @@ Noise a privacy guarantee depends on is integer-valued: :func:`symmetric_geometr
 :func:`distributed_geometric_shares`. Floating-point Laplace (:func:`laplace`) is a baseline
 only: textbook float Laplace leaks through the gaps of the double grid (Mironov, "On
 significance of the least significant bits for differential privacy", CCS'12), so no private
-release in this project adds it.
+release in this project adds it. The integer samplers draw through numpy's geometric,
+binomial, gamma and Poisson generators: their outputs live on ℤ (no float is ever released),
+and their probabilities are those of the named law up to the double-precision arithmetic
+inside numpy's samplers — not a bit-exact rational sampler such as Canonne, Kamath and
+Steinke's (NeurIPS'20), which would be the next step for a hardened release.
 
 Distributions (α ∈ (0, 1)):
 

@@ -227,14 +227,19 @@ def test_krr_raw_counts_sum_to_n_and_postprocessing_is_opt_in() -> None:
         o.aggregate(o.randomize(VALUES, rng=np.random.default_rng(0)), postprocess="round")  # type: ignore[arg-type]
 
 
-def test_unary_reports_are_packed_bits() -> None:
-    o = OUE(d=13, epsilon=1.0)
-    rep = o.randomize(np.arange(13), rng=np.random.default_rng(0))
-    assert rep.shape == (13, 2)
+@pytest.mark.parametrize("d", [13, 64, 100])
+def test_unary_reports_are_packed_bits_and_counted_exactly(d: int) -> None:
+    """Both support-count kernels (byte histogram for d <= 32, bit-plane adder tree above)."""
+    o = OUE(d=d, epsilon=1.0)
+    x = np.random.default_rng(1).integers(0, d, size=5001)
+    rep = o.randomize(x, rng=np.random.default_rng(0))
+    assert rep.shape == (5001, (d + 7) // 8)
     assert rep.dtype == np.uint8
-    bits = unpack_unary(rep, 13)
-    assert bits.shape == (13, 13)
+    bits = unpack_unary(rep, d)
+    assert bits.shape == (5001, d)
     assert np.array_equal(o.support_counts(rep), bits.sum(axis=0))
+    # padding bits beyond d are zero
+    assert np.unpackbits(rep, axis=1, bitorder="little")[:, d:].sum() == 0
 
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.name)
