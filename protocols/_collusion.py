@@ -1,0 +1,274 @@
+"""Collusion scenarios: which ε one user keeps when parties collude with the analyzer.
+
+DESIGN.md "Privacy accounting and collusion audit". A configuration is n users with an
+ε_l-LDP randomizer, m shufflers in a chain each adding n_r uniform fake reports, k colluding
+users (their inputs and randomness known to the analyzer) and c colluding shufflers. The
+analyzer sees the shuffled multiset; what still protects one honest user (the victim) is:
+
+* the reports of the honest users other than the victim that the adversary cannot remove
+  (n − 1 − k of them), shuffled together by at least one honest shuffler, and
+* the fakes of the honest shufflers (colluding shufflers' fakes are known and removed);
+* if every shuffler colludes, nothing but the local randomizer: ε_l.
+
+Fakes are accounted as what they are: n_r extra uniform reports. For k-RR-type randomizers
+(``family="krr"``) a uniform report is exactly a blanket report, so the honest fakes enter
+the tight accountants of :mod:`protocols._tight` exactly. For generic ε_l-LDP randomizers a
+uniform message need not resemble any user's report, so fakes are not counted (conservative)
+and the explanation says so.
+
+MURS's claim (Wang et al. VLDB'20, arXiv 1908.11515): against the analyzer + m − 1
+shufflers + all other users, the honest shuffler's n_r fakes alone still give a blanket. Here
+it is a number computed from the fakes alone (:func:`protocols.krr_fakes_only_epsilon`, exact),
+printed next to MURS's own formula √(14 ln(2/δ)/((n−1)/(e^{ε_l}+d−1) + n_r/d)) for comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._base import check_delta, check_epsilon, check_n
+from ._errors import BoundNotApplicable, ParameterError
+from ._tight import krr_fakes_only_epsilon, shuffled_epsilon
+
+__all__ = [
+    "CollusionConfig",
+    "ScenarioBound",
+    "collusion_scenarios",
+    "murs_formula",
+    "resolve_colluding_users",
+]
+
+
+def murs_formula(
+    *, epsilon_local: float, n_honest_others: int, n_fakes: int, delta: float, d: int
+) -> float:
+    """MURS's own bound √(14 ln(2/δ) / ((n−1)/(e^{ε_l}+d−1) + n_r/d)) (survey eq. (8) form).
+
+    ``n_honest_others`` plays the role of n − 1. Returns ``inf`` when the blanket is empty.
+    No validity range is enforced: this is printed for comparison only.
+    """
+    beta = n_honest_others / (math.exp(epsilon_local) + d - 1.0) + n_fakes / d
+    if beta <= 0:
+        return math.inf
+    return math.sqrt(14.0 * math.log(2.0 / delta) / beta)
+
+
+def resolve_colluding_users(value: float, n: int) -> int:
+    """Colluding users as a count: an integer ≥ 1 as is, a fraction in [0, 1) of the n − 1.
+
+    Raises:
+        ParameterError: negative, or more than the n − 1 other users.
+    """
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise ParameterError(f"colluding users must be a count or a fraction >= 0, got {value!r}")
+    count = round(v * (n - 1)) if v < 1.0 else int(v)
+    if v >= 1.0 and v != int(v):
+        raise ParameterError(f"colluding users must be an integer count >= 1, got {value!r}")
+    if count > n - 1:
+        raise ParameterError(f"colluding users={count} exceeds the n-1={n - 1} other users")
+    return count
+
+
+@dataclass(frozen=True, slots=True)
+class CollusionConfig:
+    """What is audited.
+
+    Attributes:
+        family: ``"krr"`` (k-RR-type randomizer over ``k`` values; fakes counted exactly) or
+            ``"generic"`` (any ε_l-LDP randomizer; fakes not counted).
+        k: k-RR domain (ignored for generic).
+        n: users.
+        epsilon_local: ε_l of one user's report(s); ``inf`` if the reports alone give none
+            (Split-Mix shares).
+        delta: δ.
+        shufflers: m ≥ 1.
+        fake_reports: n_r, uniform fakes per shuffler.
+        colluding_users: users (other than the victim) colluding with the analyzer.
+        colluding_shufflers: c ∈ [0, m].
+        epsilon_claimed: the protocol's own no-collusion claim (used when ε_l is ``inf``).
+        claimed_bound: the name of that claim's theorem.
+    """
+
+    family: str
+    k: int
+    n: int
+    epsilon_local: float
+    delta: float
+    shufflers: int = 1
+    fake_reports: int = 0
+    colluding_users: int = 0
+    colluding_shufflers: int = 0
+    epsilon_claimed: float | None = None
+    claimed_bound: str = ""
+
+    def __post_init__(self) -> None:
+        check_n(self.n, "n", 1)
+        check_n(self.k, "k", 2)
+        if not self.epsilon_local > 0:
+            raise ParameterError(f"epsilon_local must be > 0, got {self.epsilon_local!r}")
+        check_delta(self.delta)
+        check_n(self.shufflers, "shufflers", 1)
+        check_n(self.fake_reports, "fake_reports", 0)
+        check_n(self.colluding_users, "colluding_users", 0)
+        if self.colluding_users > self.n - 1:
+            raise ParameterError(
+                f"colluding_users={self.colluding_users} exceeds the n-1={self.n - 1} other users"
+            )
+        if not 0 <= self.colluding_shufflers <= self.shufflers:
+            raise ParameterError(
+                f"colluding_shufflers must lie in [0, {self.shufflers}], "
+                f"got {self.colluding_shufflers}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioBound:
+    """One collusion scenario and the ε the victim keeps.
+
+    Attributes:
+        scenario: short name (``none``, ``all shufflers``, ``m-1 shufflers`` …).
+        honest_users: honest users other than the victim whose reports hide it.
+        honest_fakes: fakes unknown to the adversary.
+        epsilon_upper: proven upper bound on ε (``inf``: none).
+        bound: accountant or theorem that gives it.
+        explanation: one plain line: what still protects the user.
+        epsilon_lower: a measured or exact lower bound, if one was computed.
+        murs_formula: MURS's own formula for the same honest users/fakes (k-RR only).
+    """
+
+    scenario: str
+    honest_users: int
+    honest_fakes: int
+    epsilon_upper: float
+    bound: str
+    explanation: str
+    epsilon_lower: float | None = None
+    murs_formula: float | None = None
+
+
+def _upper(cfg: CollusionConfig, honest_users: int, honest_fakes: int) -> tuple[float, str]:
+    if not math.isfinite(cfg.epsilon_local):
+        return math.inf, "none (reports alone give no local guarantee)"
+    eps0 = check_epsilon(cfg.epsilon_local, "epsilon_local")
+    if honest_users == 0 and cfg.family == "krr" and honest_fakes > 0:
+        eps = krr_fakes_only_epsilon(eps0, honest_fakes, cfg.delta, k=cfg.k)
+        if eps < eps0:
+            return eps, "krr_fakes_exact"
+        return eps0, "local"
+    try:
+        return shuffled_epsilon(
+            eps0, honest_users, cfg.delta, family=cfg.family, k=cfg.k, n_fakes=honest_fakes
+        )
+    except BoundNotApplicable:
+        return eps0, "local"
+
+
+def _protects(cfg: CollusionConfig, users: int, fakes: int) -> str:
+    parts = []
+    if users:
+        parts.append(f"{users} other honest users' reports")
+    if fakes and cfg.family == "krr":
+        parts.append(f"{fakes} uniform fakes from honest shufflers")
+    elif fakes:
+        parts.append(f"({fakes} honest fakes, not counted for a generic randomizer)")
+    if not parts:
+        return "only the local randomizer"
+    return "shuffled among " + " and ".join(parts) + " (+ the local randomizer)"
+
+
+def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
+    """Every scenario of DESIGN.md for this configuration, in a fixed order.
+
+    Scenarios: ``none``; ``all shufflers``; ``m-1 shufflers``; ``k users``;
+    ``c shufflers + k users`` (the configured collusion); ``m-1 shufflers + k users``;
+    ``m-1 shufflers + all other users`` (MURS's claim). Duplicates are dropped.
+    """
+    m, r, k_users, c = cfg.shufflers, cfg.fake_reports, cfg.colluding_users, cfg.colluding_shufflers
+    others = cfg.n - 1
+    murs_d = cfg.k if cfg.family == "krr" else None
+    rows: list[tuple[str, int | None, int, str]] = [
+        ("none", others, m * r, "nobody colludes with the analyzer"),
+        ("all shufflers", None, 0, "every shuffler colludes: reports are linked to users"),
+        ("m-1 shufflers", others, r, "one honest shuffler still permutes everything"),
+        (f"{k_users} users", others - k_users, m * r, "colluding users' reports are removed"),
+        (
+            f"{c} shufflers + {k_users} users",
+            None if c == m else others - k_users,
+            (m - c) * r,
+            "the configured collusion",
+        ),
+        (
+            f"m-1 shufflers + {k_users} users",
+            others - k_users,
+            r,
+            "one honest shuffler; colluding users removed",
+        ),
+        (
+            "m-1 shufflers + all other users",
+            0,
+            r,
+            "MURS's claim: only the honest shuffler's fakes hide the user",
+        ),
+    ]
+    out: list[ScenarioBound] = []
+    seen: set[tuple[int | None, int]] = set()
+    for name, users, fakes, who in rows:
+        if (users, fakes) in seen and name not in ("none", "all shufflers"):
+            continue
+        seen.add((users, fakes))
+        if users is None:
+            eps = cfg.epsilon_local
+            out.append(
+                ScenarioBound(
+                    name,
+                    0,
+                    0,
+                    eps,
+                    "local randomizer" if math.isfinite(eps) else "none",
+                    f"{who}; only the local randomizer protects the user"
+                    + ("" if math.isfinite(eps) else " — and it gives no guarantee alone"),
+                )
+            )
+            continue
+        if name == "none" and not math.isfinite(cfg.epsilon_local):
+            eps_c = cfg.epsilon_claimed if cfg.epsilon_claimed is not None else math.inf
+            out.append(
+                ScenarioBound(
+                    name,
+                    users,
+                    fakes,
+                    eps_c,
+                    cfg.claimed_bound or "protocol's own claim",
+                    f"{who}; the protocol's own theorem",
+                )
+            )
+            continue
+        eps_u, bound = _upper(cfg, users, fakes)
+        murs = (
+            murs_formula(
+                epsilon_local=cfg.epsilon_local,
+                n_honest_others=users,
+                n_fakes=fakes,
+                delta=cfg.delta,
+                d=murs_d,
+            )
+            if murs_d is not None and math.isfinite(cfg.epsilon_local)
+            else None
+        )
+        note = ""
+        if cfg.family != "krr" and math.isfinite(cfg.epsilon_local):
+            note = " [generic ε_l-LDP bound]"
+        out.append(
+            ScenarioBound(
+                name,
+                users,
+                fakes,
+                eps_u,
+                bound,
+                f"{who}; {_protects(cfg, users, fakes)}{note}",
+                murs_formula=murs,
+            )
+        )
+    return out
