@@ -36,6 +36,7 @@ from ._random import secure_uniform_ints as secure_uniform_ints
 from ._splitmix import combine_shares as combine_shares
 from ._splitmix import split_mix as split_mix
 from ._wire import BATCH_ID_SIZE as BATCH_ID_SIZE
+from ._wire import FRAME_HEADER_SIZE as FRAME_HEADER_SIZE
 from ._wire import MAX_FRAME_SIZE as MAX_FRAME_SIZE
 from ._wire import WIRE_VERSION as WIRE_VERSION
 from ._wire import Ack as Ack
@@ -63,6 +64,7 @@ from ._wire import parse_reject as parse_reject
 from ._wire import parse_reply as parse_reply
 from ._wire import parse_submit as parse_submit
 from ._wire import peek_kind as peek_kind
+from ._wire import unverified_key_epoch as unverified_key_epoch
 from ._wire import verify_batch as verify_batch
 from ._wire import verify_control as verify_control
 from ._wire import verify_counts as verify_counts

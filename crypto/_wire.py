@@ -86,6 +86,7 @@ __all__ = [
     "parse_reply",
     "parse_submit",
     "peek_kind",
+    "unverified_key_epoch",
     "verify_batch",
     "verify_control",
     "verify_counts",
@@ -467,6 +468,23 @@ def _parse_unverified_batch(payload: bytes) -> BatchChunk:
     blob = payload[_PREFIX.size + _BATCH.size : -SIGNATURE_SIZE]
     reports = _split_reports(blob, count, size)
     return BatchChunk(sender, receiver, key_epoch, epoch, batch_id, index, chunks, reports)
+
+
+def unverified_key_epoch(payload: bytes) -> int:
+    """The key epoch a BATCH or COUNTS payload claims, *before* any signature check.
+
+    Only for choosing which key directory's verify key to check the signature with; the
+    value is authenticated when :func:`verify_batch` / :func:`verify_counts` succeeds.
+
+    Raises:
+        WireError: not a well-formed BATCH or COUNTS payload.
+    """
+    kind = peek_kind(payload)
+    if kind is FrameKind.BATCH:
+        return _parse_unverified_batch(payload).key_epoch
+    if kind is FrameKind.COUNTS:
+        return _parse_unverified_counts(payload).statements[-1].key_epoch
+    raise MalformedFrame(f"{kind.name} frames carry no key epoch")
 
 
 def verify_batch(payload: bytes, key: Ed25519PublicKey) -> BatchChunk:

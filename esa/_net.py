@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from crypto import (
+    FRAME_HEADER_SIZE,
     Ack,
     ControlCommand,
     ControlFrame,
@@ -35,7 +36,6 @@ from crypto import (
     parse_reply,
     peek_kind,
 )
-from crypto._wire import FRAME_HEADER_SIZE
 
 from ._config import Address
 from ._errors import ESAError

@@ -67,11 +67,11 @@ from crypto import (
     parse_query,
     parse_submit,
     peek_kind,
+    unverified_key_epoch,
     verify_batch,
     verify_control,
     verify_counts,
 )
-from crypto._wire import _parse_unverified_batch, _parse_unverified_counts
 from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 
 from ._codec import HopCodec, OnionCodec, make_codec
@@ -401,7 +401,7 @@ class PartyService:
         if self.is_first:
             raise _Rejected(RejectReason.WRONG_HOP, "hop 0 takes reports from clients only")
         # The header only chooses which key to verify with; nothing is used before that.
-        key_epoch = _parse_unverified_batch(payload).key_epoch
+        key_epoch = unverified_key_epoch(payload)
         self._check_key_epoch(key_epoch)
         chunk = verify_batch(payload, self.verify_keys[key_epoch][self.hop - 1])
         if chunk.receiver_hop != self.hop or chunk.sender_hop != self.hop - 1:
@@ -435,8 +435,7 @@ class PartyService:
     async def _on_counts(self, payload: bytes) -> bytes:
         if self.is_first:
             raise _Rejected(RejectReason.WRONG_HOP, "hop 0 takes reports from clients only")
-        statements = _parse_unverified_counts(payload).statements
-        key_epoch = statements[-1].key_epoch
+        key_epoch = unverified_key_epoch(payload)
         self._check_key_epoch(key_epoch)
         frame = verify_counts(payload, self.verify_keys[key_epoch][: self.hop])
         last = frame.statements[-1]
@@ -625,7 +624,9 @@ class PartyService:
     def _upstream(self, rec: EpochRecord) -> tuple[CountStatement, ...]:
         if rec.upstream_counts is None:
             return ()
-        return _parse_unverified_counts(rec.upstream_counts).statements  # verified on receipt
+        # Verified on receipt; checked again (m signatures, cheap) rather than trusted.
+        keys = self.verify_keys[rec.key_epoch][: self.hop]
+        return verify_counts(rec.upstream_counts, keys).statements
 
     def _shuffle_epoch(self, rec: EpochRecord, reports: list[bytes], dups: int) -> dict[str, Any]:
         keys = self.keys[rec.key_epoch]

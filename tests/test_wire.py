@@ -244,3 +244,17 @@ def test_random_bytes_never_escape_as_untyped(data: bytes) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     print(json.dumps(build_vectors(), indent=2))
+
+
+def test_unverified_key_epoch_only_selects_a_key() -> None:
+    assert w.unverified_key_epoch(_chunk().sign(SENDER)) == 7
+    counts = w.CountsFrame((_statement(0, SENDER), _statement(1, OPERATOR))).to_bytes()
+    assert w.unverified_key_epoch(counts) == 7
+    with pytest.raises(w.MalformedFrame):
+        w.unverified_key_epoch(w.Ack(1, 1).to_bytes())
+    # Tampering with the claimed key epoch is caught by the signature it selects a key for.
+    tampered = bytearray(_chunk().sign(SENDER))
+    tampered[7] ^= 1  # low byte of key_epoch
+    assert w.unverified_key_epoch(bytes(tampered)) == 6
+    with pytest.raises(w.BadSignature):
+        w.verify_batch(bytes(tampered), SENDER.public_key())
