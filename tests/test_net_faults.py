@@ -364,6 +364,43 @@ def test_internal_errors_are_answered_and_counted(
     assert svc.rejected == {"malformed_frame": 2, "internal": 1}
 
 
+def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> None:
+    """Right size, wrong hop: a report whose outer layer is for shuffler 2 cannot be peeled
+    by shuffler 1; it is acknowledged (nobody can tell before peeling), then counted as
+    invalid in the epoch's signed counts, and the rest of the batch goes on."""
+    op = Ed25519PrivateKey.generate()
+    svc = _service(
+        keydir,
+        0,
+        state_dir="state-0g",
+        operator={"public_key": op.public_key().public_bytes_raw().hex()},
+    )
+    kd = crypto.KeyDirectory.load(keydir / "keys")
+    route = [p.layer_public for p in kd.route()]
+    codec = esa.make_codec("onion", message_size=PROTOCOL.message_size, layers=3)
+    swapped = esa.Encoder(PROTOCOL, codec, [route[1], route[0], route[2]], workers=1)
+    msgs = PROTOCOL.randomize(np.arange(4) % 4, rng=np.random.default_rng(0))
+    wrong = list(swapped.seal_messages(msgs, epoch=KEY_EPOCH, crowd_id=0, first_hop=0))
+    good = _reports(keydir, 6)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good + wrong)).to_bytes())
+        assert w.parse_ack(await fs.receive()) == w.Ack(10, 0)
+        await fs.send(w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1).sign(op))
+        await fs.receive()
+        (rec,) = await svc._db(svc.inbox.epochs, "closed")
+        await svc._process(rec)
+        (done,) = await svc._db(svc.inbox.epochs, "processed")
+        assert (done.stats["received"], done.stats["invalid"], done.stats["forwarded"]) == (
+            10,
+            4,
+            6,
+        )
+
+    _drive(svc, script)
+
+
 def test_check_chain_detects_drops_and_lies() -> None:
     def st(hop: int, received: int, forwarded: int, fakes: int = 0) -> w.CountStatement:
         invalid = received + fakes - forwarded
