@@ -20,6 +20,7 @@ import trio
 
 from crypto import (
     FRAME_HEADER_SIZE,
+    MAX_FRAME_SIZE,
     Ack,
     ControlCommand,
     ControlFrame,
@@ -116,7 +117,9 @@ class FrameStream:
         return await self._read_exactly(length, deadline, at_boundary=False)
 
     async def send(self, payload: bytes) -> None:
-        await self.stream.send_all(encode_frame(payload, max_size=self.max_frame))
+        # ``max_frame`` bounds what we *accept*; what we send is our own and only needs to
+        # fit the format (the peer enforces its own limit).
+        await self.stream.send_all(encode_frame(payload, max_size=MAX_FRAME_SIZE))
 
 
 def expect_ack(payload: bytes) -> Ack:

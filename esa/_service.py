@@ -83,6 +83,8 @@ from ._roles import Analyzer, Shuffler
 
 __all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
 
+_MESSAGE_PAGE_BYTES = 1 << 20  # decoded message bytes per RESULT reply page (hex doubles it)
+
 T = TypeVar("T")
 
 
@@ -792,7 +794,13 @@ class PartyService:
                 "analyzer: a hop dropped or replaced reports"
             )
         if params.get("messages"):
-            body["messages_hex"] = b"".join(rows).hex()
+            # Paged, so a reply stays far below the frame limit whatever n is.
+            offset = params.get("messages_offset", 0)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise _Rejected(RejectReason.MALFORMED_FRAME, f"bad messages_offset {offset!r}")
+            page = rows[offset : offset + _MESSAGE_PAGE_BYTES // size]
+            body["messages_hex"] = b"".join(page).hex()
+            body["messages_total"] = len(rows)
         return body
 
     # ------------------------------------------------------------------ running

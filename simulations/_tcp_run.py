@@ -363,6 +363,17 @@ def run_tcp(
                         crypto.QueryKind.RESULT,
                         {"n": n, "messages": True},
                     )
+                    pages = [bytes.fromhex(res.pop("messages_hex"))]
+                    got = len(pages[0]) // protocol.message_size
+                    while got < res["messages_total"]:
+                        page = await query(
+                            chain.analyzer.address,
+                            crypto.QueryKind.RESULT,
+                            {"n": n, "messages": True, "messages_offset": got},
+                        )
+                        pages.append(bytes.fromhex(page["messages_hex"]))
+                        got += len(pages[-1]) // protocol.message_size
+                    res["messages"] = b"".join(pages)
                     seconds["shuffle_analyze"] = time.perf_counter() - t0
                     return sub, res
 
@@ -370,7 +381,7 @@ def run_tcp(
         finally:
             chain.stop()
     seconds["total"] = time.perf_counter() - t_all
-    rows = bytes.fromhex(res.pop("messages_hex", ""))
+    rows = res.pop("messages")
     arr = np.frombuffer(rows, dtype=np.uint8).reshape(-1, protocol.message_size)
     messages, valid = protocol.decode(arr)
     estimate = Estimate(

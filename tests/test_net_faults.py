@@ -8,6 +8,7 @@ reason, and the service must go on serving the next client.
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -399,6 +400,39 @@ def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> No
         )
 
     _drive(svc, script)
+
+
+def test_result_messages_come_in_pages(keydir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import esa._service as service_module
+
+    svc = _service(keydir, 2, state_dir="state-a2")
+    rows = [bytes([i % 4]) for i in range(10)]
+    svc.inbox.add_chunk(
+        batch_id=bytes(32), epoch=0, key_epoch=KEY_EPOCH, chunk_index=0, chunk_count=1, reports=[]
+    )
+    svc.inbox.add_counts(batch_id=bytes(32), counts=b"unused")
+    counters = {"hop": 2, "role": "analyzer", "received": 10, "invalid": 0, "replayed": 0}
+    counters |= {"held": 0, "fakes_added": 0, "forwarded": 10}
+    stats = {"analyzer": counters, "chain": [], "problems": [], "fakes": 0}
+    svc.inbox.commit_processed(0, stats=stats, output=rows)
+    monkeypatch.setattr(service_module, "_MESSAGE_PAGE_BYTES", 4)
+    got: list[bytes] = []
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        while True:
+            params = {"n": 10, "messages": True, "messages_offset": len(got)}
+            await fs.send(w.Query(w.QueryKind.RESULT, json.dumps(params).encode()).to_bytes())
+            reply = json.loads(w.parse_reply(await fs.receive()).body)
+            assert reply["messages_total"] == 10
+            page = bytes.fromhex(reply["messages_hex"])
+            assert len(page) <= 4
+            if not page:
+                break
+            got.extend(page[i : i + 1] for i in range(len(page)))
+
+    _drive(svc, script)
+    assert got == rows
 
 
 def test_check_chain_detects_drops_and_lies() -> None:
