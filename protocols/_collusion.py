@@ -136,6 +136,8 @@ class ScenarioBound:
         explanation: one plain line: what still protects the user.
         epsilon_lower: a measured or exact lower bound, if one was computed.
         murs_formula: MURS's own formula for the same honest users/fakes (k-RR only).
+        colluding_users: users colluding in this scenario.
+        colluding_shufflers: shufflers colluding in this scenario.
     """
 
     scenario: str
@@ -146,6 +148,8 @@ class ScenarioBound:
     explanation: str
     epsilon_lower: float | None = None
     murs_formula: float | None = None
+    colluding_users: int = 0
+    colluding_shufflers: int = 0
 
 
 def _upper(cfg: CollusionConfig, honest_users: int, honest_fakes: int) -> tuple[float, str]:
@@ -168,14 +172,14 @@ def _upper(cfg: CollusionConfig, honest_users: int, honest_fakes: int) -> tuple[
 def _protects(cfg: CollusionConfig, users: int, fakes: int) -> str:
     parts = []
     if users:
-        parts.append(f"{users} other honest users' reports")
+        parts.append(f"{users} honest users")
     if fakes and cfg.family == "krr":
-        parts.append(f"{fakes} uniform fakes from honest shufflers")
+        parts.append(f"{fakes} honest fakes")
     elif fakes:
-        parts.append(f"({fakes} honest fakes, not counted for a generic randomizer)")
+        parts.append(f"({fakes} fakes not counted: generic randomizer)")
     if not parts:
         return "only the local randomizer"
-    return "shuffled among " + " and ".join(parts) + " (+ the local randomizer)"
+    return "hidden among " + " + ".join(parts)
 
 
 def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
@@ -188,33 +192,46 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
     m, r, k_users, c = cfg.shufflers, cfg.fake_reports, cfg.colluding_users, cfg.colluding_shufflers
     others = cfg.n - 1
     murs_d = cfg.k if cfg.family == "krr" else None
-    rows: list[tuple[str, int | None, int, str]] = [
-        ("none", others, m * r, "nobody colludes with the analyzer"),
-        ("all shufflers", None, 0, "every shuffler colludes: reports are linked to users"),
-        ("m-1 shufflers", others, r, "one honest shuffler still permutes everything"),
-        (f"{k_users} users", others - k_users, m * r, "colluding users' reports are removed"),
+    rows: list[tuple[str, int | None, int, str, int, int]] = [
+        ("none", others, m * r, "no collusion", 0, 0),
+        ("all shufflers", None, 0, "the chain is traced", 0, m),
+        ("m-1 shufflers", others, r, "one honest shuffler permutes all", 0, m - 1),
+        (
+            f"{k_users} users",
+            others - k_users,
+            m * r,
+            "colluders' reports removed",
+            k_users,
+            0,
+        ),
         (
             f"{c} shufflers + {k_users} users",
             None if c == m else others - k_users,
             (m - c) * r,
-            "the configured collusion",
+            "configured collusion",
+            k_users,
+            c,
         ),
         (
             f"m-1 shufflers + {k_users} users",
             others - k_users,
             r,
-            "one honest shuffler; colluding users removed",
+            "one honest shuffler, colluders removed",
+            k_users,
+            m - 1,
         ),
         (
             "m-1 shufflers + all other users",
             0,
             r,
-            "MURS's claim: only the honest shuffler's fakes hide the user",
+            "MURS's claim",
+            others,
+            m - 1,
         ),
     ]
     out: list[ScenarioBound] = []
     seen: set[tuple[int | None, int]] = set()
-    for name, users, fakes, who in rows:
+    for name, users, fakes, who, ku, cs in rows:
         if (users, fakes) in seen and name not in ("none", "all shufflers"):
             continue
         seen.add((users, fakes))
@@ -227,8 +244,10 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                     0,
                     eps,
                     "local randomizer" if math.isfinite(eps) else "none",
-                    f"{who}; only the local randomizer protects the user"
-                    + ("" if math.isfinite(eps) else " — and it gives no guarantee alone"),
+                    f"{who}: only the local randomizer"
+                    + ("" if math.isfinite(eps) else ", which gives no guarantee alone"),
+                    colluding_users=ku,
+                    colluding_shufflers=cs,
                 )
             )
             continue
@@ -241,7 +260,9 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                     fakes,
                     eps_c,
                     cfg.claimed_bound or "protocol's own claim",
-                    f"{who}; the protocol's own theorem",
+                    f"{who}: the protocol's own theorem",
+                    colluding_users=ku,
+                    colluding_shufflers=cs,
                 )
             )
             continue
@@ -259,7 +280,7 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
         )
         note = ""
         if cfg.family != "krr" and math.isfinite(cfg.epsilon_local):
-            note = " [generic ε_l-LDP bound]"
+            note = " (generic ε_l-LDP bound)"
         out.append(
             ScenarioBound(
                 name,
@@ -267,8 +288,10 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                 fakes,
                 eps_u,
                 bound,
-                f"{who}; {_protects(cfg, users, fakes)}{note}",
+                f"{who}: {_protects(cfg, users, fakes)}{note}",
                 murs_formula=murs,
+                colluding_users=ku,
+                colluding_shufflers=cs,
             )
         )
     return out
