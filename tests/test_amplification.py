@@ -95,13 +95,20 @@ def test_largest_local_picks_least_noise() -> None:
     assert name in BOUNDS
 
 
-def test_small_n_falls_back_to_local_dp() -> None:
-    # No amplification theorem covers n = 50: the shuffled output is still ε_l-DP by
-    # post-processing, and that is what the accountant says and names.
+def test_small_n_never_worse_than_local_dp() -> None:
+    # None of the survey's theorems covers n = 50; the shuffled output is still ε_l-DP by
+    # post-processing (the always-applicable "local_dp" floor), so the accountant never
+    # answers worse than that, and may answer better through a numerical bound.
+    survey = ["thm1_erlingsson", "thm2_fmt_closed_form", "thm3_cheu", "thm4_balle"]
+    for name in survey:
+        with pytest.raises(BoundNotApplicable):
+            BOUNDS[name].epsilon_local(epsilon_central=0.5, n=50, delta=1e-6, k=2)
+    assert BOUNDS["local_dp"].epsilon_central(epsilon_local=3.0, n=50, delta=1e-6) == 3.0
     eps_l, name = protocols.largest_local(epsilon_central=0.5, n=50, delta=1e-6, family="generic")
-    assert (eps_l, name) == (0.5, "local_dp")
-    eps_c, name = protocols.tightest_central(epsilon_local=3.0, n=50, delta=1e-6, family="krr", k=8)
-    assert (eps_c, name) == (3.0, "local_dp")
+    assert eps_l >= 0.5
+    assert name in BOUNDS
+    eps_c, _ = protocols.tightest_central(epsilon_local=3.0, n=50, delta=1e-6, family="krr", k=8)
+    assert eps_c <= 3.0
 
 
 def test_every_bound_beats_or_matches_local_dp_where_it_applies() -> None:
