@@ -5,13 +5,14 @@ Every oracle is a frozen, slotted parameter object over a 0-based domain [0, d) 
 * ``randomize(values, *, rng)``: user values (int array in [0, d)) → reports (vectorized);
 * ``support_counts(reports)``: C_i = number of reports that *support* i;
 * ``aggregate(reports, postprocess="none")``: unbiased counts ĉ_i = (C_i − n q*)/(p* − q*)
-  (Wang et al. eq. (2)); clipping to [0, n] or Euclidean projection onto the simplex
-  {c ≥ 0, Σc = n} only on request (``postprocess="clip"`` / ``"simplex"``), since both bias
-  the counts;
+  (Wang et al. Theorem 2, pure protocols); clipping to [0, n] or Euclidean projection onto
+  the simplex {c ≥ 0, Σc = n} only on request (``postprocess="clip"`` / ``"simplex"``),
+  since both bias the counts;
 * ``variance(true_counts, n)``: the exact variance of ĉ,
   Var ĉ_i = (c_i p*(1−p*) + (n−c_i) q*(1−q*)) / (p*−q*)²  (each user supports i
   independently with probability p* if its value is i, q* otherwise), and
-  ``approx_variance(n)`` = n q*(1−q*)/(p*−q*)², the paper's eq. (3) for small c_i;
+  ``approx_variance(n)`` = n q*(1−q*)/(p*−q*)², Wang et al.'s Var* (§3) for small c_i
+  (equation numbers of the paper are not quoted: sections and theorems are);
 * ``epsilon``: the ε the randomizer satisfies; ``output_distribution()`` gives the exact
   report law for every input on small domains, which :mod:`protocols._ldp_audit` checks.
 
@@ -38,10 +39,11 @@ outputs from state s, so a report carries a single 64-bit seed; this derived fam
 pseudo-random subfamily rather than a provably universal one, and the tests check its
 uniformity and collision rate.
 
-Bernoulli bits of the unary encodings are drawn by comparing uniform 32-bit integers with a
-threshold, so the realised probabilities are p* = ⌊p·2^32⌋/2^32 and q* = ⌈q·2^32⌉/2^32
-(rounded so the likelihood ratio never exceeds e^ε); the estimator and variance use these
-realised values.
+Bernoulli bits of the unary encodings are exact comparisons [U < T] of uniform 32-bit
+integers U with an integer threshold T (bit-sliced over 64-bit words for the d − 1 "other"
+bits, see ``_bernoulli_words``), so the realised probabilities are p* = ⌊p·2^32⌋/2^32 and
+q* = ⌈q·2^32⌉/2^32 (rounded so the likelihood ratio never exceeds e^ε); the estimator and
+variance use these realised values.
 """
 
 from __future__ import annotations
@@ -240,7 +242,7 @@ class FrequencyOracle(abc.ABC):
         return np.asarray((c * p * (1 - p) + (n - c) * q * (1 - q)) / (p - q) ** 2)
 
     def approx_variance(self, n: int) -> float:
-        """Wang et al. eq. (3): Var* = n q*(1−q*)/(p*−q*)² (the c_i-free term)."""
+        """Wang et al. §3: Var* = n q*(1−q*)/(p*−q*)² (the c_i-free term)."""
         p, q = self.p_star, self.q_star
         return float(n * q * (1 - q) / (p - q) ** 2)
 
@@ -266,7 +268,7 @@ class KRR(FrequencyOracle):
     """Direct encoding / k-ary randomized response ``DE`` (Wang et al. §4.1; Warner'65).
 
     Report y = x w.p. p = e^ε/(e^ε+d−1), else each other value w.p. q = 1/(e^ε+d−1);
-    ε-LDP since p/q = e^ε. Support = {y}. Var* = n(d−2+e^ε)/(e^ε−1)² (Wang et al. eq. (5)).
+    ε-LDP since p/q = e^ε. Support = {y}. Var* = n(d−2+e^ε)/(e^ε−1)² (Wang et al. §4.1).
     Sampled as: w.p. λ = d/(e^ε+d−1) a uniform value in [0, d), else x.
     """
 
@@ -518,7 +520,7 @@ class SUE(_Unary):
     """Symmetric unary encoding ``SUE`` = basic one-time RAPPOR (Wang et al. §4.3).
 
     p = e^{ε/2}/(e^{ε/2}+1), q = 1/(e^{ε/2}+1); ε-LDP since (p(1−q))/((1−p)q) = e^ε.
-    Var* = n e^{ε/2}/(e^{ε/2}−1)² (Wang et al. eq. (10)).
+    Var* = n e^{ε/2}/(e^{ε/2}−1)² (Wang et al. §4.3).
     """
 
     d: int
@@ -541,9 +543,9 @@ class SUE(_Unary):
 
 @dataclass(frozen=True, slots=True)
 class OUE(_Unary):
-    """Optimized unary encoding ``OUE`` (Wang et al. §4.4).
+    """Optimized unary encoding ``OUE`` (Wang et al. §4.3).
 
-    p = ½, q = 1/(e^ε+1); ε-LDP; Var* = 4n e^ε/(e^ε−1)² (Wang et al. eq. (11)).
+    p = ½, q = 1/(e^ε+1); ε-LDP; Var* = 4n e^ε/(e^ε−1)² (Wang et al. §4.3).
     """
 
     d: int
@@ -833,7 +835,7 @@ class OLH(_LocalHashing):
 
     y = h_s(x) w.p. p = e^ε/(e^ε+g−1), else each other hash value w.p. 1/(e^ε+g−1); ε-LDP.
     p* = p, q* = 1/g; Var* = n(e^ε−1+g)²/((e^ε−1)²(g−1)) ≈ 4n e^ε/(e^ε−1)² at g = e^ε+1
-    (Wang et al. eq. (12)–(13)).
+    (Wang et al. §4.4).
     """
 
     d: int

@@ -172,7 +172,7 @@ def test_olh_default_g_and_paper_variance() -> None:
         o = OLH(d=100, epsilon=eps)
         assert o.g == round(math.exp(eps) + 1)
         e = math.exp(eps)
-        # Wang et al. eq. (12): Var* = n (e^ε − 1 + g)² / ((e^ε − 1)² (g − 1))
+        # Wang et al. §4.4: Var* = n (e^ε − 1 + g)² / ((e^ε − 1)² (g − 1))
         assert o.approx_variance(1000) == pytest.approx(
             1000 * (e - 1 + o.g) ** 2 / ((e - 1) ** 2 * (o.g - 1))
         )
