@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -130,10 +131,9 @@ def _write_toml(path: Path, doc: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _spawn(name: str, config: Path, log: Path, *, timeout: float) -> PartyProcess:
+def _launch(name: str, config: Path, log: Path) -> PartyProcess:
     role = "analyzer" if name == crypto.analyzer_name() else "shuffler"
-    port_file = config.parent / "state" / name / "port"
-    port_file.unlink(missing_ok=True)
+    (config.parent / "state" / name / "port").unlink(missing_ok=True)
     with open(log, "ab") as fh:
         popen = subprocess.Popen(
             [sys.executable, "-m", "simulations.cli", "serve", role, "--config", str(config)],
@@ -142,20 +142,49 @@ def _spawn(name: str, config: Path, log: Path, *, timeout: float) -> PartyProces
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: we can always kill all of it
         )
-    proc = PartyProcess(name, config, log, popen, Address("127.0.0.1", 0))
+    return PartyProcess(name, config, log, popen, Address("127.0.0.1", 0))
+
+
+def _await_ready(proc: PartyProcess, *, timeout: float) -> None:
+    port_file = proc.config.parent / "state" / proc.name / "port"
     deadline = time.monotonic() + timeout
+    while not port_file.exists():
+        if proc.popen.poll() is not None:
+            raise _StartFailed(
+                f"{proc.name} exited with {proc.popen.returncode}: {_tail(proc.log)}"
+            )
+        if time.monotonic() > deadline:
+            raise _StartFailed(f"{proc.name} did not start within {timeout} s: {_tail(proc.log)}")
+        time.sleep(0.02)
+    proc.address = Address("127.0.0.1", int(port_file.read_text()))
+
+
+class _StartFailed(esa.ESAError):
+    pass
+
+
+def _spawn(name: str, config: Path, log: Path, *, timeout: float) -> PartyProcess:
+    proc = _launch(name, config, log)
     try:
-        while not port_file.exists():
-            if popen.poll() is not None:
-                raise esa.ESAError(f"{name} exited with {popen.returncode}: {_tail(log)}")
-            if time.monotonic() > deadline:
-                raise esa.ESAError(f"{name} did not start within {timeout} s: {_tail(log)}")
-            time.sleep(0.02)
-        proc.address = Address("127.0.0.1", int(port_file.read_text()))
+        _await_ready(proc, timeout=timeout)
     except BaseException:
         proc.kill()
         raise
     return proc
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct ports free on 127.0.0.1 right now (held open together, then released)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _tail(log: Path, n: int = 2000) -> str:
@@ -197,18 +226,19 @@ def start_chain(
         pickle.dump(protocol, fh)
     operator = Ed25519PrivateKey.generate()
     names = [crypto.shuffler_name(i) for i in range(shufflers)] + [crypto.analyzer_name()]
-    parties: list[PartyProcess | None] = [None] * (shufflers + 1)
     configs: list[dict[str, Any]] = [{} for _ in names]
     chain = Chain(root, [], operator, key_epoch, configs)
-    try:
-        for hop in range(shufflers, -1, -1):
-            name = names[hop]
+    # Every party starts at once on ports picked just before; another program could take
+    # one in between, so a start that fails on a taken port is retried with fresh ports.
+    for attempt in range(3):
+        ports = _free_ports(len(names))
+        for hop, name in enumerate(names):
             doc: dict[str, Any] = {
                 "role": "analyzer" if hop == shufflers else "shuffler",
                 "hop": hop,
                 "state_dir": f"state/{name}",
                 "crypto": crypto_mode,
-                "listen": {"host": "127.0.0.1", "port": 0},
+                "listen": {"host": "127.0.0.1", "port": ports[hop]},
                 "keys": {"epochs": {str(key_epoch): str(keydir.resolve())}},
                 "operator": {
                     "public_key": operator.public_key().public_bytes_raw().hex(),
@@ -230,29 +260,27 @@ def start_chain(
                 "simulation": {"parent_pid": os.getpid()},
             }
             if hop < shufflers:
-                nxt = parties[hop + 1]
-                assert nxt is not None
-                doc["next"] = {"host": "127.0.0.1", "port": nxt.address.port}
+                doc["next"] = {"host": "127.0.0.1", "port": ports[hop + 1]}
                 state = fake_rng_states[hop] if fake_rng_states else None
                 if state is not None:
                     doc["simulation"]["fake_rng_state"] = state
-            path = root / f"{name}.toml"
-            _write_toml(path, doc)
+            _write_toml(root / f"{name}.toml", doc)
             configs[hop] = doc
-            proc = _spawn(name, path, root / f"{name}.log", timeout=start_timeout)
-            parties[hop] = proc
-            # Pin the port the OS chose, so a restarted party listens where its
-            # upstream hop (already configured with this port) will look for it.
-            doc["listen"]["port"] = proc.address.port
-            _write_toml(path, doc)
-            chain.parties = [p for p in parties if p is not None]
-    except BaseException:
-        for p in parties:
-            if p is not None:
-                p.stop()
-        raise
-    chain.parties = [p for p in parties if p is not None]
-    return chain
+        chain.parties = []
+        try:
+            for name in names:
+                chain.parties.append(_launch(name, root / f"{name}.toml", root / f"{name}.log"))
+            for proc in chain.parties:
+                _await_ready(proc, timeout=start_timeout)
+            return chain
+        except _StartFailed as exc:
+            chain.stop()
+            if "already in use" not in str(exc) or attempt == 2:
+                raise
+        except BaseException:
+            chain.stop()
+            raise
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
