@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from esa._inbox import Inbox, InboxError, report_digest
 
@@ -178,3 +180,36 @@ def test_two_connections_see_committed_data(tmp_path: Path) -> None:
         writer.close()
         reader.close()
     assert os.path.exists(db)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(st.integers(1, 2), st.lists(st.integers(0, 30), min_size=1, max_size=8)),
+        min_size=1,
+        max_size=12,
+    ),
+    close_after=st.sets(st.integers(0, 11)),
+)
+def test_every_stored_report_lands_in_exactly_one_epoch(
+    tmp_path_factory: pytest.TempPathFactory,
+    frames: list[tuple[int, list[int]]],
+    close_after: set[int],
+) -> None:
+    """Random frames (with retries and repeats) and random epoch closes: each distinct
+    (key epoch, report) is stored once and ends up in exactly one closed epoch."""
+    db = tmp_path_factory.mktemp("prop") / "a.db"
+    with Inbox(db, party="s") as inbox:
+        for i, (key_epoch, ids) in enumerate(frames):
+            inbox.add_reports(key_epoch, [b"r" + bytes([x]) for x in ids])
+            if i in close_after:
+                for ke in (1, 2):
+                    inbox.close_epoch(ke)
+        for ke in (1, 2):
+            inbox.close_epoch(ke)
+        assert inbox.open_count() == {}
+        seen: list[tuple[int, bytes]] = []
+        for rec in inbox.epochs("closed"):
+            seen += [(rec.key_epoch, r) for r in inbox.epoch_reports(rec.epoch)]
+    expected = {(ke, b"r" + bytes([x])) for ke, ids in frames for x in ids}
+    assert sorted(seen) == sorted(expected)
