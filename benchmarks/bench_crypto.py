@@ -110,6 +110,7 @@ def _breakdown(key: LayerPrivateKey, reports: list[bytes], epoch: int) -> dict[s
 def run(
     *, reports: int, payload_size: int, shufflers: int, repeat: int, workers: int
 ) -> dict[str, Any]:
+    load_before = list(os.getloadavg())
     layers = shufflers + 1
     parties = [LayerPrivateKey.generate() for _ in range(layers)]
     route = [k.public_key for k in parties]
@@ -222,7 +223,7 @@ def run(
             "python": platform.python_version(),
             "pynacl": nacl.__version__,
             "cpus": len(os.sched_getaffinity(0)),
-            "loadavg_before": list(os.getloadavg()),
+            "loadavg_before": load_before,
         },
         "rates_per_s": {
             "raw_x25519": rate["raw_1"],
