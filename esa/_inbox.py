@@ -164,20 +164,33 @@ class Inbox:
 
         A report already seen in ``key_epoch`` (a retry or a replay) is not stored again.
         """
-        stored = 0
+        return self.add_report_groups([(key_epoch, reports)])[0]
+
+    def add_report_groups(
+        self, groups: Sequence[tuple[int, Sequence[bytes]]]
+    ) -> list[tuple[int, int]]:
+        """Store several frames' reports in ONE transaction (group commit).
+
+        The commit's fsync is the cost of durability; concurrent frames share it. Returns
+        ``(stored, duplicates)`` per group, valid once this call returns (committed).
+        """
+        out = []
         with self._txn() as db:
-            for body in reports:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO seen VALUES (?, ?)",
-                    (key_epoch, report_digest(key_epoch, body)),
-                )
-                if cur.rowcount:
-                    db.execute(
-                        "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, NULL, ?)",
-                        (key_epoch, body),
+            for key_epoch, reports in groups:
+                stored = 0
+                for body in reports:
+                    cur = db.execute(
+                        "INSERT OR IGNORE INTO seen VALUES (?, ?)",
+                        (key_epoch, report_digest(key_epoch, body)),
                     )
-                    stored += 1
-        return stored, len(reports) - stored
+                    if cur.rowcount:
+                        db.execute(
+                            "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, NULL, ?)",
+                            (key_epoch, body),
+                        )
+                        stored += 1
+                out.append((stored, len(reports) - stored))
+        return out
 
     def open_count(self) -> dict[int, int]:
         """Reports not yet in a closed epoch, per key epoch."""

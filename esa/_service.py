@@ -41,7 +41,7 @@ import pickle
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,6 +86,17 @@ __all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
 _MESSAGE_PAGE_BYTES = 1 << 20  # decoded message bytes per RESULT reply page (hex doubles it)
 
 T = TypeVar("T")
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """A frame waiting for the next group commit."""
+
+    key_epoch: int
+    reports: tuple[bytes, ...]
+    done: trio.Event = field(default_factory=trio.Event)
+    result: tuple[int, int] | None = None
+    error: BaseException | None = None
 
 
 class _Rejected(ESAError):
@@ -272,6 +283,9 @@ class PartyService:
         self.port: int | None = None
         self.last_epoch_closed_at: float | None = None
         self._failed_epochs: set[int] = set()
+        self._pending: list[_Pending] = []
+        self._pending_wake = trio.Event()
+        self._writer_running = False
         self.last_forward_error = ""
 
     @property
@@ -393,11 +407,58 @@ class PartyService:
         frame = parse_submit(payload)
         self._check_key_epoch(frame.key_epoch)
         self._check_sizes(frame.reports)
-        stored, dups = await self._db(self.inbox.add_reports, frame.key_epoch, frame.reports)
+        stored, dups = await self._store_reports(frame.key_epoch, frame.reports)
         self.counters["reports_acknowledged"] += len(frame.reports)
         self.counters["duplicate_reports"] += dups
         self._wake_epoch.set()
         return Ack(stored, dups).to_bytes()
+
+    async def _store_reports(self, key_epoch: int, reports: tuple[bytes, ...]) -> tuple[int, int]:
+        """Commit a frame's reports, sharing the transaction with concurrent frames."""
+        if not self._writer_running:
+            return await self._db(self.inbox.add_reports, key_epoch, reports)
+        slot = _Pending(key_epoch, reports)
+        self._pending.append(slot)
+        self._pending_wake.set()
+        # Shielded: once queued, the frame is committed whether or not this connection
+        # lives to see the ACK (a client that retries then finds it stored once).
+        with trio.CancelScope(shield=True):
+            await slot.done.wait()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.result is not None
+        return slot.result
+
+    async def _writer_loop(self) -> None:
+        """Group commit: every frame queued while a commit runs goes into the next one."""
+        self._writer_running = True
+        try:
+            while True:
+                await self._pending_wake.wait()
+                self._pending_wake = trio.Event()
+                batch, self._pending = self._pending, []
+                if not batch:
+                    continue
+                groups = [(p.key_epoch, p.reports) for p in batch]
+                try:
+                    results = await self._db(self.inbox.add_report_groups, groups)
+                    self.counters["commits"] += 1
+                    for p, r in zip(batch, results, strict=True):
+                        p.result = r
+                except Exception as exc:  # e.g. disk full: every frame of it fails
+                    for p in batch:
+                        p.error = exc
+                finally:
+                    # Even when cancelled mid-commit, no handler is left waiting.
+                    for p in batch:
+                        if p.result is None and p.error is None:
+                            p.error = ESAError("service stopping")
+                        p.done.set()
+        finally:
+            self._writer_running = False
+            for p in self._pending:
+                p.error = ESAError("service stopping")
+                p.done.set()
 
     async def _on_batch(self, payload: bytes) -> bytes:
         if self.is_first:
@@ -815,6 +876,7 @@ class PartyService:
         tmp.write_text(str(self.port))
         os.replace(tmp, self.config.port_file)
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._writer_loop)
             nursery.start_soon(self._work_loop)
             if self.is_first:
                 nursery.start_soon(self._epoch_loop)

@@ -83,10 +83,12 @@ def _drive(
     clock: trio.abc.Clock | None = None,
     background: tuple[Callable[[], Awaitable[None]], ...] = (),
 ) -> None:
-    """Run ``script`` with a factory of in-memory connections served by ``svc.handle``."""
+    """Run ``script`` with a factory of in-memory connections served by ``svc.handle``
+    (and the service's group-commit writer)."""
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(svc._writer_loop)
             for task in background:
                 nursery.start_soon(task)
 
@@ -188,6 +190,24 @@ def test_slow_connection_times_out_mock_clock(keydir: Path) -> None:
 
     _drive(svc, script, clock=clock)
     assert svc.rejected["timeout"] == 2
+
+
+def test_concurrent_frames_share_commits(keydir: Path) -> None:
+    svc = _service(keydir, 0, state_dir="state-0h", limits={"max_connections": 64})
+    reps = _reports(keydir, 40)
+
+    async def script(connect: Client) -> None:
+        conns = [await connect() for _ in range(20)]
+        for i, fs in enumerate(conns):  # twenty frames in flight at once
+            await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(reps[2 * i : 2 * i + 2])).to_bytes())
+        acks = [w.parse_ack(await fs.receive()) for fs in conns]
+        assert sum(a.stored for a in acks) == 40
+
+    _drive(svc, script)
+    # Each ACK followed its frame's commit, but the frames shared a few commits (fsyncs).
+    assert 1 <= svc.counters["commits"] <= 10
+    with esa._inbox.Inbox(keydir / "state-0h" / "inbox.db", party="shuffler-1") as inbox:
+        assert inbox.open_count() == {KEY_EPOCH: 40}
 
 
 def test_too_many_connections_is_busy(keydir: Path) -> None:
