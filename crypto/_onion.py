@@ -249,8 +249,18 @@ def _chunks(n: int, parts: int) -> list[slice]:
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
-_POOLS_PID = os.getpid()
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_in_child() -> None:
+    # A forked child owns neither its parent's worker processes nor, if another thread held
+    # it at the fork, the lock: start afresh.
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
@@ -264,11 +274,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     module in the fork server spares each worker importing the crypto stack. Idle workers
     only wait; ``concurrent.futures`` shuts them down when the interpreter exits.
     """
-    global _POOLS_PID
     with _POOLS_LOCK:
-        if os.getpid() != _POOLS_PID:  # a forked child cannot use its parent's pools
-            _POOLS.clear()
-            _POOLS_PID = os.getpid()
         pool = _POOLS.get(workers)
         if pool is None:
             context = multiprocessing.get_context("forkserver")

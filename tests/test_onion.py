@@ -6,7 +6,9 @@ the public ``wrap_report`` (OS CSPRNG) is exercised by the round trips and batch
 
 from __future__ import annotations
 
+import os
 import struct
+import warnings
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
@@ -437,3 +439,20 @@ def test_pool_is_reused_and_replaced_when_a_worker_dies(
     assert 2 not in _onion._POOLS
     assert peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=2) == expected
     assert _onion._POOLS[2] is not pool
+
+
+def test_forked_child_does_not_inherit_pools(
+    large_batch: tuple[list[bytes], set[int], list[bytes]],
+) -> None:
+    peel_batch(large_batch[0], KEYS[0], epoch=EPOCH, hop=0, workers=2)
+    assert 2 in _onion._POOLS
+    with warnings.catch_warnings():
+        # Python >= 3.12 warns about fork() in a threaded process; the child below only
+        # inspects module state and exits, so the warned-about deadlock cannot happen.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child: report through the exit code only
+        os._exit(0 if not _onion._POOLS and not _onion._POOLS_LOCK.locked() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert 2 in _onion._POOLS  # the parent keeps its pool
