@@ -8,11 +8,13 @@ it:
 
 ``binary_rr_exact`` (family ``krr``, k = 2)
     Exact ε(δ) of shuffled binary randomized response. The shuffled output is the count Y of
-    ones (a sufficient statistic). With the other n−1 users all holding the bit the victim
-    holds in D0 — the worst case over the others' data, checked exhaustively against every
-    other composition in ``tests/test_tight.py`` — Y ~ Bin(n−1, q) + Bern(q) under D0 and
-    Bin(n−1, q) + Bern(p) under D1 (p = e^{ε0}/(e^{ε0}+1), q = 1 − p). The hockey-stick
-    divergence of this pair is computed exactly in log space, both directions.
+    ones (a sufficient statistic). If a of the other n−1 users hold 1, Y is
+    Bin(a, p) + Bin(n−1−a, q) plus the victim's bit, Bern(q) under D0 and Bern(p) under D1
+    (p = e^{ε0}/(e^{ε0}+1), q = 1 − p). The hockey-stick divergence of this pair is computed
+    exactly in log space, both directions, and maximised over a. The maximum sits at the
+    all-equal dataset or within two users of it (discreteness at small n); the accountant
+    takes the maximum over a ≤ 4 (and a ↔ n−1−a by symmetry), and ``tests/test_tight.py``
+    checks it against the maximum over every a.
 
 ``fmt23_stronger_clone`` (family ``krr``)
     Feldman, McMillan, Talwar, "Stronger privacy amplification by shuffling for Rényi and
@@ -53,7 +55,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -202,18 +205,39 @@ def _binom_sum_logpmf(n1: int, p1: float, n2: int, p2: float) -> tuple[int, Floa
         return o1 + o2, np.log(conv)
 
 
-@functools.lru_cache(maxsize=4096)
-def _binary_rr_cached(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
+#: Other users holding the victim's D1 bit searched by the exact accountant: the maximum over
+#: the others' data sits at (or within two of) the all-equal dataset; the exhaustive search
+#: in ``tests/test_tight.py`` (n ≤ 300, every dataset) never found it further than a = 2.
+_BINARY_SEARCH = 4
+
+
+def _binary_rr_pair(
+    eps0: float, n_others: int, a: int, n_fakes: int
+) -> tuple[FloatArray, FloatArray]:
+    """Log-laws of the count of ones when a others hold 1 and n_others − a hold 0."""
     q = 1.0 / (math.exp(eps0) + 1.0)
     p = 1.0 - q
-    off, lw = _binom_sum_logpmf(n_others, q, n_fakes, 0.5)
-    # Y = W + victim bit. log P(Y=y) = logaddexp(log r1 + logW(y−1), log r0 + logW(y)).
+    _, lw = _binom_sum_logpmf(n_others - a, q, n_fakes, 0.5)
+    if a:
+        kernel = stats.binom.pmf(np.arange(a + 1), a, p)
+        with np.errstate(divide="ignore"):
+            lw = np.log(np.convolve(np.exp(lw), kernel))
+    # Y = W + victim bit: log P(Y=y) = logaddexp(log r1 + logW(y−1), log r0 + logW(y)).
     lw_pad = np.concatenate(([-np.inf], lw, [-np.inf]))
     lw_prev, lw_here = lw_pad[:-1], lw_pad[1:]
     log_d0 = np.logaddexp(math.log(q) + lw_prev, math.log(p) + lw_here)  # victim holds 0
     log_d1 = np.logaddexp(math.log(p) + lw_prev, math.log(q) + lw_here)  # victim holds 1
-    del off
-    return min(epsilon_for_pair(log_d1, log_d0, delta), eps0)
+    return log_d0, log_d1
+
+
+@functools.lru_cache(maxsize=4096)
+def _binary_rr_cached(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
+    # By symmetry (flip every bit) a and n_others − a give the same ε in both directions.
+    eps = max(
+        epsilon_for_pair(*_binary_rr_pair(eps0, n_others, a, n_fakes), delta)
+        for a in range(min(_BINARY_SEARCH, n_others // 2) + 1)
+    )
+    return min(eps, eps0)
 
 
 def binary_rr_epsilon(
@@ -364,39 +388,60 @@ def stronger_clone_epsilon(
 # --- k-RR privacy blanket, numerical (exact for a fixed number of uniform reports) ----------
 
 
-def _blanket_hockey_t(eps: float, eps0: float, k: int, t_total: int) -> float:
-    """H_{e^ε} for the victim's k-RR report among t_total − 1 uniform reports over [k].
+@dataclass(frozen=True, slots=True)
+class _BlanketGrid:
+    """Cells (T, s) of the blanket sum with their ε-independent weights (precomputed once)."""
 
-    This is exact: (h₀, h₁) is sufficient and the privacy loss is
-    ln[((e^{ε0}−1) h₁ + T) / ((e^{ε0}−1) h₀ + T)], increasing in h₁ for a fixed s = h₀ + h₁.
+    t_total: FloatArray  # T = 1 + number of uniform reports, per cell
+    s: FloatArray  # h₀ + h₁, per cell
+    w_prev: FloatArray  # bin mass × Pr[background on {x⁰, x¹} = s − 1]
+    w_here: FloatArray  # bin mass × Pr[background on {x⁰, x¹} = s]
+    dropped: float  # truncated mass, charged in full
+
+
+def _blanket_grid(k: int, t_totals: Sequence[int], masses: FloatArray) -> _BlanketGrid:
+    parts: list[tuple[FloatArray, FloatArray, FloatArray, FloatArray]] = []
+    dropped = 0.0
+    for t_total, mass in zip(t_totals, masses, strict=True):
+        m = int(t_total) - 1  # uniform background reports
+        if k == 2:
+            # Every report lands on x⁰ or x¹: s = T always.
+            s = np.array([float(t_total)])
+            g_prev, g_here = np.array([1.0]), np.array([0.0])
+        else:
+            lo, hi = _support(m, 2.0 / k, tail_sd=8.0)
+            s = np.arange(lo, hi + 2, dtype=np.float64)
+            g_here = stats.binom.pmf(s, m, 2.0 / k)
+            g_prev = stats.binom.pmf(s - 1.0, m, 2.0 / k)
+            # Background counts outside the truncated s range (< 1e-14) count against us.
+            dropped += mass * max(0.0, 1.0 - float(g_here.sum()))
+        parts.append((np.full(s.size, float(t_total)), s, mass * g_prev, mass * g_here))
+    t_all, s_all, wp, wh = (np.concatenate(col) for col in zip(*parts, strict=True))
+    return _BlanketGrid(t_all, s_all, wp, wh, dropped)
+
+
+def _blanket_hockey(eps: float, eps0: float, k: int, grid: _BlanketGrid) -> float:
+    """Σ over cells of H_{e^ε}: the victim's k-RR report among T − 1 uniform reports.
+
+    Exact for each T: (h₀, h₁) is sufficient and the privacy loss is
+    ln[((e^{ε0}−1) h₁ + T) / ((e^{ε0}−1) h₀ + T)], increasing in h₁ for a fixed s = h₀ + h₁,
+    so the region where it exceeds ε is a tail h₁ ≥ t(s, T) of J ~ Bin(·, ½).
     """
     e0 = math.exp(eps0)
     big_e = math.exp(eps)
     p = e0 / (e0 + k - 1.0)
     q = 1.0 / (e0 + k - 1.0)
-    m = t_total - 1  # uniform background reports
-    if k == 2:
-        # Every report lands on x⁰ or x¹: s = T always.
-        s = np.array([t_total], dtype=np.float64)
-        g_prev = np.array([1.0])
-        g_here = np.array([0.0])
-    else:
-        lo, hi = _support(m, 2.0 / k, tail_sd=8.0)
-        s = np.arange(lo, hi + 2, dtype=np.float64)
-        g_here = stats.binom.pmf(s, m, 2.0 / k)  # background count on {x⁰, x¹} equals s
-        g_prev = stats.binom.pmf(s - 1.0, m, 2.0 / k)  # equals s − 1 (victim adds one)
+    s, t_total = grid.s, grid.t_total
     theta = (big_e * (e0 - 1.0) * s + (big_e - 1.0) * t_total) / ((e0 - 1.0) * (1.0 + big_e))
     t = np.floor(theta) + 1.0
-    s_prev = np.maximum(s - 1.0, 0.0)  # where s = 0, g_prev = 0 anyway
+    s_prev = np.maximum(s - 1.0, 0.0)  # where s = 0, the weight w_prev is 0 anyway
     sf_prev_1 = _sf_half(t - 2.0, s_prev)  # Pr[J ≥ t−1 | G = s−1]
     sf_prev_0 = _sf_half(t - 1.0, s_prev)  # Pr[J ≥ t   | G = s−1]
     sf_here = _sf_half(t - 1.0, s)  # Pr[J ≥ t   | G = s]
-    rest = (k - 2.0) * q * g_here * sf_here
-    tail_1 = p * g_prev * sf_prev_1 + q * g_prev * sf_prev_0 + rest  # victim holds x¹
-    tail_0 = q * g_prev * sf_prev_1 + p * g_prev * sf_prev_0 + rest  # victim holds x⁰
-    # Background counts outside the truncated s range (< 1e-14) count fully against us.
-    dropped = max(0.0, 1.0 - float(g_here.sum())) if k > 2 else 0.0
-    return float(np.clip(tail_1 - big_e * tail_0, 0.0, None).sum()) + dropped
+    rest = (k - 2.0) * q * grid.w_here * sf_here
+    tail_1 = grid.w_prev * (p * sf_prev_1 + q * sf_prev_0) + rest  # victim holds x¹
+    tail_0 = grid.w_prev * (q * sf_prev_1 + p * sf_prev_0) + rest  # victim holds x⁰
+    return float(np.clip(tail_1 - big_e * tail_0, 0.0, None).sum()) + grid.dropped
 
 
 def _blanket_bins(n_others: int, lam: float, n_fakes: int) -> tuple[list[int], FloatArray]:
@@ -405,9 +450,16 @@ def _blanket_bins(n_others: int, lam: float, n_fakes: int) -> tuple[list[int], F
         return [1 + n_fakes + (n_others if lam >= 1.0 else 0)], np.array([1.0])
     lo, hi = _support(n_others, lam)
     mean, sd = n_others * lam, math.sqrt(n_others * lam * (1 - lam))
-    # Bins of one sd where the mass is (T moves by ≤ 1 sd ≪ T within one, so ε by well under
-    # 1 %), one bin per tail beyond ±4 sd.
-    inner = np.arange(math.floor(mean - 4 * sd), math.ceil(mean + 4 * sd) + 1, max(sd, 1.0))
+    # Central bins of width w = min(sd, T/200) (≥ 1): T moves by ≤ 0.5 % within a bin, so ε
+    # by ≲ 0.3 %. Two-sd bins in the lower tail down to −13 sd (a bin is charged at its
+    # smallest T, so a wide low bin would cost its whole mass); one bin above +3 sd.
+    w = max(1.0, min(sd, 0.005 * mean))
+    inner = np.concatenate(
+        (
+            np.arange(mean - 13 * sd, mean - 5 * sd, 2 * sd),
+            np.arange(mean - 5 * sd, mean + 3 * sd, w),
+        )
+    )
     edges = np.unique(np.clip(np.concatenate(([lo], np.floor(inner), [hi + 1])), lo, hi + 1))
     cdf = stats.binom.cdf(edges - 1, n_others, lam)
     mass = np.diff(cdf)
@@ -422,14 +474,8 @@ def _blanket_cached(eps0: float, n_others: int, delta: float, k: int, n_fakes: i
     starts, mass = _blanket_bins(n_others, lam, n_fakes)
     upper_tail = max(0.0, 1.0 - float(mass.sum()))
     keep = mass > 1e-300
-
-    def h(eps: float) -> float:
-        total = upper_tail
-        for t_total, w in zip(np.asarray(starts)[keep], mass[keep], strict=True):
-            total += w * _blanket_hockey_t(eps, eps0, k, int(t_total))
-        return total
-
-    return _solve_decreasing(h, delta, eps0)
+    grid = _blanket_grid(k, [t for t, ok in zip(starts, keep, strict=True) if ok], mass[keep])
+    return _solve_decreasing(lambda e: _blanket_hockey(e, eps0, k, grid) + upper_tail, delta, eps0)
 
 
 def krr_blanket_epsilon(

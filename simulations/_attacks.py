@@ -311,15 +311,19 @@ def distinguishing_attack(
     cal = setup.trials // 3
     cal0, cal1 = scores[0, :cal], scores[1, :cal]
     ev0, ev1 = scores[0, cal:], scores[1, cal:]
-    # Threshold: maximize the smoothed point estimate of ln(TPR/FPR) on calibration trials.
+    # Threshold: the one whose Clopper–Pearson lower bound is largest on the calibration
+    # trials (a point estimate would favour extreme thresholds with tiny counts).
     cands = np.unique(np.concatenate([cal0, cal1]))
-    best_t, best_v = float(cands[-1]) if cands.size else 0.0, -np.inf
+    best_t, best_v = (float(cands[0]) if cands.size else 0.0), -1.0
     for thr in cands:
-        tp = (np.sum(cal1 >= thr) + 0.5) / (cal + 1)
-        fp = (np.sum(cal0 >= thr) + 0.5) / (cal + 1)
-        tn = (np.sum(cal0 < thr) + 0.5) / (cal + 1)
-        fn = (np.sum(cal1 < thr) + 0.5) / (cal + 1)
-        v = max(math.log(tp / fp), math.log(tn / fn))
+        v = epsilon_lower_bound(
+            hits_1=int(np.sum(cal1 >= thr)),
+            trials_1=cal,
+            hits_0=int(np.sum(cal0 >= thr)),
+            trials_0=cal,
+            delta=setup.delta,
+            confidence=confidence,
+        )
         if v > best_v:
             best_t, best_v = float(thr), v
     hits1 = int(np.sum(ev1 >= best_t))

@@ -36,7 +36,7 @@ def amplify_table(
             names = ", ".join(b.name for b in all_bounds())
             raise UsageError(f"unknown bound {bound!r}; choose one of: all, {names}")
     forward = epsilon_local is not None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in bounds:
         value: float | None
         reason: str | None = None

@@ -1,0 +1,125 @@
+"""``esa amplify`` and ``esa audit``: JSON contracts, tables, usage errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulations.cli import main
+
+SCENARIO_FIELDS = {
+    "scenario", "epsilon_upper", "bound", "epsilon_lower", "explanation", "honest_users",
+    "honest_fakes", "colluding_users", "colluding_shufflers", "murs_formula",
+}  # fmt: skip
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_amplify_forward_every_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "amplify", "--epsilon-local", "4", "--n", "100000", "--delta", "1e-6")
+    by = {r["bound"]: r for r in out["bounds"]}
+    assert by["thm2_fmt_closed_form"]["value"] == pytest.approx(0.538, abs=0.01)
+    assert by["fmt21_numerical"]["value"] == pytest.approx(0.17, abs=0.01)
+    assert by["fmt23_stronger_clone"]["value"] == pytest.approx(0.12, abs=0.005)
+    assert by["binary_rr_exact"]["value"] < by["fmt23_stronger_clone"]["value"]
+    # Thm 1 needs ε_l < 1/2: null with the reason.
+    assert by["thm1_erlingsson"]["value"] is None
+    assert "0.5" in by["thm1_erlingsson"]["reason"]
+    assert out["tightest"]["krr"]["bound"] == "binary_rr_exact"
+    assert out["tightest"]["generic"]["bound"] == "fmt21_numerical"
+
+
+def test_amplify_inverse_and_single_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(
+        capsys, "amplify", "--epsilon-central", "0.5", "--n", "5000", "--delta", "1e-6",
+        "--bound", "fmt23_stronger_clone", "--domain", "8",
+    )  # fmt: skip
+    (row,) = out["bounds"]
+    assert row["bound"] == "fmt23_stronger_clone" and row["value"] > 0.5
+    assert out["tightest"]["generic"] is None
+
+
+def test_amplify_table_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["amplify", "--epsilon-local", "2", "--n", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert "binary_rr_exact" in text and "tightest" in text
+    for argv in (
+        ["amplify", "--n", "1000"],  # neither direction
+        ["amplify", "--n", "1000", "--epsilon-local", "1", "--epsilon-central", "1"],
+        ["amplify", "--n", "1000", "--epsilon-local", "1", "--bound", "nope"],
+        ["amplify", "--n", "1000", "--epsilon-local", "-1"],
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.count("\n") == 1
+
+
+MURS_ARGS = (
+    "audit", "--protocol", "murs", "--n", "5000", "--epsilon", "1", "--delta", "1e-6",
+    "--domain", "16", "--shufflers", "3", "--fake-reports", "50", "--colluding-users", "0.1",
+    "--colluding-shufflers", "1",
+)  # fmt: skip
+
+
+def test_audit_murs_json_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, *MURS_ARGS)
+    names = [r["scenario"] for r in out["scenarios"]]
+    assert names == [
+        "none",
+        "all shufflers",
+        "m-1 shufflers",
+        "500 users",
+        "1 shufflers + 500 users",
+        "m-1 shufflers + 500 users",
+        "m-1 shufflers + all other users",
+    ]
+    for r in out["scenarios"]:
+        assert r.keys() >= SCENARIO_FIELDS
+        assert r["epsilon_lower"] is None  # not measured without --measure
+    murs = out["scenarios"][-1]
+    assert murs["honest_users"] == 0 and murs["honest_fakes"] == 50
+    assert murs["bound"] == "krr_fakes_exact"
+    # MURS's own formula is several times looser than the exact fakes-only number.
+    assert murs["murs_formula"] > 1.5 * murs["epsilon_upper"]
+    assert out["protocol_claim"]["epsilon_central"] == pytest.approx(1.0)
+    assert out["violations"] == []
+
+
+def test_audit_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(list(MURS_ARGS)) == 0
+    text = capsys.readouterr().out
+    for word in ("none", "all", "shufflers", "MURS", "claim"):
+        assert word in text
+
+
+def test_audit_measure_lower_below_upper(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(
+        capsys, "audit", "--protocol", "cnt_rr", "--n", "20", "--epsilon", "1.5",
+        "--delta", "1e-3", "--shufflers", "2", "--fake-reports", "3", "--colluding-users", "5",
+        "--colluding-shufflers", "1", "--measure", "--trials", "150", "--seed", "1",
+    )  # fmt: skip
+    assert out["measured"] and out["violations"] == []
+    for r in out["scenarios"]:
+        assert r["epsilon_lower"] is not None
+        assert r["epsilon_lower"] <= r["epsilon_upper"]
+    traced = next(r for r in out["scenarios"] if r["scenario"] == "all shufflers")
+    assert traced["epsilon_lower"] > 0.5
+
+
+def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (
+        ["audit", "--protocol", "nope", "--n", "100", "--epsilon", "1"],
+        ["audit", "--protocol", "hist_kr", "--n", "100", "--epsilon", "1",
+         "--colluding-shufflers", "9"],
+        ["audit", "--protocol", "hist_kr", "--n", "100", "--epsilon", "1",
+         "--colluding-users", "500"],
+    ):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.count("\n") == 1

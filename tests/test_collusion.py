@@ -1,0 +1,136 @@
+"""Collusion scenarios (protocols/_collusion.py): order, monotonicity, exact fake accounting."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from protocols import (
+    CollusionConfig,
+    ParameterError,
+    binary_rr_epsilon,
+    collusion_scenarios,
+    krr_fakes_only_epsilon,
+    krr_matrix,
+    murs_formula,
+    pair_epsilon,
+    resolve_colluding_users,
+)
+
+
+def _cfg(**kw: object) -> CollusionConfig:
+    base: dict[str, object] = {
+        "family": "krr",
+        "k": 2,
+        "n": 2000,
+        "epsilon_local": 3.0,
+        "delta": 1e-6,
+        "shufflers": 3,
+        "fake_reports": 50,
+        "colluding_users": 100,
+        "colluding_shufflers": 1,
+    }
+    base.update(kw)
+    return CollusionConfig(**base)  # type: ignore[arg-type]
+
+
+def test_every_scenario_in_order_with_a_bound_and_an_explanation() -> None:
+    rows = collusion_scenarios(_cfg())
+    assert [r.scenario for r in rows] == [
+        "none",
+        "all shufflers",
+        "m-1 shufflers",
+        "100 users",
+        "1 shufflers + 100 users",
+        "m-1 shufflers + 100 users",
+        "m-1 shufflers + all other users",
+    ]
+    for r in rows:
+        assert r.bound and r.explanation and 0 < r.epsilon_upper <= 3.0
+    by = {r.scenario: r for r in rows}
+    assert by["all shufflers"].epsilon_upper == 3.0  # only the local randomizer
+    assert (by["none"].honest_users, by["none"].honest_fakes) == (1999, 150)
+    assert (by["m-1 shufflers"].honest_users, by["m-1 shufflers"].honest_fakes) == (1999, 50)
+    assert by["1 shufflers + 100 users"].honest_fakes == 100
+
+
+def test_more_collusion_never_helps() -> None:
+    by = {r.scenario: r.epsilon_upper for r in collusion_scenarios(_cfg())}
+    assert by["none"] <= by["100 users"] <= by["1 shufflers + 100 users"]
+    assert by["1 shufflers + 100 users"] <= by["m-1 shufflers + 100 users"]
+    assert by["m-1 shufflers + 100 users"] <= by["m-1 shufflers + all other users"]
+    assert by["m-1 shufflers + all other users"] <= by["all shufflers"]
+
+
+def test_none_scenario_is_the_exact_binary_accountant_with_fakes() -> None:
+    none = collusion_scenarios(_cfg())[0]
+    assert none.bound == "binary_rr_exact"
+    assert none.epsilon_upper == pytest.approx(binary_rr_epsilon(3.0, 1999, 1e-6, n_fakes=150))
+
+
+def test_murs_claim_is_computed_from_the_fakes_alone_and_exactly() -> None:
+    cfg = _cfg(k=3, n=50, epsilon_local=2.0, delta=1e-3, fake_reports=6, colluding_users=0)
+    murs = collusion_scenarios(cfg)[-1]
+    assert murs.scenario == "m-1 shufflers + all other users"
+    assert (murs.honest_users, murs.honest_fakes) == (0, 6)
+    assert murs.bound == "krr_fakes_exact"
+    exact = pair_epsilon(krr_matrix(2.0, 3), victim=(0, 1), others=[], delta=1e-3, n_fakes=6)
+    assert murs.epsilon_upper == pytest.approx(exact.epsilon, rel=1e-7)
+    assert murs.epsilon_upper == pytest.approx(krr_fakes_only_epsilon(2.0, 6, 1e-3, k=3))
+    # MURS's own formula for comparison: √(14 ln(2/δ) / (n_r/d)) with no honest users.
+    assert murs.murs_formula == pytest.approx(math.sqrt(14 * math.log(2 / 1e-3) / (6 / 3)))
+
+
+def test_murs_formula_matches_the_paper_expression() -> None:
+    v = murs_formula(epsilon_local=2.0, n_honest_others=999, n_fakes=100, delta=1e-6, d=8)
+    beta = 999 / (math.exp(2.0) + 7) + 100 / 8
+    assert v == pytest.approx(math.sqrt(14 * math.log(2e6) / beta))
+    assert murs_formula(epsilon_local=2.0, n_honest_others=0, n_fakes=0, delta=1e-6, d=8) == (
+        math.inf
+    )
+
+
+def test_generic_family_does_not_count_fakes() -> None:
+    rows = collusion_scenarios(_cfg(family="generic"))
+    by = {r.scenario: r for r in rows}
+    assert by["m-1 shufflers + all other users"].epsilon_upper == 3.0
+    assert "generic" in by["none"].explanation
+    assert by["none"].bound == "fmt21_numerical"
+    # The same users with or without fakes: identical generic bound.
+    assert by["none"].epsilon_upper == by["m-1 shufflers"].epsilon_upper
+
+
+def test_shares_without_local_guarantee() -> None:
+    rows = collusion_scenarios(
+        _cfg(family="generic", epsilon_local=math.inf, epsilon_claimed=0.5, claimed_bound="x")
+    )
+    assert rows[0].epsilon_upper == 0.5 and rows[0].bound == "x"
+    assert all(math.isinf(r.epsilon_upper) for r in rows[1:])
+
+
+def test_all_shufflers_colluding_dedups_the_configured_row() -> None:
+    names = [r.scenario for r in collusion_scenarios(_cfg(colluding_shufflers=3))]
+    assert "3 shufflers + 100 users" not in names
+    assert names.count("all shufflers") == 1
+
+
+def test_resolve_colluding_users() -> None:
+    assert resolve_colluding_users(0.1, 1001) == 100
+    assert resolve_colluding_users(7, 1001) == 7
+    assert resolve_colluding_users(0, 5) == 0
+    with pytest.raises(ParameterError, match="exceeds"):
+        resolve_colluding_users(10, 5)
+    with pytest.raises(ParameterError, match="integer"):
+        resolve_colluding_users(2.5, 100)
+    with pytest.raises(ParameterError, match=">= 0"):
+        resolve_colluding_users(-1, 100)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ParameterError, match="colluding_shufflers"):
+        _cfg(colluding_shufflers=4)
+    with pytest.raises(ParameterError, match="colluding_users"):
+        _cfg(colluding_users=2000)
+    with pytest.raises(ParameterError, match="delta"):
+        _cfg(delta=0.0)

@@ -1,0 +1,206 @@
+"""Tight accounting (protocols/_tight.py): exact references, calibration, the 5 % target.
+
+Fast formulas are checked against slow exact references: brute-force hockey-stick
+divergences, every composition of the other users' data, and the exact shuffled histogram of
+protocols/_exact_shuffle.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.optimize import brentq
+
+import protocols
+from protocols import (
+    BOUNDS,
+    binary_rr_epsilon,
+    epsilon_for_pair,
+    fmt21_numerical_epsilon,
+    hockey_stick,
+    krr_blanket_epsilon,
+    krr_exact_epsilon,
+    krr_fakes_only_epsilon,
+    krr_matrix,
+    pair_epsilon,
+    stronger_clone_epsilon,
+    tightest_central,
+)
+
+TIGHT = ("binary_rr_exact", "fmt23_stronger_clone", "fmt21_numerical")
+
+
+def _slow_epsilon(log_p: np.ndarray, log_q: np.ndarray, delta: float) -> float:
+    """Bisection on the hockey-stick divergence itself (the slow reference)."""
+
+    def h(e: float) -> float:
+        return max(hockey_stick(log_p, log_q, e), hockey_stick(log_q, log_p, e)) - delta
+
+    if h(0.0) <= 0:
+        return 0.0
+    return float(brentq(h, 0.0, 50.0, xtol=1e-13))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_epsilon_for_pair_matches_bisection(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(40, 0.5))
+    q = rng.dirichlet(np.full(40, 0.5))
+    for delta in (1e-1, 1e-3):
+        fast = epsilon_for_pair(np.log(p), np.log(q), delta)
+        assert fast == pytest.approx(_slow_epsilon(np.log(p), np.log(q), delta), abs=1e-9)
+
+
+def test_epsilon_for_pair_zero_mass_and_identical() -> None:
+    with np.errstate(divide="ignore"):
+        lp = np.log([0.5, 0.5, 0.0])
+    lq = np.log([0.5, 0.4999, 1e-4])
+    # Mass 1e-4 where P = 0: infinite loss in direction Q‖P beyond δ = 1e-5.
+    assert epsilon_for_pair(lp, lq, 1e-5) == math.inf
+    assert math.isfinite(epsilon_for_pair(lp, lq, 1e-3))
+    assert epsilon_for_pair(lp, lp, 1e-6) == 0.0
+
+
+def _binary_pair(n: int, a: int, eps0: float, fakes: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Exact laws of the count of ones: a others hold 1, n−1−a hold 0, victim 0 vs 1."""
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    p = 1.0 - q
+    z = np.convolve(
+        stats.binom.pmf(np.arange(a + 1), a, p), stats.binom.pmf(np.arange(n - a), n - 1 - a, q)
+    )
+    if fakes:
+        z = np.convolve(z, stats.binom.pmf(np.arange(fakes + 1), fakes, 0.5))
+    zz = np.concatenate([[0.0], z, [0.0]])
+    d0 = q * zz[:-1] + p * zz[1:]
+    d1 = p * zz[:-1] + q * zz[1:]
+    with np.errstate(divide="ignore"):
+        return np.log(d0), np.log(d1)
+
+
+@pytest.mark.parametrize(
+    ("n", "eps0", "delta", "fakes"),
+    [
+        (30, 0.5, 1e-2, 0),  # the maximum is at a = 2 here
+        (40, 1.0, 1e-3, 0),
+        (60, 3.0, 1e-6, 0),
+        (150, 2.0, 1e-2, 0),
+        (40, 2.0, 1e-3, 7),
+    ],
+)
+def test_binary_exact_is_the_max_over_every_composition(
+    n: int, eps0: float, delta: float, fakes: int
+) -> None:
+    # The worst case over the others' data (a of them holding 1, for every a) is what
+    # binary_rr_epsilon returns: exhaustive check of the claim the fast code relies on
+    # (it only searches a ≤ 4).
+    per_a = [epsilon_for_pair(*_binary_pair(n, a, eps0, fakes), delta) for a in range(n)]
+    exact = binary_rr_epsilon(eps0, n - 1, delta, n_fakes=fakes)
+    assert max(per_a) == pytest.approx(exact, rel=1e-9, abs=1e-12)
+
+
+def test_binary_exact_matches_exact_shuffled_histogram() -> None:
+    res = pair_epsilon(krr_matrix(1.5, 2), victim=(0, 1), others=[0] * 11, delta=1e-4, n_fakes=3)
+    assert res.epsilon == pytest.approx(binary_rr_epsilon(1.5, 11, 1e-4, n_fakes=3), rel=1e-9)
+
+
+def test_krr_fakes_only_is_exact() -> None:
+    # Victim's 3-RR report among 6 uniform fakes: the fast accountant equals the exact
+    # shuffled histogram (the (h₀, h₁, T) reduction loses nothing).
+    exact = pair_epsilon(krr_matrix(2.0, 3), victim=(0, 1), others=[], delta=1e-3, n_fakes=6)
+    assert krr_fakes_only_epsilon(2.0, 6, 1e-3, k=3) == pytest.approx(exact.epsilon, rel=1e-7)
+
+
+def test_calibration_at_eps4_n1e5() -> None:
+    # Issue 5: FMT'21 closed form 0.538, FMT'21 numerical ≈ 0.17, stronger clone ≈ 0.12.
+    kw = {"epsilon_local": 4.0, "n": 100_000, "delta": 1e-6, "k": 2}
+    closed = BOUNDS["thm2_fmt_closed_form"].epsilon_central(**kw)
+    fmt21 = BOUNDS["fmt21_numerical"].epsilon_central(**kw)
+    clone = BOUNDS["fmt23_stronger_clone"].epsilon_central(**kw)
+    exact = BOUNDS["binary_rr_exact"].epsilon_central(**kw)
+    assert closed == pytest.approx(0.538, abs=0.01)
+    assert fmt21 == pytest.approx(0.17, abs=0.01)
+    assert clone == pytest.approx(0.12, abs=0.005)
+    assert exact < clone < fmt21 < closed
+    # k-RR (k ≥ 3): the numerical blanket is at or below the stronger clone.
+    for k in (3, 16):
+        assert krr_blanket_epsilon(4.0, 99_999, 1e-6, k=k) <= stronger_clone_epsilon(
+            4.0, 99_999, 1e-6, k=k
+        )
+
+
+@pytest.mark.parametrize("n", [100, 1_000, 10_000, 100_000])
+def test_default_binary_bound_within_5_percent_of_exact(n: int) -> None:
+    # Done-when criterion of issue 5, on the grid n ∈ 10^2..10^5, ε_l ∈ [0.5, 8], δ = 1e-6.
+    for eps_l in (0.5, 1.0, 2.0, 4.0, 6.0, 8.0):
+        exact = binary_rr_epsilon(eps_l, n - 1, 1e-6)
+        eps_c, name = tightest_central(epsilon_local=eps_l, n=n, delta=1e-6, family="krr", k=2)
+        assert exact * (1 - 1e-9) <= eps_c <= 1.05 * exact + 1e-12, (eps_l, name)
+
+
+def test_krr_blanket_close_to_exact_where_computable() -> None:
+    # For k ≥ 3 the dataset "all others hold z ∉ {x⁰, x¹}" is the worst one the exhaustive
+    # search finds; krr_exact_epsilon computes it (slow, so moderate n here).
+    for k, n, eps0, delta in [(3, 2000, 4.0, 1e-6), (3, 12, 1.0, 1e-2), (8, 500, 2.0, 1e-5)]:
+        exact = krr_exact_epsilon(eps0, n - 1, delta, k=k)
+        bound = krr_blanket_epsilon(eps0, n - 1, delta, k=k)
+        assert exact <= bound <= 1.05 * exact, (k, n, exact, bound)
+
+
+def test_krr_exact_is_the_worst_composition_for_small_n() -> None:
+    worst = protocols.worst_pair_epsilon(
+        krr_matrix(1.0, 3), n=12, delta=1e-2, all_compositions=True
+    )
+    assert worst.epsilon == pytest.approx(krr_exact_epsilon(1.0, 11, 1e-2, k=3), rel=1e-8)
+    assert worst.epsilon <= krr_blanket_epsilon(1.0, 11, 1e-2, k=3)
+
+
+@pytest.mark.parametrize("name", TIGHT)
+def test_inverse_is_consistent(name: str) -> None:
+    bound = BOUNDS[name]
+    for n, target in [(1_000, 1.0), (50_000, 0.2)]:
+        eps_l = bound.epsilon_local(epsilon_central=target, n=n, delta=1e-6, k=2)
+        back = bound.epsilon_central(epsilon_local=eps_l, n=n, delta=1e-6, k=2)
+        assert back <= target * (1 + 1e-9)
+        assert back >= target * (1 - 1e-3)  # the largest ε_l, not just any
+
+
+def test_monotone_in_n_and_eps0() -> None:
+    for f in (
+        lambda e, n: binary_rr_epsilon(e, n, 1e-6),
+        lambda e, n: stronger_clone_epsilon(e, n, 1e-6, k=4),
+        lambda e, n: fmt21_numerical_epsilon(e, n, 1e-6),
+    ):
+        assert f(2.0, 10_000) < f(2.0, 1_000) < f(2.0, 100)
+        assert f(1.0, 5_000) < f(2.0, 5_000) < f(3.0, 5_000)
+
+
+def test_fakes_enlarge_the_blanket() -> None:
+    assert binary_rr_epsilon(2.0, 500, 1e-6, n_fakes=200) < binary_rr_epsilon(2.0, 500, 1e-6)
+    assert krr_blanket_epsilon(2.0, 500, 1e-6, k=5, n_fakes=200) < krr_blanket_epsilon(
+        2.0, 500, 1e-6, k=5
+    )
+    assert stronger_clone_epsilon(2.0, 500, 1e-6, k=5, n_fakes=200) < stronger_clone_epsilon(
+        2.0, 500, 1e-6, k=5
+    )
+
+
+def test_capped_at_local_epsilon_and_default_registered() -> None:
+    assert binary_rr_epsilon(3.0, 0, 1e-9) <= 3.0
+    assert fmt21_numerical_epsilon(1.0, 1, 1e-9) <= 1.0
+    eps_c, name = tightest_central(epsilon_local=2.0, n=10_000, delta=1e-6, family="generic")
+    assert name == "fmt21_numerical"
+    assert eps_c == pytest.approx(fmt21_numerical_epsilon(2.0, 9_999, 1e-6))
+
+
+def test_bad_arguments_raise_parameter_error() -> None:
+    with pytest.raises(protocols.ParameterError, match="epsilon_local"):
+        binary_rr_epsilon(-1.0, 10, 1e-6)
+    with pytest.raises(protocols.ParameterError, match="n_others"):
+        binary_rr_epsilon(1.0, -1, 1e-6)
+    with pytest.raises(protocols.BoundNotApplicable, match="k=3"):
+        BOUNDS["binary_rr_exact"].epsilon_central(epsilon_local=1, n=100, delta=1e-6, k=3)
+    with pytest.raises(protocols.ParameterError, match="shape"):
+        epsilon_for_pair(np.zeros(3), np.zeros(4), 1e-6)
