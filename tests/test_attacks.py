@@ -30,9 +30,11 @@ TRIALS = 450
 
 def test_clopper_pearson_edges_and_coverage() -> None:
     lo, hi = clopper_pearson(0, 100, 0.05)
-    assert lo == 0.0 and hi == pytest.approx(1 - 0.05 ** (1 / 100))
+    assert lo == 0.0
+    assert hi == pytest.approx(1 - 0.05 ** (1 / 100))
     lo, hi = clopper_pearson(100, 100, 0.05)
-    assert hi == 1.0 and lo == pytest.approx(0.05 ** (1 / 100))
+    assert hi == 1.0
+    assert lo == pytest.approx(0.05 ** (1 / 100))
     lo, hi = clopper_pearson(30, 100, 0.025)
     assert stats.binom.sf(29, 100, lo) == pytest.approx(0.025, rel=1e-6)
     assert stats.binom.cdf(30, 100, hi) == pytest.approx(0.025, rel=1e-6)

@@ -39,14 +39,16 @@ def test_amplify_inverse_and_single_bound(capsys: pytest.CaptureFixture[str]) ->
         "--bound", "fmt23_stronger_clone", "--domain", "8",
     )  # fmt: skip
     (row,) = out["bounds"]
-    assert row["bound"] == "fmt23_stronger_clone" and row["value"] > 0.5
+    assert row["bound"] == "fmt23_stronger_clone"
+    assert row["value"] > 0.5
     assert out["tightest"]["generic"] is None
 
 
 def test_amplify_table_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["amplify", "--epsilon-local", "2", "--n", "1000"]) == 0
     text = capsys.readouterr().out
-    assert "binary_rr_exact" in text and "tightest" in text
+    assert "binary_rr_exact" in text
+    assert "tightest" in text
     for argv in (
         ["amplify", "--n", "1000"],  # neither direction
         ["amplify", "--n", "1000", "--epsilon-local", "1", "--epsilon-central", "1"],
@@ -82,7 +84,8 @@ def test_audit_murs_json_every_scenario(capsys: pytest.CaptureFixture[str]) -> N
         assert r.keys() >= SCENARIO_FIELDS
         assert r["epsilon_lower"] is None  # not measured without --measure
     murs = out["scenarios"][-1]
-    assert murs["honest_users"] == 0 and murs["honest_fakes"] == 50
+    assert murs["honest_users"] == 0
+    assert murs["honest_fakes"] == 50
     assert murs["bound"] == "krr_fakes_exact"
     # MURS's own formula is several times looser than the exact fakes-only number.
     assert murs["murs_formula"] > 1.5 * murs["epsilon_upper"]
@@ -103,7 +106,8 @@ def test_audit_measure_lower_below_upper(capsys: pytest.CaptureFixture[str]) -> 
         "--delta", "1e-3", "--shufflers", "2", "--fake-reports", "3", "--colluding-users", "5",
         "--colluding-shufflers", "1", "--measure", "--trials", "150", "--seed", "1",
     )  # fmt: skip
-    assert out["measured"] and out["violations"] == []
+    assert out["measured"]
+    assert out["violations"] == []
     for r in out["scenarios"]:
         assert r["epsilon_lower"] is not None
         assert r["epsilon_lower"] <= r["epsilon_upper"]

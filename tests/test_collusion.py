@@ -47,7 +47,9 @@ def test_every_scenario_in_order_with_a_bound_and_an_explanation() -> None:
         "m-1 shufflers + all other users",
     ]
     for r in rows:
-        assert r.bound and r.explanation and 0 < r.epsilon_upper <= 3.0
+        assert r.bound
+        assert r.explanation
+        assert 0 < r.epsilon_upper <= 3.0
     by = {r.scenario: r for r in rows}
     assert by["all shufflers"].epsilon_upper == 3.0  # only the local randomizer
     assert (by["none"].honest_users, by["none"].honest_fakes) == (1999, 150)
@@ -105,7 +107,8 @@ def test_shares_without_local_guarantee() -> None:
     rows = collusion_scenarios(
         _cfg(family="generic", epsilon_local=math.inf, epsilon_claimed=0.5, claimed_bound="x")
     )
-    assert rows[0].epsilon_upper == 0.5 and rows[0].bound == "x"
+    assert rows[0].epsilon_upper == 0.5
+    assert rows[0].bound == "x"
     assert all(math.isinf(r.epsilon_upper) for r in rows[1:])
 
 

@@ -71,7 +71,8 @@ def test_fakes_only_lower_the_exact_epsilon() -> None:
     alone = pair_epsilon(r, victim=(0, 1), others=[0] * 5, delta=1e-3)
     with_fakes = pair_epsilon(r, victim=(0, 1), others=[0] * 5, delta=1e-3, n_fakes=5)
     assert with_fakes.epsilon < alone.epsilon
-    assert with_fakes.n_fakes == 5 and alone.others == (0,) * 5
+    assert with_fakes.n_fakes == 5
+    assert alone.others == (0,) * 5
 
 
 def test_bad_input_is_rejected() -> None:
