@@ -185,6 +185,7 @@ class RejectReason(enum.IntEnum):
     BUSY = 12
     INTERNAL = 13
     BAD_TRAP_OPENING = 14
+    STALE_CONTROL = 15
 
 
 class ControlCommand(enum.IntEnum):

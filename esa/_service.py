@@ -40,6 +40,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,6 +84,7 @@ from ._roles import Analyzer, Shuffler
 
 __all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
 
+_CONTROL_WINDOW_MS = 5 * 60 * 1000  # an operator's clock may be this far off
 _MESSAGE_PAGE_BYTES = 1 << 20  # decoded message bytes per RESULT reply page (hex doubles it)
 
 T = TypeVar("T")
@@ -170,6 +172,8 @@ def check_chain(
     for s in chain:
         if s.epoch != epoch:
             problems.append(f"hop {s.hop} signed epoch {s.epoch}, not {epoch}")
+        if s.key_epoch != chain[0].key_epoch:
+            problems.append(f"hop {s.hop} signed key epoch {s.key_epoch}")
         if not s.consistent:
             problems.append(f"hop {s.hop} counts do not add up: {_statement_json(s)}")
     for a, b in itertools.pairwise(chain):
@@ -259,11 +263,8 @@ class PartyService:
             self.fake_rng = np.random.Generator(bitgen)
         config.state_dir.mkdir(parents=True, exist_ok=True)
         self.inbox = Inbox(config.inbox_path, party=self.party_name)
-        # Key rotation: a key epoch dropped from the config has had its keys destroyed, so
-        # a replay of its reports can no longer be opened; its replay digests go too, which
-        # keeps the replay cache bounded by the key epochs still served.
-        # Reports still waiting under a dropped key epoch could never be opened: refuse to
-        # start rather than lose them silently.
+        # Key rotation. Reports still waiting under a key epoch dropped from the config
+        # could never be opened: refuse to start rather than lose them silently.
         waiting = set(self.inbox.open_count()) | {e.key_epoch for e in self.inbox.epochs("closed")}
         if waiting - set(self.keys):
             self.inbox.close()
@@ -271,6 +272,9 @@ class PartyService:
                 f"key epochs {sorted(waiting - set(self.keys))} still have unprocessed reports; "
                 "keep their keys in [keys.epochs] until those are processed"
             )
+        # A dropped key epoch's keys are destroyed, so a replay of its reports cannot be
+        # opened any more: its replay digests go too, bounding the replay cache by the key
+        # epochs still served.
         for retired in set(self.inbox.key_epochs_seen()) - set(self.keys):
             self.inbox.retire_key_epoch(retired)
         self.counters: collections.Counter[str] = collections.Counter()
@@ -279,13 +283,13 @@ class PartyService:
         self._active = 0
         self._wake_epoch = trio.Event()
         self._wake_work = trio.Event()
-        self._close_now = False
         self.port: int | None = None
         self.last_epoch_closed_at: float | None = None
         self._failed_epochs: set[int] = set()
         self._pending: list[_Pending] = []
         self._pending_wake = trio.Event()
         self._writer_running = False
+        self._last_control_ms = 0
         self.last_forward_error = ""
 
     @property
@@ -517,6 +521,17 @@ class PartyService:
         if self.operator_key is None:
             raise _Rejected(RejectReason.BAD_SIGNATURE, "no operator key configured")
         frame = verify_control(payload, self.operator_key)
+        # Signed commands are replayable by anyone who saw one on the wire: accept each
+        # only once (strictly increasing time stamps) and only while fresh.
+        now_ms = int(time.time() * 1000)
+        if abs(now_ms - frame.issued_at_ms) > _CONTROL_WINDOW_MS or (
+            frame.issued_at_ms <= self._last_control_ms
+        ):
+            raise _Rejected(
+                RejectReason.STALE_CONTROL,
+                f"control frame issued at {frame.issued_at_ms} ms is stale or replayed",
+            )
+        self._last_control_ms = frame.issued_at_ms
         if frame.command is ControlCommand.CLOSE_EPOCH:
             if not self.is_first:
                 raise _Rejected(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")

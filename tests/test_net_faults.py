@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -276,7 +277,8 @@ def test_control_needs_the_operator_key(keydir: Path) -> None:
     op = Ed25519PrivateKey.generate()
     pub = op.public_key().public_bytes_raw().hex()
     svc = _service(keydir, 0, state_dir="state-0e", operator={"public_key": pub})
-    frame = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1)
+    now = int(time.time() * 1000)
+    frame = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now)
 
     async def script(connect: Client) -> None:
         fs = await connect()
@@ -284,6 +286,13 @@ def test_control_needs_the_operator_key(keydir: Path) -> None:
         assert _reason(await fs.receive()) == "bad_signature"
         await fs.send(frame.sign(op))
         assert w.parse_ack(await fs.receive()) == w.Ack(0, 0)  # nothing open to close
+        await fs.send(frame.sign(op))  # the same signed frame again: a replay
+        assert _reason(await fs.receive()) == "stale_control"
+        old = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now - 3_600_000)
+        await fs.send(old.sign(op))  # an hour old
+        assert _reason(await fs.receive()) == "stale_control"
+        await fs.send(w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now + 1).sign(op))
+        assert w.parse_ack(await fs.receive()) == w.Ack(0, 0)
 
     _drive(svc, script)
 
@@ -332,7 +341,9 @@ def test_key_epochs_rotate_and_retire(keydir: Path) -> None:
             frame = w.SubmitFrame(int(batch is new) + 1, tuple(batch))
             await fs.send(frame.to_bytes())
             assert w.parse_ack(await fs.receive()).stored == len(batch)
-        await fs.send(w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1).sign(op))
+        await fs.send(
+            w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000)).sign(op)
+        )
         assert w.parse_ack(await fs.receive()).stored == 2  # one epoch per key epoch
 
     _drive(svc, script)
@@ -408,7 +419,9 @@ def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> No
         fs = await connect()
         await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good + wrong)).to_bytes())
         assert w.parse_ack(await fs.receive()) == w.Ack(10, 0)
-        await fs.send(w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1).sign(op))
+        await fs.send(
+            w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000)).sign(op)
+        )
         await fs.receive()
         (rec,) = await svc._db(svc.inbox.epochs, "closed")
         await svc._process(rec)
