@@ -55,6 +55,7 @@ def one_run(
                 connections=args.connections,
                 frame_reports=frame_reports,
             )
+            first = await query(chain.first.address, crypto.QueryKind.STATUS)
             t0 = time.perf_counter()
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=3600)
@@ -71,6 +72,7 @@ def one_run(
                 "failed_frames": stats.failed_frames,
                 "analyzer_received": res["hops"][-1]["received"],
                 "drop_check_ok": res["drop_check"]["ok"],
+                "group_commits": first["counters"].get("commits", 0),
                 "submit_seconds": round(stats.seconds, 3),
                 "submit_reports_per_second": round(stats.reports_per_second),
                 "process_epoch_seconds": round(pipeline, 3),
