@@ -1,0 +1,126 @@
+"""Plots of docs/privacy.md: ε_c against ε_l per bound, and ε per collusion scenario.
+
+Regenerate with ``python -m simulations._plots_privacy docs`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+
+import contextlib
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from protocols import (
+    BOUNDS,
+    KRR_BLANKET_BOUND,
+    BoundNotApplicable,
+    CollusionConfig,
+    collusion_scenarios,
+)
+
+__all__ = ["plot_amplification", "plot_collusion"]
+
+DELTA = 1e-6
+CURVES = [
+    ("thm2_fmt_closed_form", 2, "FMT'21 closed form (Thm 2)"),
+    ("thm3_cheu", 2, "Cheu et al. (Thm 3, binary RR)"),
+    ("thm4_balle", 2, "Balle et al. blanket (Thm 4, k=2)"),
+    ("fmt21_numerical", 2, "FMT'21 numerical (generic)"),
+    ("fmt23_stronger_clone", 2, "FMT'23 stronger clone (k-RR)"),
+    ("binary_rr_exact", 2, "exact, binary RR"),
+    ("krr_blanket_numerical", 16, "numerical blanket, 16-RR"),
+    ("fmt23_stronger_clone", 16, "FMT'23 stronger clone, 16-RR"),
+]
+
+
+def _curve(name: str, k: int, n: int, eps_l: np.ndarray) -> np.ndarray:
+    bound = KRR_BLANKET_BOUND if name == KRR_BLANKET_BOUND.name else BOUNDS[name]
+    out = np.full(eps_l.shape, np.nan)
+    for i, e in enumerate(eps_l):
+        with contextlib.suppress(BoundNotApplicable):
+            out[i] = bound.epsilon_central(epsilon_local=float(e), n=n, delta=DELTA, k=k)
+    return out
+
+
+def plot_amplification(path: Path) -> None:
+    """ε_c vs ε_l, one panel per n ∈ {10^3, …, 10^6}, one line per bound (δ = 10^-6)."""
+    eps_l = np.linspace(0.25, 8.0, 24)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharex=True)
+    for ax, n in zip(axes.ravel(), (10**3, 10**4, 10**5, 10**6), strict=True):
+        for name, k, label in CURVES:
+            if name == KRR_BLANKET_BOUND.name and n > 10**5:
+                continue  # ~2 s per point at n = 10^6; the stronger clone line is close
+            style = "--" if k == 16 else "-"
+            ax.plot(eps_l, _curve(name, k, n, eps_l), style, label=label)
+        ax.plot(eps_l, eps_l, ":", color="grey", label="no amplification (ε_c = ε_l)")
+        ax.set_title(f"n = 10^{round(math.log10(n))}")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-3, 10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_xlabel("local ε_l")
+        ax.set_ylabel("central ε_c (δ = 1e-6)")
+    axes[0, 0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Privacy amplification by shuffling: every bound, δ = 10^-6")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_collusion(path: Path) -> None:
+    """ε per collusion scenario for binary RR and 16-RR (n = 10^4, ε_l = 4, m = 3, n_r = 100)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    for ax, k in zip(axes, (2, 16), strict=True):
+        cfg = CollusionConfig(
+            family="krr",
+            k=k,
+            n=10_000,
+            epsilon_local=4.0,
+            delta=DELTA,
+            shufflers=3,
+            fake_reports=100,
+            colluding_users=1000,
+            colluding_shufflers=1,
+        )
+        rows = collusion_scenarios(cfg)
+        x = np.arange(len(rows))
+        ax.bar(x, [r.epsilon_upper for r in rows], label="proven upper bound (tight accountant)")
+        murs = [r.murs_formula if r.murs_formula is not None else np.nan for r in rows]
+        ax.plot(x, murs, "o", color="C3", label="MURS's formula √(14 ln(2/δ)/β)")
+        ax.set_xticks(x, [r.scenario for r in rows], rotation=35, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title("binary RR (k = 2)" if k == 2 else f"{k}-ary RR")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        for xi, r in zip(x, rows, strict=True):
+            ax.annotate(f"{r.epsilon_upper:.3g}", (xi, r.epsilon_upper), ha="center", va="bottom",
+                        fontsize=7)  # fmt: skip
+    axes[0].set_ylabel("ε of one honest user (δ = 1e-6)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(
+        "ε per collusion scenario: n = 10^4, ε_l = 4, m = 3 shufflers × 100 fakes, "
+        "1000 colluding users, 1 colluding shuffler"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("--")]
+    out = Path(args[0] if args else "docs")
+    out.mkdir(parents=True, exist_ok=True)
+    if "--collusion-only" not in argv:
+        plot_amplification(out / "privacy_amplification.png")
+    plot_collusion(out / "privacy_collusion.png")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))
