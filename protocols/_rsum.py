@@ -20,6 +20,7 @@ Privacy of each group comes from the tightest registered amplification bound for
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import brentq
 
-from ._amplification import krr_lambda, largest_local
+from ._amplification import BOUNDS, krr_lambda, largest_local
 from ._base import (
     Estimate,
     InputKind,
@@ -117,12 +118,35 @@ class KRRLevels:
     bound: str
 
     @classmethod
-    def for_central(cls, *, levels: int, epsilon: float, delta: float, n: int) -> KRRLevels:
-        """The least-noise k-RR over ``levels`` whose shuffle of n messages is (ε, δ)-DP."""
-        eps_l, bound = largest_local(
-            epsilon_central=epsilon, n=n, delta=delta, family="krr", k=levels
-        )
-        return cls(levels, krr_lambda(eps_l, levels), eps_l, epsilon, delta, bound)
+    def for_central(
+        cls, *, levels: int, epsilon: float, delta: float, n: int, bound: str | None = None
+    ) -> KRRLevels:
+        """The least-noise k-RR over ``levels`` whose shuffle of n messages is (ε, δ)-DP.
+
+        ``bound`` forces one registered amplification bound; ``None`` takes the tightest
+        (largest ε_l) of every bound registered for k-RR, which can take seconds per call
+        for the numerical ones (results are cached per configuration).
+        """
+        eps_l, name = _krr_local(levels, float(epsilon), float(delta), int(n), bound)
+        return cls(levels, krr_lambda(eps_l, levels), eps_l, epsilon, delta, name)
+
+    @classmethod
+    def for_search(cls, *, levels: int, epsilon: float, delta: float, n: int) -> KRRLevels:
+        """As :meth:`for_central` with the closed-form bounds only (fast; for tuning k)."""
+        best: tuple[float, str] | None = None
+        for name in _CLOSED_FORM_BOUNDS:
+            bound = BOUNDS.get(name)
+            if bound is None or not bound.applies_to("krr"):
+                continue
+            try:
+                e = bound.epsilon_local(epsilon_central=epsilon, n=n, delta=delta, k=levels)
+            except BoundNotApplicable:
+                continue
+            if best is None or e > best[0]:
+                best = (e, name)
+        if best is None:
+            raise BoundNotApplicable(f"no closed-form bound applies to {levels}-RR")
+        return cls(levels, krr_lambda(best[0], levels), best[0], epsilon, delta, best[1])
 
     @property
     def mean_level(self) -> float:
@@ -152,6 +176,27 @@ class KRRLevels:
         lam, L, mu = self.lam, self.levels, self.mean_level
         s2 = (L - 1) * (2 * L - 1) / 6.0
         return (n * (lam * s2 - lam**2 * mu**2) + fakes * (L * L - 1) / 12.0) / (1 - lam) ** 2
+
+
+#: Bounds cheap enough to evaluate inside a precision search (the papers' own bounds).
+_CLOSED_FORM_BOUNDS = ("thm3_cheu", "thm4_balle", "thm2_fmt_closed_form")
+
+
+@functools.lru_cache(maxsize=1024)
+def _krr_local(
+    levels: int, epsilon: float, delta: float, n: int, bound: str | None
+) -> tuple[float, str]:
+    if bound is None:
+        return largest_local(epsilon_central=epsilon, n=n, delta=delta, family="krr", k=levels)
+    try:
+        b = BOUNDS[bound]
+    except KeyError:
+        raise ParameterError(
+            f"unknown bound {bound!r}; choose one of: {', '.join(sorted(BOUNDS))}"
+        ) from None
+    if not b.applies_to("krr"):
+        raise BoundNotApplicable(f"bound {bound!r} does not cover k-RR randomizers")
+    return b.epsilon_local(epsilon_central=epsilon, n=n, delta=delta, k=levels), bound
 
 
 def _rounded_moments(x: npt.NDArray[np.float64], k: int) -> tuple[float, float]:
@@ -220,7 +265,13 @@ class RSumKR(ShuffleProtocol):
     input_kind: ClassVar[InputKind] = InputKind.REAL01
 
     def __init__(
-        self, *, epsilon: float, delta: float, n: int, precision: int | None = None
+        self,
+        *,
+        epsilon: float,
+        delta: float,
+        n: int,
+        precision: int | None = None,
+        bound: str | None = None,
     ) -> None:
         eps = check_epsilon(epsilon)
         d = check_delta(delta)
@@ -230,13 +281,15 @@ class RSumKR(ShuffleProtocol):
             lo, hi = max(1, int(k_star / 4)), max(4, int(4 * k_star) + 4)
 
             def mse(k: int) -> float:
-                g = KRRLevels.for_central(levels=k + 1, epsilon=eps, delta=d, n=n)
+                g = KRRLevels.for_search(levels=k + 1, epsilon=eps, delta=d, n=n)
                 return n / (4.0 * k * k) + g.worst_variance(n=n) / k**2
 
             precision = _argmin_int(mse, lo, min(hi, MAX_PRECISION))
         self.k = _check_precision(precision)
         try:
-            self.group = KRRLevels.for_central(levels=self.k + 1, epsilon=eps, delta=d, n=n)
+            self.group = KRRLevels.for_central(
+                levels=self.k + 1, epsilon=eps, delta=d, n=n, bound=bound
+            )
         except BoundNotApplicable as exc:
             raise BoundNotApplicable(f"rsum_kr with precision {self.k}: {exc}") from None
         self._size = uint_codec_size(self.k + 1)
@@ -329,7 +382,13 @@ class RSumRR(ShuffleProtocol):
     MAX_DEFAULT_BITS: ClassVar[int] = 64
 
     def __init__(
-        self, *, epsilon: float, delta: float, n: int, precision: int | None = None
+        self,
+        *,
+        epsilon: float,
+        delta: float,
+        n: int,
+        precision: int | None = None,
+        bound: str | None = None,
     ) -> None:
         self._eps = check_epsilon(epsilon)
         self._delta = check_delta(delta)
@@ -337,21 +396,25 @@ class RSumRR(ShuffleProtocol):
         if precision is None:
 
             def mse(r: int) -> float:
-                g = self._bit_group(r)
+                g = self._bit_group(r, search=True)
                 lam = g.lam
                 return n / (4.0 * r * r) + n * r * (lam / 2) * (1 - lam / 2) / ((1 - lam) * r) ** 2
 
             precision = _argmin_int(mse, 1, self.MAX_DEFAULT_BITS)
         self.r = _check_precision(precision)
         try:
-            self.group = self._bit_group(self.r)
+            self.group = self._bit_group(self.r, bound=bound)
         except BoundNotApplicable as exc:
             raise BoundNotApplicable(f"rsum_rr with {self.r} bits: {exc}") from None
 
-    def _bit_group(self, r: int) -> KRRLevels:
+    def _bit_group(self, r: int, *, search: bool = False, bound: str | None = None) -> KRRLevels:
         eps_bit = advanced_composition_epsilon(self._eps, self._delta / 2.0, r)
+        if search:
+            return KRRLevels.for_search(
+                levels=2, epsilon=eps_bit, delta=self._delta / (2.0 * r), n=self._n
+            )
         return KRRLevels.for_central(
-            levels=2, epsilon=eps_bit, delta=self._delta / (2.0 * r), n=self._n
+            levels=2, epsilon=eps_bit, delta=self._delta / (2.0 * r), n=self._n, bound=bound
         )
 
     @property
@@ -442,7 +505,8 @@ class RSumRM(ShuffleProtocol):
 
     Precisions (the paper's generic choice; survey: p_j = n^{3^{j−m−1}} up to constants, and
     m = log₃(log₂ n) messages): with ε_j = ε/m,
-        p_max = ⌊(n−1) ε_j / max{14 ln(2m/δ)/ε_j, 27}⌋   (largest k with λ ≤ 1 in Thm 3.1 at δ/m)
+        p_max = ⌊(n−1) ε_j / max{14 ln(2m/δ)/ε_j, 27}⌋ − 1  (λ ≤ 1 in Thm 3.1 at δ/m for p + 1
+                                                            levels)
         a = ((3^m − 1) n ε² / m³)^{3^{−m−1}},   p_j = min{⌈a^{3^j}⌉, p_max},  j = 1..m.
     Messages are rows (j, level): the precision index j travels with every message so each
     precision can have its own shuffler (:meth:`channel_of`), and the analyzer splits by j.
@@ -459,6 +523,7 @@ class RSumRM(ShuffleProtocol):
         n: int,
         messages: int | None = None,
         precisions: tuple[int, ...] | None = None,
+        bound: str | None = None,
     ) -> None:
         eps = check_epsilon(epsilon)
         d = check_delta(delta)
@@ -482,7 +547,7 @@ class RSumRM(ShuffleProtocol):
         self.levels = tuple(p + (1 if j == m - 1 else 0) for j, p in enumerate(self.precisions))
         try:
             self.groups = tuple(
-                KRRLevels.for_central(levels=L, epsilon=eps / m, delta=d / m, n=n)
+                KRRLevels.for_central(levels=L, epsilon=eps / m, delta=d / m, n=n, bound=bound)
                 for L in self.levels
             )
         except BoundNotApplicable as exc:
@@ -496,7 +561,11 @@ class RSumRM(ShuffleProtocol):
     ) -> tuple[int, ...]:
         m = check_n(messages, "messages", 1)
         eps_j = epsilon / m
-        p_max = math.floor((n - 1) * eps_j / max(14.0 * math.log(2.0 * m / delta) / eps_j, 27.0))
+        # Thm 3.1 needs λ = max{14k ln(2m/δ)/((n−1)ε_j²), 27k/((n−1)ε_j)} ≤ 1 for k levels;
+        # the last digit has p + 1 levels, hence the − 1.
+        p_max = (
+            math.floor((n - 1) * eps_j / max(14.0 * math.log(2.0 * m / delta) / eps_j, 27.0)) - 1
+        )
         if p_max < 2:
             raise ParameterError(
                 f"rsum_rm: n={n} is too small for epsilon={epsilon:g}, delta={delta:g}, "
@@ -776,21 +845,33 @@ def _opt_int(spec: ProtocolSpec, key: str) -> int | None:
 @register_protocol("rsum_kr")
 def _build_rsum_kr(spec: ProtocolSpec) -> ShuffleProtocol:
     return RSumKR(
-        epsilon=spec.epsilon, delta=spec.delta, n=spec.n, precision=_opt_int(spec, "precision")
+        epsilon=spec.epsilon,
+        delta=spec.delta,
+        n=spec.n,
+        precision=_opt_int(spec, "precision"),
+        bound=spec.bound,
     )
 
 
 @register_protocol("rsum_rr")
 def _build_rsum_rr(spec: ProtocolSpec) -> ShuffleProtocol:
     return RSumRR(
-        epsilon=spec.epsilon, delta=spec.delta, n=spec.n, precision=_opt_int(spec, "precision")
+        epsilon=spec.epsilon,
+        delta=spec.delta,
+        n=spec.n,
+        precision=_opt_int(spec, "precision"),
+        bound=spec.bound,
     )
 
 
 @register_protocol("rsum_rm")
 def _build_rsum_rm(spec: ProtocolSpec) -> ShuffleProtocol:
     return RSumRM(
-        epsilon=spec.epsilon, delta=spec.delta, n=spec.n, messages=_opt_int(spec, "messages")
+        epsilon=spec.epsilon,
+        delta=spec.delta,
+        n=spec.n,
+        messages=_opt_int(spec, "messages"),
+        bound=spec.bound,
     )
 
 
