@@ -47,13 +47,14 @@ LIBS = ("ours", "pure-ldp", "multi-freq-ldpy")
 def _ours(mech: str, d: int, eps: float) -> tuple[Any, Any, Any]:
     from protocols import HR, KRR, OLH, OUE
 
-    oracle = {"krr": KRR, "oue": OUE, "olh": OLH, "hr": HR}[mech](d=d, epsilon=eps)
+    classes: dict[str, Any] = {"krr": KRR, "oue": OUE, "olh": OLH, "hr": HR}
+    oracle = classes[mech](d=d, epsilon=eps)
 
     def randomize(x: np.ndarray, rng: np.random.Generator) -> Any:
         return oracle.randomize(x, rng=rng)
 
     def aggregate(reports: Any) -> np.ndarray:
-        return oracle.aggregate(reports)
+        return np.asarray(oracle.aggregate(reports))
 
     return randomize, aggregate, oracle
 
@@ -88,6 +89,8 @@ def _pure(mech: str, d: int, eps: float) -> tuple[Any, Any, Any]:
 def _mfl(mech: str, d: int, eps: float) -> tuple[Any, Any, Any]:
     from multi_freq_ldpy.pure_frequency_oracles import GRR, LH, UE
 
+    cl: Any
+    ag: Any
     if mech == "krr":
         cl, ag = (lambda v: GRR.GRR_Client(v, d, eps)), (lambda r: GRR.GRR_Aggregator_MI(r, d, eps))
     elif mech == "oue":
