@@ -199,7 +199,13 @@ class HistMM(ShuffleProtocol):
             values=est.astype(np.float64),
             expected_std=np.full(d, std),
             messages_used=int(counts.sum()),
-            extra={"gamma": gamma, "truncated_bins": int((c <= n).sum())},
+            # expected_std is the noise of a bin above the threshold; a truncated bin (reported
+            # 0) can be off by up to W_j ~ Bin(n, γ): the error bound covers both.
+            extra={
+                "gamma": gamma,
+                "truncated_bins": int((c <= n).sum()),
+                "error_bound": 2.0 * n * gamma,
+            },
         )
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
