@@ -197,8 +197,9 @@ class PiecewiseMechanism(_Continuous):
     C = (e^{ε/2}+1)/(e^{ε/2}−1), ℓ(t) = (C+1)t/2 − (C−1)/2, r(t) = ℓ(t) + C − 1. Report
     uniform on [ℓ(t), r(t)] w.p. e^{ε/2}/(e^{ε/2}+1), else uniform on [−C, ℓ) ∪ (r, C]:
     density p = (e^ε − e^{ε/2})/(2e^{ε/2} + 2) on the centre piece, p/e^ε elsewhere on
-    [−C, C] (eq. (3)), hence ε-LDP. Unbiased; Var = t²/(e^{ε/2}−1) +
-    (e^{ε/2}+3)/(3(e^{ε/2}−1)²) (Lemma 1).
+    [−C, C] (seed 003 eq. (3)), hence ε-LDP. Unbiased; Var = t²/(e^{ε/2}−1) +
+    (e^{ε/2}+3)/(3(e^{ε/2}−1)²) (the PM variance lemma of Wang et al. ICDE'19, checked
+    against samples in tests/test_mean.py).
     """
 
     epsilon: float
