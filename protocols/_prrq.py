@@ -15,7 +15,10 @@ Each user's column of M has Δ_x ≤ Δ = 1 + h = log2(2D) ones (the root and th
 its path, the survey's sensitivity Δ = 1 + lb d). The user runs the PRHR randomizer on every
 such node (one true tuple per node over the domain [D] of node indices) and pads to exactly Δ
 true slots with uniform tuples, so the message count reveals nothing; plus ρ blanket tuples:
-    ρ = ⌈36 Δ² ln(e Δ / (ε δ)) / ε²⌉       (survey §4.4.2, PRRQ), τ = ⌈log2 n⌉, ε ≤ 1.
+    ρ = ⌈36 Δ² ln(e Δ d / (ε δ)) / ε²⌉     (survey §4.4.2, PRRQ), τ = ⌈log2 n⌉, ε ≤ 1.
+(The survey's extracted formula reads "36 (lb 2d)² d ln(e (lb 2d) d/(ε δ)) / [lost]": we keep
+the d inside the logarithm — a union bound over the d node rows, the conservative reading —
+and read the d after the square as an extraction artefact (not verified against the paper).)
 Messages per user: Δ + ρ. The PRHR estimator (with K the number of tuples received — the
 padding tuples are uniform, like the blanket, so K absorbs them) gives unbiased ŷ_k, hence
 unbiased ranges. Variance of a range: Σ_k coef_k² Var[ŷ_k] with coef ∈ {−1, 0, 1} on at most
@@ -100,7 +103,7 @@ class PRRQParams:
         L: ⌈log2(D + 1)⌉ Hadamard bits for the D node indices (row = index + 1).
         sensitivity: Δ = 1 + h.
         tau: τ = ⌈log2 n⌉.
-        rho: ρ = ⌈36 Δ² ln(e Δ/(ε δ))/ε²⌉ blanket tuples per user.
+        rho: ρ = ⌈36 Δ² ln(e Δ d/(ε δ))/ε²⌉ blanket tuples per user.
         n: users.
         epsilon: ε ≤ 1.
         delta: δ.
@@ -129,7 +132,7 @@ class PRRQ(ShuffleProtocol):
     input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
     bound_name: ClassVar[str] = (
         "Ghazi et al. arXiv 1908.11358 range counting via matrix mechanism on PRHR; "
-        "survey §4.4.2 (rho = 36 Delta^2 ln(e Delta/(eps delta))/eps^2)"
+        "survey §4.4.2 (rho = 36 Delta^2 ln(e Delta d/(eps delta))/eps^2)"
     )
 
     def __init__(self, *, domain: int, epsilon: float, n: int, delta: float) -> None:
@@ -148,7 +151,7 @@ class PRRQ(ShuffleProtocol):
         if tau > 32:
             raise ParameterError(f"prrq: n must be <= 2^32, got {n}")
         sens = 1 + h
-        rho = math.ceil(36.0 * sens**2 * math.log(math.e * sens / (eps * delta)) / eps**2)
+        rho = math.ceil(36.0 * sens**2 * math.log(math.e * sens * d / (eps * delta)) / eps**2)
         self._p = PRRQParams(d, h, L, sens, tau, rho, n, eps, delta)
 
     @property

@@ -50,7 +50,7 @@ def test_parameters_and_messages_per_user() -> None:
     assert p.h == 4
     assert p.sensitivity == 5  # Δ = 1 + lb d
     assert p.tau == math.ceil(math.log2(500))
-    assert p.rho == math.ceil(36 * 25 * math.log(math.e * 5 / (1.0 * 1e-2)))
+    assert p.rho == math.ceil(36 * 25 * math.log(math.e * 5 * 16 / (1.0 * 1e-2)))
     assert proto.messages_per_user == p.sensitivity + p.rho
     x = np.random.default_rng(0).integers(0, 16, 20)
     proto20 = PRRQ(domain=16, epsilon=1.0, n=20, delta=1e-2)
