@@ -386,3 +386,31 @@ def test_pipeline_ideal_one_million_users(name: str) -> None:
     assert result.estimate.messages_used == n + m * fakes
     z = (result.estimate.values - result.truth) / result.estimate.expected_std
     assert np.all(np.abs(z) < 5)
+
+
+# --- privacy sanity: exact computations on the mechanisms' noise ------------------------------
+
+
+def test_slh_report_is_exactly_epsilon_local_ldp() -> None:
+    # For a fixed hash: P(y | x) = p' on y = H(x), (1 − p')/(d' − 1) elsewhere; the worst
+    # ratio over two inputs is p'(d' − 1)/(1 − p') = e^{ε_l}.
+    p = SLH(domain=50, epsilon_local=4.0, n=10**5, delta=1e-6).params
+    ratio = p.p * (p.g - 1) / (1 - p.p)
+    assert math.log(ratio) == pytest.approx(p.epsilon_local, rel=1e-12)
+
+
+@pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-6), (2.0, 0.1)])
+def test_hist_mm_bin_noise_meets_its_epsilon_delta_exactly(eps: float, delta: float) -> None:
+    """Each bin's count is c + n − Bin(n, γ): its exact hockey-stick divergence between
+    neighbouring counts (shift ±1) at ε_c/2 must not exceed δ/2 (paper §3, per-bin budget)."""
+    from scipy.stats import binom
+
+    eb, db = eps / 2, delta / 2
+    n = math.ceil(100 * math.log(2 / db) / eb**2)  # the smallest n the paper allows
+    gamma = HistMM(domain=4, epsilon=eps, n=n, delta=delta).params.gamma
+    k = np.arange(n + 2)
+    pmf = binom.pmf(k, n, gamma)
+    shifted = np.concatenate([[0.0], pmf[:-1]])  # W + 1: the neighbour's extra one
+    for a, b in ((pmf, shifted), (shifted, pmf)):
+        hockey = np.maximum(a - math.exp(eb) * b, 0).sum()
+        assert hockey <= db, f"exact delta {hockey:.3g} > {db:g}"
