@@ -414,3 +414,15 @@ def test_hist_mm_bin_noise_meets_its_epsilon_delta_exactly(eps: float, delta: fl
     for a, b in ((pmf, shifted), (shifted, pmf)):
         hockey = np.maximum(a - math.exp(eb) * b, 0).sum()
         assert hockey <= db, f"exact delta {hockey:.3g} > {db:g}"
+
+
+def test_slh_claim_is_not_below_the_exact_shuffled_krr_lower_bound() -> None:
+    # Given the hash seeds, SLH reports are d'-ary RR on hashed values (the randomizer the
+    # Thm 4 claim is about); the exact ε of shuffled d'-RR on one neighbouring pair is a
+    # lower bound for that randomizer (protocols._tight): a claim below it would be a bug.
+    from protocols._tight import krr_exact_epsilon
+
+    n, delta = 5000, 1e-4
+    p = SLH.from_central(domain=64, epsilon_central=1.0, n=n, delta=delta)
+    lower = krr_exact_epsilon(p.params.epsilon_local, n - 1, delta, k=p.params.g)
+    assert 0 < lower <= p.privacy.epsilon_central
