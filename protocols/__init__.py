@@ -18,6 +18,7 @@ from ._base import PrivacyGuarantee as PrivacyGuarantee
 from ._base import ShareSpec as ShareSpec
 from ._base import ShuffleProtocol as ShuffleProtocol
 from ._cnt_2m import Cnt2M as Cnt2M
+from ._cnt_pure import CntPURE as CntPURE
 from ._cnt_robust import CntBN as CntBN
 from ._cnt_robust import CntSGM as CntSGM
 from ._collusion import CollusionConfig as CollusionConfig
@@ -91,6 +92,7 @@ from ._registry import protocol_names as protocol_names
 from ._registry import register_protocol as register_protocol
 from ._rsum import RSumDSG as RSumDSG
 from ._rsum import RSumKR as RSumKR
+from ._rsum import RSumPURE as RSumPURE
 from ._rsum import RSumRM as RSumRM
 from ._rsum import RSumRR as RSumRR
 from ._slh import MURS as MURS

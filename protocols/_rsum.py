@@ -41,6 +41,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
+from ._cnt_pure import PureBitCounter, default_tau
 from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
 from ._noise import polya, symmetric_geometric_variance
@@ -50,6 +51,7 @@ __all__ = [
     "KRRLevels",
     "RSumDSG",
     "RSumKR",
+    "RSumPURE",
     "RSumRM",
     "RSumRR",
     "advanced_composition_epsilon",
@@ -833,6 +835,146 @@ class RSumDSG(ShuffleProtocol):
 
 
 # ---------------------------------------------------------------------------------------
+# RSum_PURE — Ghazi et al. (ITC'20, arXiv 2002.01919): binary digits, Cnt_PURE per digit
+# ---------------------------------------------------------------------------------------
+
+#: Most binary digits RSum_PURE accepts (x·(2^p − 1) must stay exact in a double).
+MAX_PURE_BITS = 48
+
+
+class RSumPURE(ShuffleProtocol):
+    """``RSum_PURE``: p binary digits, the ``Cnt_PURE`` mechanism on each digit position.
+
+    User i rounds x_i to v_i = R_{2^p−1}(x_i) ∈ {0, …, 2^p − 1} (unbiased) and, for each digit
+    position j (weight 2^j), runs the ``Cnt_PURE`` randomizer on its bit b_ij at ε/p, sending
+    τ messages (j, bit). A user changes at most p digit counts, so basic composition makes
+    the whole ε-DP with δ = 0 (survey §4.3: p = 2 log₂ n digits; ``precision`` overrides p).
+    Estimate Σ_j 2^j ĉ_j / (2^p − 1): unbiased, variance
+    Σ_j 4^j Var ĉ_j / (2^p − 1)² + Σ f(1−f)/(2^p − 1)².
+    Inherits the DEVIATION of :mod:`protocols._cnt_pure`: each digit's counter is calibrated
+    to its local pure guarantee, so the error is O(√n · p / ε), not the paper's O_ε(1), and
+    p·τ messages per user (p·(2⌈log₂ n⌉+1)) make it impractical at large n.
+    """
+
+    name: ClassVar[str] = "rsum_pure"
+    input_kind: ClassVar[InputKind] = InputKind.REAL01
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        n: int,
+        precision: int | None = None,
+        messages: int | None = None,
+    ) -> None:
+        self._eps = check_epsilon(epsilon)
+        self._n = n = check_n(n)
+        bits = precision if precision is not None else 2 * max(1, math.ceil(math.log2(max(n, 2))))
+        self.bits = check_n(bits, "precision (binary digits)", 1)
+        if self.bits > MAX_PURE_BITS:
+            raise ParameterError(
+                f"rsum_pure: precision must be <= {MAX_PURE_BITS} binary digits, got {self.bits}"
+            )
+        self.scale = (1 << self.bits) - 1
+        self.bit = PureBitCounter.derive(
+            epsilon=self._eps / self.bits, tau=default_tau(n) if messages is None else messages
+        )
+
+    @property
+    def domain(self) -> int:
+        return self.scale + 1
+
+    @property
+    def message_size(self) -> int:
+        return 2
+
+    @property
+    def messages_per_user(self) -> float:
+        return float(self.bits * self.bit.tau)
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(
+            epsilon_central=self._eps,
+            epsilon_local=self._eps,
+            delta=0.0,
+            bound=f"basic_composition[{self.bits}] x cnt_pure_local_pure",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"RSumPURE(epsilon={self._eps:g}, n={self._n}, bits={self.bits}, "
+            f"tau={self.bit.tau}, lam={self.bit.lam:.6g})"
+        )
+
+    def _digits(self, x: npt.NDArray[np.float64], *, rng: np.random.Generator) -> Any:
+        v = randomized_round(x, self.scale, rng=rng)
+        return (v[:, None] >> np.arange(self.bits)[None, :]) & 1
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = _check_reals(self, values)
+        digits = self._digits(x, rng=rng)
+        tau = self.bit.tau
+        parts = []
+        for j in range(self.bits):
+            ones = int(self.bit.ones(digits[:, j], rng=rng).sum())
+            block = np.zeros((x.size * tau, 2), dtype=np.int64)
+            block[:, 0] = j
+            block[:ones, 1] = 1
+            parts.append(block)
+        return np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        return np.asarray(messages, dtype=np.int64).reshape(-1, 2).astype(np.uint8)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        r = np.asarray(rows, dtype=np.uint8).reshape(-1, 2).astype(np.int64)
+        return r, (r[:, 0] < self.bits) & (r[:, 1] <= 1)
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        count = check_n(count, "count", 0)
+        out = np.empty((count, 2), dtype=np.int64)
+        out[:, 0] = rng.integers(0, self.bits, size=count)
+        out[:, 1] = rng.integers(0, 2, size=count)
+        return out
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
+        total, var = 0.0, n / 4.0 / self.scale**2
+        for j in range(self.bits):
+            col = msgs[msgs[:, 0] == j, 1]
+            c_hat = self.bit.debias(int(col.sum()), n=n, received=int(col.size))
+            total += (1 << j) * c_hat
+            fakes = max(int(col.size) - n * self.bit.tau, 0)
+            count = min(max(c_hat, 0.0), float(n))
+            var += 4.0**j * self.bit.variance(n=n, count=count, fakes=fakes) / self.scale**2
+        return Estimate(
+            values=np.array([total / self.scale]),
+            expected_std=np.array([math.sqrt(var)]),
+            messages_used=int(msgs.shape[0]),
+            extra={"bits": self.bits},
+        )
+
+    def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
+        """Exact variance for these inputs (``n_fakes`` fake bits per digit position)."""
+        x = _check_reals(self, values)
+        scaled = x * self.scale
+        fl = np.floor(scaled).astype(np.int64)
+        f = scaled - fl
+        var = float(np.sum(f * (1 - f)))
+        for j in range(self.bits):
+            # E Σ b_ij over the rounding: the digit of ⌊·⌋ or of ⌊·⌋ + 1.
+            lo_bit = (fl >> j) & 1
+            hi_bit = ((fl + 1) >> j) & 1
+            count = float(np.sum((1 - f) * lo_bit + f * hi_bit))
+            var += 4.0**j * self.bit.variance(n=x.size, count=count, fakes=n_fakes)
+        return var / self.scale**2
+
+    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        return np.array([float(_check_reals(self, values).sum())])
+
+
+# ---------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------
 
@@ -883,4 +1025,14 @@ def _build_rsum_dsg(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         precision=_opt_int(spec, "precision"),
         shares=_opt_int(spec, "shares"),
+    )
+
+
+@register_protocol("rsum_pure")
+def _build_rsum_pure(spec: ProtocolSpec) -> ShuffleProtocol:
+    return RSumPURE(
+        epsilon=spec.epsilon,
+        n=spec.n,
+        precision=_opt_int(spec, "precision"),
+        messages=_opt_int(spec, "messages"),
     )

@@ -16,6 +16,7 @@ from scipy import stats
 from protocols import (
     Cnt2M,
     CntBN,
+    CntPURE,
     CntSGM,
     ParameterError,
     ProtocolSpec,
@@ -285,7 +286,7 @@ def test_cnt_sgm_refuses_bad_parameters(kwargs, match):
 # --- codecs ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["cnt_2m", "cnt_bn", "cnt_sgm"])
+@pytest.mark.parametrize("name", ["cnt_2m", "cnt_bn", "cnt_sgm", "cnt_pure"])
 def test_codec_round_trip_and_garbage_rows(name):
     p = build_protocol(name, ProtocolSpec(1.0, 1e-6, 20_000))
     rng = np.random.default_rng(9)
@@ -296,3 +297,65 @@ def test_codec_round_trip_and_garbage_rows(name):
     garbage = np.arange(256, dtype=np.uint8).reshape(-1, 1)
     _, ok = p.decode(garbage)
     assert 0 < ok.sum() <= 2  # only the protocol's one or two message bytes are valid
+
+
+# --- Cnt_PURE --------------------------------------------------------------------------
+
+
+def test_cnt_pure_noise_law_and_local_calibration():
+    p = CntPURE(epsilon=0.7, n=5_000)
+    b = p.bit
+    assert b.tau == 2 * math.ceil(math.log2(5_000)) + 1
+    w = np.asarray(b.omega)
+    assert w.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(w, w[::-1])  # symmetric about τ/2, so E z = τ/2
+    # Exact local likelihood ratio of the number of ones under x = 0 and x = 1.
+    q0 = b.lam * w
+    q1 = b.lam * w.copy()
+    q0[b.m] += 1 - b.lam
+    q1[b.m + 1] += 1 - b.lam
+    assert np.max(np.abs(np.log(q0) - np.log(q1))) == pytest.approx(0.7)
+    assert p.privacy.epsilon_central == 0.7
+    assert p.privacy.delta == 0.0
+
+
+def test_cnt_pure_sampled_noise_matches_its_law():
+    b = CntPURE(epsilon=0.7, n=5_000).bit
+    rng = np.random.default_rng(20)
+    draws = b.ones(np.zeros(200_000, dtype=np.int64), rng=rng)
+    # Users in the input branch send m ones; the noise branch follows ω.
+    expected = b.lam * np.asarray(b.omega)
+    expected[b.m] += 1 - b.lam
+    counts = np.bincount(draws, minlength=b.tau + 1) / draws.size
+    se = np.sqrt(expected * (1 - expected) / draws.size)
+    assert np.all(np.abs(counts - expected) <= 4 * se + 1e-9)
+
+
+def test_cnt_pure_unbiased_variance_messages_fakes():
+    n, ones = 2_000, 500
+    p = CntPURE(epsilon=1.0, n=n)
+    x = _bits(n, ones)
+    rng = np.random.default_rng(21)
+    assert p.randomize(x, rng=rng).size == n * p.messages_per_user
+    err = np.array([_run(p, x, rng) - ones for _ in range(REPEATS)])
+    var = p.variance(x)
+    assert abs(err.mean()) < 4 * math.sqrt(var / REPEATS)
+    assert 0.8 < err.var() / var < 1.2
+    f = p.sample_fakes(40_000, rng=rng)
+    assert abs(f.mean() - 0.5) < 4 * math.sqrt(0.25 / f.size)
+    err = np.array([_run(p, x, rng, n_fakes=999) - ones for _ in range(200)])
+    assert abs(err.mean()) < 4 * math.sqrt(p.variance(x, n_fakes=999) / 200)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 1.0, "n": 100, "messages": 4}, "odd"),
+        ({"epsilon": 1.0, "n": 100, "messages": 2001}, "odd and <="),
+        ({"epsilon": 0.0, "n": 100}, "epsilon"),
+        ({"epsilon": 1.0, "n": 100, "gamma": 2.0}, "gamma"),
+    ],
+)
+def test_cnt_pure_refuses_bad_parameters(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        CntPURE(**kwargs)

@@ -19,6 +19,7 @@ from protocols import (
     ProtocolSpec,
     RSumDSG,
     RSumKR,
+    RSumPURE,
     RSumRM,
     RSumRR,
     build_protocol,
@@ -278,7 +279,8 @@ def test_codec_round_trip_and_garbage(name):
 
 # --- end to end through esa --------------------------------------------------------------
 
-MINE = ["cnt_2m", "cnt_bn", "cnt_sgm", "rsum_dsg", "rsum_kr", "rsum_rm", "rsum_rr"]
+MINE = ["cnt_2m", "cnt_bn", "cnt_pure", "cnt_sgm", "rsum_dsg", "rsum_kr", "rsum_pure"]
+MINE += ["rsum_rm", "rsum_rr"]
 
 
 def _values(p, n, seed):
@@ -291,7 +293,11 @@ def _values(p, n, seed):
 @pytest.mark.parametrize("name", MINE)
 def test_pipeline_ideal_matches_expected_error(name):
     n = 20_000
-    p = build_protocol(name, ProtocolSpec(1.0, 1e-6, n))
+    # The pure protocols send τ (and p·τ) messages per user: keep τ and p small here.
+    opts: dict[str, float] = {"messages": 3} if name.endswith("_pure") else {}
+    if name == "rsum_pure":
+        opts["precision"] = 4
+    p = build_protocol(name, ProtocolSpec(1.0, 1e-6, n, options=opts))
     x = _values(p, n, 12)
     cfg = esa.PipelineConfig(shufflers=2, fake_reports=50, crypto="ideal", workers=1)
     res = esa.run_pipeline(p, x, cfg, rng=np.random.default_rng(13))
@@ -304,7 +310,9 @@ def test_pipeline_ideal_matches_expected_error(name):
 @pytest.mark.parametrize("name", MINE)
 def test_pipeline_onion_small(name):
     n = 300 if name != "cnt_2m" else 800  # cnt_2m needs n >= 100 ln(2/δ)/ε² = 760
-    opts = {"precision": 4} if name in ("rsum_rr", "rsum_kr") else {}
+    opts: dict[str, float] = {"messages": 3} if name.endswith("_pure") else {}
+    if name in ("rsum_rr", "rsum_kr", "rsum_pure"):
+        opts["precision"] = 4
     spec = ProtocolSpec(1.0 if name != "rsum_rm" else 4.0, 1e-3, n, options=opts)
     if name == "rsum_rm":
         p = RSumRM(epsilon=4.0, delta=1e-3, n=n, precisions=(2, 3))
@@ -328,3 +336,37 @@ def test_pipeline_ideal_one_million_users_rsum_kr():
         p, x, esa.PipelineConfig(shufflers=1, crypto="ideal"), rng=np.random.default_rng(17)
     )
     assert abs(res.estimate.values[0] - res.truth[0]) <= 5 * res.estimate.expected_std[0]
+
+
+# --- RSum_PURE -------------------------------------------------------------------------
+
+
+def test_rsum_pure_digits_and_parameters():
+    p = RSumPURE(epsilon=1.0, n=1000)
+    assert p.bits == 2 * math.ceil(math.log2(1000))
+    assert p.bit.epsilon == pytest.approx(1.0 / p.bits)
+    assert p.messages_per_user == p.bits * p.bit.tau
+    assert p.privacy.delta == 0.0
+    q = RSumPURE(epsilon=1.0, n=1000, precision=5, messages=3)
+    d = q._digits(np.array([0.0, 1.0]), rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(d, [[0] * 5, [1] * 5])
+    msgs = q.randomize(_data(100), rng=np.random.default_rng(1))
+    assert np.all(np.bincount(msgs[:, 0], minlength=5) == 100 * 3)
+
+
+def test_rsum_pure_unbiased_with_closed_form_variance():
+    n = 500
+    p = RSumPURE(epsilon=4.0, n=n, precision=5, messages=3)
+    x = _data(n, seed=22)
+    rng = np.random.default_rng(23)
+    err = np.array([_estimate(p, x, rng) - x.sum() for _ in range(REPEATS)])
+    var = p.variance(x)
+    assert abs(err.mean()) < 4 * math.sqrt(var / REPEATS)
+    assert 0.8 < err.var() / var < 1.2
+    err = np.array([_estimate(p, x, rng, n_fakes=200) - x.sum() for _ in range(200)])
+    assert abs(err.mean()) < 4 * math.sqrt(p.variance(x, n_fakes=40) / 200)
+
+
+def test_rsum_pure_refuses_too_many_digits():
+    with pytest.raises(ParameterError, match="<= 48"):
+        RSumPURE(epsilon=1.0, n=1000, precision=60)
