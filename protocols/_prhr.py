@@ -67,7 +67,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 from ._freq_oracles import lh_hash
 from ._krr import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, register_protocol
@@ -509,11 +509,13 @@ class PUCM(ShuffleProtocol):
 
 @register_protocol("prhr")
 def _build_prhr(spec: ProtocolSpec) -> ShuffleProtocol:
+    _own_bound_only("prhr", spec)
     return PRHR(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
 
 
 @register_protocol("pucm")
 def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
+    _own_bound_only("pucm", spec)
     tau = spec.options.get("tau", max(1, math.ceil(math.log2(spec.domain))))
     return PUCM(
         domain=spec.domain,
@@ -523,3 +525,11 @@ def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
         tau=int(tau),
         seed=int(spec.options.get("seed", 0)),
     )
+
+
+def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
+    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
+    if spec.bound is not None:
+        raise BoundNotApplicable(
+            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
+        )

@@ -45,7 +45,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_uints, encode_uints
 from ._prhr import hadamard_row_counts, true_tuples, uniform_tuples
 from ._registry import ProtocolSpec, register_protocol
@@ -252,4 +252,13 @@ class PRRQ(ShuffleProtocol):
 
 @register_protocol("prrq")
 def _build_prrq(spec: ProtocolSpec) -> ShuffleProtocol:
+    _own_bound_only("prrq", spec)
     return PRRQ(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
+
+
+def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
+    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
+    if spec.bound is not None:
+        raise BoundNotApplicable(
+            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
+        )

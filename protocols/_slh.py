@@ -346,6 +346,7 @@ class MURS(SLH):
 
 @register_protocol("slh")
 def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
+    _own_bound_only("slh", spec)
     return SLH.from_central(
         domain=spec.domain,
         epsilon_central=spec.epsilon,
@@ -357,6 +358,7 @@ def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
 
 @register_protocol("murs")
 def _build_murs(spec: ProtocolSpec) -> ShuffleProtocol:
+    _own_bound_only("murs", spec)
     return MURS.from_central(
         domain=spec.domain,
         epsilon_central=spec.epsilon,
@@ -364,3 +366,11 @@ def _build_murs(spec: ProtocolSpec) -> ShuffleProtocol:
         delta=spec.delta,
         fake_reports=spec.fake_reports,
     )
+
+
+def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
+    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
+    if spec.bound is not None:
+        raise BoundNotApplicable(
+            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
+        )

@@ -426,3 +426,12 @@ def test_slh_claim_is_not_below_the_exact_shuffled_krr_lower_bound() -> None:
     p = SLH.from_central(domain=64, epsilon_central=1.0, n=n, delta=delta)
     lower = krr_exact_epsilon(p.params.epsilon_local, n - 1, delta, k=p.params.g)
     assert 0 < lower <= p.privacy.epsilon_central
+
+
+@pytest.mark.parametrize("name", ["hist_mm", "slh", "murs", "prhr", "pucm", "prrq"])
+def test_foreign_bound_refused_not_ignored(name: str) -> None:
+    spec = ProtocolSpec(
+        epsilon=1.0, delta=1e-3, n=200_000, domain=16, fake_reports=10, bound="thm4_balle"
+    )
+    with pytest.raises(ParameterError, match="own theorem"):
+        protocols.build_protocol(name, spec)
