@@ -30,6 +30,10 @@ be the expected number of blanket messages per hashed value. Then the shuffled r
 For SLH n_r = 0, which is exactly Thm 4 with k = d'. For MURS the same formula with only
 the fakes of the one honest shuffler (and the honest users) gives the guarantee when the other
 shufflers collude: :meth:`SLH.epsilon_central_for`.
+Caveat: the authors' reference code also carries an OLH-specific variant with 4·14 in place of
+14 (ε_c doubled, ``blanket_naive_olh``); the survey only says "by Thm 4", which is what this
+module implements. The paper's own statement could not be read here; the tests check that the
+claim is never below the exact ε of shuffled d'-RR (``protocols._tight.krr_exact_epsilon``).
 
 Estimator (unbiased; Wang et al. USENIX Sec'17 eq. for OLH with n_f uniform fakes). For every
 value v let C_v = #{reports i : H_i(v) = y_i}. A user holding v matches w.p. p'; a user holding
