@@ -157,6 +157,14 @@ class Inbox:
     def journal_mode(self) -> str:
         return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
 
+    def get_meta(self, key: str, default: str = "") -> str:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._txn() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
     # ------------------------------------------------------------------ first hop
 
     def add_reports(self, key_epoch: int, reports: Sequence[bytes]) -> tuple[int, int]:

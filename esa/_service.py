@@ -289,7 +289,8 @@ class PartyService:
         self._pending: list[_Pending] = []
         self._pending_wake = trio.Event()
         self._writer_running = False
-        self._last_control_ms = 0
+        # Durable, so a restart does not reopen the replay window of earlier commands.
+        self._last_control_ms = int(self.inbox.get_meta("last_control_ms", "0"))
         self.last_forward_error = ""
 
     @property
@@ -532,6 +533,7 @@ class PartyService:
                 f"control frame issued at {frame.issued_at_ms} ms is stale or replayed",
             )
         self._last_control_ms = frame.issued_at_ms
+        await self._db(self.inbox.set_meta, "last_control_ms", str(frame.issued_at_ms))
         if frame.command is ControlCommand.CLOSE_EPOCH:
             if not self.is_first:
                 raise _Rejected(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")
@@ -890,6 +892,9 @@ class PartyService:
         tmp = self.config.port_file.with_suffix(".tmp")
         tmp.write_text(str(self.port))
         os.replace(tmp, self.config.port_file)
+        _log(
+            f"{self.party_name} (hop {self.hop}) listening on {self.config.listen.host}:{self.port}"
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._writer_loop)
             nursery.start_soon(self._work_loop)

@@ -295,6 +295,15 @@ def test_control_needs_the_operator_key(keydir: Path) -> None:
         assert w.parse_ack(await fs.receive()) == w.Ack(0, 0)
 
     _drive(svc, script)
+    # After a restart the same captured command is still refused.
+    svc = _service(keydir, 0, state_dir="state-0e", operator={"public_key": pub})
+
+    async def replay(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(frame.sign(op))
+        assert _reason(await fs.receive()) == "stale_control"
+
+    _drive(svc, replay)
 
 
 def test_epoch_rule_size_and_deadline(keydir: Path) -> None:
