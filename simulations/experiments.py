@@ -740,9 +740,12 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
             )
         )
     if "epsilon" in plan.sweeps:
-        dec = [m for m in shuffle_names if _trend(_series(rows, "epsilon", m, "rmse")) < 1.0]
-        inc = [m for m in shuffle_names if _trend(_series(rows, "epsilon", m, "rmse")) >= 1.0]
-        msgs = {m: _trend(_series(rows, "epsilon", m, "messages_per_user")) for m in shuffle_names}
+        # Only protocols that ran at two or more points of the sweep have a trend.
+        eps_t = {m: _trend(_series(rows, "epsilon", m, "rmse")) for m in shuffle_names}
+        eps_t = {m: t for m, t in eps_t.items() if math.isfinite(t)}
+        dec = [m for m, t in eps_t.items() if t < 1.0]
+        inc = [m for m, t in eps_t.items() if t >= 1.0]
+        msgs = {m: _trend(_series(rows, "epsilon", m, "messages_per_user")) for m in eps_t}
         flat = [m for m, t in msgs.items() if math.isfinite(t) and 0.67 <= t <= 1.5]
         out.append(
             Finding(
@@ -760,6 +763,7 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
         ldp_names = sorted({r.method for r in _ok(rows) if r.family == "ldp"})
         ldp_t = {m: _trend(_series(rows, "n", m, "rmse")) for m in ldp_names}
         sh_t = {m: _trend(_series(rows, "n", m, "rmse")) for m in shuffle_names}
+        sh_t = {m: t for m, t in sh_t.items() if math.isfinite(t)}
         n_ratio = max(plan.sweeps["n"]) / min(plan.sweeps["n"])
         slower = [
             m
