@@ -50,6 +50,52 @@ class Opened:
     replayed: int
 
 
+class ReplayCache(abc.ABC):
+    """The replay keys one hop has accepted in the current epoch."""
+
+    @abc.abstractmethod
+    def add(self, keys: npt.NDArray[Any]) -> None:
+        """Remember the keys of reports just accepted."""
+
+    @abc.abstractmethod
+    def __len__(self) -> int: ...
+
+
+class _KeySetCache(ReplayCache):
+    """Ephemeral public keys (bytes) of authentic onion reports."""
+
+    def __init__(self) -> None:
+        self.keys: set[bytes] = set()
+
+    def add(self, keys: npt.NDArray[Any]) -> None:
+        self.keys.update(keys.tolist())
+
+    def __contains__(self, key: bytes) -> bool:
+        return key in self.keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class _IdArrayCache(ReplayCache):
+    """Report ids (uint64) of the ideal codec, kept sorted for vectorized look-ups."""
+
+    def __init__(self) -> None:
+        self.ids = np.empty(0, dtype=np.uint64)
+
+    def add(self, keys: npt.NDArray[Any]) -> None:
+        self.ids = np.sort(np.concatenate([self.ids, np.asarray(keys, dtype=np.uint64)]))
+
+    def seen(self, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+        if not self.ids.size:
+            return np.zeros(ids.shape, dtype=bool)
+        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        return np.asarray(self.ids[at] == ids)
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+
 class HopCodec(abc.ABC):
     """The report format seen by every hop of one pipeline."""
 
@@ -59,6 +105,10 @@ class HopCodec(abc.ABC):
         self.message_size = message_size
         self.payload_size = crypto.padded_size(message_size)
         self.layers = layers  # shufflers + analyzer
+
+    @abc.abstractmethod
+    def new_replay_cache(self) -> ReplayCache:
+        """An empty replay cache for one epoch at one hop."""
 
     @abc.abstractmethod
     def seal(
@@ -81,13 +131,14 @@ class HopCodec(abc.ABC):
         key: crypto.LayerPrivateKey | None,
         epoch: int,
         hop: int,
-        seen: set[bytes] | None,
+        seen: ReplayCache | None,
         workers: int | None,
     ) -> Opened:
         """Check, de-duplicate and peel a batch arriving at ``hop``.
 
         ``seen`` is the replay cache of earlier batches of this epoch (``None`` turns replay
         protection off — a test-only switch); duplicates within the batch are dropped too.
+        The caller adds ``Opened.replay_keys`` to the cache once it accepts the batch.
         """
 
     @abc.abstractmethod
@@ -111,6 +162,25 @@ class HopCodec(abc.ABC):
         """Number of reports in a batch."""
 
 
+def first_occurrences(values: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """Mask keeping the first occurrence of every value, in input order (sort-based: numpy's
+    hash-based ``unique`` is several times slower on 10^6 uint64 keys)."""
+    keep = np.ones(values.shape[0], dtype=bool)
+    if values.shape[0] > 1:
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        keep[order[1:][ordered[1:] == ordered[:-1]]] = False
+    return keep
+
+
+def distinct_sorted(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Sorted distinct values (fast path for the common single-crowd batch)."""
+    if values.size == 0 or bool(np.all(values == values[0])):
+        return values[:1].copy()
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+
+
 def _object_array(items: Sequence[bytes]) -> npt.NDArray[Any]:
     arr = np.empty(len(items), dtype=object)
     arr[:] = list(items)
@@ -121,6 +191,9 @@ class OnionCodec(HopCodec):
     """Real onion encryption (see :mod:`crypto`)."""
 
     mode: ClassVar[str] = "onion"
+
+    def new_replay_cache(self) -> ReplayCache:
+        return _KeySetCache()
 
     def expected_size(self, hop: int) -> int:
         """Length of every honest report arriving at ``hop``."""
@@ -154,11 +227,12 @@ class OnionCodec(HopCodec):
         key: crypto.LayerPrivateKey | None,
         epoch: int,
         hop: int,
-        seen: set[bytes] | None,
+        seen: ReplayCache | None,
         workers: int | None,
     ) -> Opened:
         if key is None:
             raise ValueError("an onion hop needs its layer key")
+        assert seen is None or isinstance(seen, _KeySetCache)
         expected = self.expected_size(hop)
         items = list(reports)
         invalid = 0
@@ -172,7 +246,7 @@ class OnionCodec(HopCodec):
             if seen is not None:
                 # A valid report whose key an earlier batch already used, or an exact copy
                 # within this batch, is a replay: drop it without spending a scalar mult.
-                if r[1:33] in seen or r in batch_bytes:
+                if r[1:33] in seen.keys or r in batch_bytes:
                     replayed += 1
                     continue
                 batch_bytes.add(r)
@@ -238,6 +312,9 @@ class IdealCodec(HopCodec):
 
     mode: ClassVar[str] = "ideal"
 
+    def new_replay_cache(self) -> ReplayCache:
+        return _IdArrayCache()
+
     @property
     def row_size(self) -> int:
         return _IDEAL_HEADER + self.payload_size
@@ -270,7 +347,7 @@ class IdealCodec(HopCodec):
         key: crypto.LayerPrivateKey | None,
         epoch: int,
         hop: int,
-        seen: set[bytes] | None,
+        seen: ReplayCache | None,
         workers: int | None,
     ) -> Opened:
         rows, invalid = self._as_rows(reports)
@@ -280,25 +357,18 @@ class IdealCodec(HopCodec):
         ids = np.ascontiguousarray(rows[:, _ID]).view("<u8").reshape(-1)
         replayed = 0
         if seen is not None:
-            _, first = np.unique(ids, return_index=True)
-            keep = np.zeros(ids.shape[0], dtype=bool)
-            keep[first] = True
-            if seen:
-                prior = np.fromiter((int.from_bytes(s, "little") for s in seen), np.uint64)
-                keep &= ~np.isin(ids, prior)
+            keep = first_occurrences(ids)
+            if len(seen):
+                assert isinstance(seen, _IdArrayCache)
+                keep &= ~seen.seen(ids)
             replayed = int((~keep).sum())
             rows, ids = rows[keep], ids[keep]
         crowds = np.ascontiguousarray(rows[:, _CROWD]).view(">u8").reshape(-1).astype(np.uint64)
-        forward = rows.copy()
+        forward = rows  # already a copy (boolean indexing)
         k = forward.shape[0]
         # A fresh id per hop, as a fresh ephemeral key would be: ids never link hops.
         forward[:, _ID] = np.frombuffer(os.urandom(8 * k), dtype=np.uint8).reshape(k, 8)
-        keys = (
-            _object_array([int(i).to_bytes(8, "little") for i in ids])
-            if seen is not None
-            else (np.empty(0, dtype=object))
-        )
-        return Opened(forward, crowds, keys, invalid, replayed)
+        return Opened(forward, crowds, ids.copy(), invalid, replayed)
 
     def payload_rows(self, forward: Reports) -> tuple[npt.NDArray[np.uint8], int]:
         rows = np.asarray(forward, dtype=np.uint8)

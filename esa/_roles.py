@@ -22,7 +22,7 @@ import numpy.typing as npt
 import crypto
 from protocols import Estimate, ShuffleProtocol
 
-from ._codec import HopCodec
+from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError
 
 __all__ = ["Analyzer", "AnalyzerOutput", "Encoder", "HopCounters", "Shuffler", "split_messages"]
@@ -157,7 +157,7 @@ class Shuffler:
         self.replay_protection = replay_protection
         self.workers = workers
         self.held: list[Any] = []
-        self._seen: dict[int, set[bytes]] = {}
+        self._seen: dict[int, ReplayCache] = {}
 
     def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
         """Handle one batch of ``epoch``; returns the permuted output and the counters."""
@@ -168,11 +168,11 @@ class Shuffler:
         )
         counters.invalid, counters.replayed = opened.invalid, opened.replayed
         if seen is not None:
-            seen.update(opened.replay_keys.tolist())
+            seen.add(opened.replay_keys)
         # Metadata is gone by construction: only the peeled reports and their crowd ids
         # survive; arrival order is destroyed by the permutation below.
         parts = []
-        for crowd in np.unique(opened.crowd_ids):
+        for crowd in distinct_sorted(opened.crowd_ids):
             index = np.flatnonzero(opened.crowd_ids == crowd)
             members = self.codec.take(opened.forward, index)
             if index.size < self.threshold:
@@ -204,11 +204,11 @@ class Shuffler:
             workers=self.workers,
         )
 
-    def _replay_cache(self, epoch: int) -> set[bytes]:
+    def _replay_cache(self, epoch: int) -> ReplayCache:
         # Keep only the current epoch's cache: a report bound to an older epoch fails
         # authentication anyway, so older caches would only cost memory.
         if epoch not in self._seen:
-            self._seen = {epoch: set()}
+            self._seen = {epoch: self.codec.new_replay_cache()}
         return self._seen[epoch]
 
 
@@ -249,7 +249,7 @@ class Analyzer:
             key=self.key,
             epoch=epoch,
             hop=self.hop,
-            seen=set() if self.replay_protection else None,
+            seen=self.codec.new_replay_cache() if self.replay_protection else None,
             workers=self.workers,
         )
         padded, malformed = self.codec.payload_rows(opened.forward)

@@ -241,3 +241,25 @@ def test_shuffler_output_is_permuted() -> None:
     payload_out = out[:, 17:].tobytes()
     assert payload_in != payload_out
     assert sorted(batch[:, 17:].tolist()) == sorted(out[:, 17:].tolist())
+
+
+def test_ideal_replay_cache_across_batches_and_within() -> None:
+    proto = _proto()
+    codec = esa.make_codec("ideal", message_size=proto.message_size, layers=2)
+    enc = esa.Encoder(proto, codec, [b"", b""])
+    shuffler = esa.Shuffler(hop=0, codec=codec, key=None, route=[b"", b""], protocol=proto)
+    batch = enc.encode(_values(50), rng=np.random.default_rng(0), epoch=1)
+    _, first = shuffler.process(np.concatenate([batch[:30], batch[:3]]), epoch=1)
+    _, second = shuffler.process(batch[20:], epoch=1)
+    assert (first.replayed, first.forwarded) == (3, 30)
+    assert (second.replayed, second.forwarded) == (10, 20)
+
+
+def test_first_occurrences_keeps_first_in_input_order() -> None:
+    from esa._codec import distinct_sorted, first_occurrences
+
+    values = np.array([5, 3, 5, 9, 3, 3, 1], dtype=np.uint64)
+    assert first_occurrences(values).tolist() == [True, True, False, True, False, False, True]
+    assert distinct_sorted(values).tolist() == [1, 3, 5, 9]
+    assert distinct_sorted(np.zeros(4, dtype=np.uint64)).tolist() == [0]
+    assert distinct_sorted(np.zeros(0, dtype=np.uint64)).tolist() == []
