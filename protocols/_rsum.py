@@ -259,8 +259,10 @@ class RSumKR(ShuffleProtocol):
         MSE ≤ n/(4k²) + n(λ s₂ − λ²μ²)/((1−λ)k)².
     Balle et al. pick k ∝ (ε² n / log(1/δ))^{1/3} to balance the two terms (error
     O(n^{1/6} log^{1/3}(1/δ)/ε^{2/3})); by default we take the integer k minimizing this
-    worst-case MSE with the actual λ, searched around k* = (3nε²/(7 ln(2/δ)))^{1/3} (the
-    minimizer of the Thm 3.1 form n/(4k²) + 7k ln(2/δ)/(6ε²)). ``precision`` overrides k.
+    worst-case MSE with the λ of the closed-form bounds (Thm 2–4: fast enough to search),
+    around k* = (3nε²/(7 ln(2/δ)))^{1/3} (the minimizer of the Thm 3.1 form
+    n/(4k²) + 7k ln(2/δ)/(6ε²)); the chosen k then gets the λ of the tightest registered
+    bound (``bound`` forces one). ``precision`` overrides k.
     """
 
     name: ClassVar[str] = "rsum_kr"
@@ -376,7 +378,8 @@ class RSumRR(ShuffleProtocol):
     unbiased, variance n r (λ'/2)(1 − λ'/2)/((1−λ')r)² + Σf(1−f)/r² (data-free bound
     n/(4r²) for the second term). Cheu et al. take r = Θ(ε√n / log(1/δ)) (error
     O(log(1/δ)/ε) with O(ε√n) messages); by default we take the r ∈ [1, 64] minimizing the
-    worst-case MSE with the actual λ'(r). ``precision`` overrides r.
+    worst-case MSE with the λ'(r) of the closed-form bounds, then give that r the λ' of the
+    tightest registered bound (``bound`` forces one). ``precision`` overrides r.
     """
 
     name: ClassVar[str] = "rsum_rr"
