@@ -2,9 +2,10 @@
 
 The survey's closed forms (``_amplification.py``, Thm 1–4) are loose by factors of 3–10. This
 module computes ε(δ) of the shuffled output numerically, either exactly or from a reduction
-that is proven to dominate it, and registers each accountant in :data:`BOUNDS` so that
-:func:`tightest_central` / :func:`largest_local` pick the tightest one automatically and name
-it:
+that is proven to dominate it, and registers the accountants below in :data:`BOUNDS` (all
+but the k-RR blanket, whose ~1 s cost is too much at protocol construction; it is
+:data:`KRR_BLANKET_BOUND`, used by the audit) so that :func:`tightest_central` /
+:func:`largest_local` pick the tightest one automatically and name it:
 
 ``binary_rr_exact`` (family ``krr``, k = 2)
     Exact ε(δ) of shuffled binary randomized response. The shuffled output is the count Y of
