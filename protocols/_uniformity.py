@@ -236,8 +236,13 @@ class UniformityTester(ShuffleProtocol):
         return np.concatenate(parts)
 
     @staticmethod
-    def _label(j: int, msgs: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        body = msgs.reshape(msgs.shape[0], -1)
+    def _as_rows(body: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        # reshape(k, -1) cannot infer the width of zero rows: give 1-D bodies one column.
+        return body[:, None] if body.ndim == 1 else body.reshape(body.shape[0], -1)
+
+    @classmethod
+    def _label(cls, j: int, msgs: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        body = cls._as_rows(msgs)
         labels = np.full((body.shape[0], 1), j, dtype=body.dtype)
         return np.concatenate([labels, body], axis=1)
 
@@ -262,9 +267,9 @@ class UniformityTester(ShuffleProtocol):
         body, ok = self._counter.decode(np.ascontiguousarray(rows[:, self._label_size :]))
         return self._label_all(labels, np.asarray(body)), ok & (labels < self._k)
 
-    @staticmethod
-    def _label_all(labels: npt.NDArray[Any], body: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        body2 = body.reshape(body.shape[0], -1)
+    @classmethod
+    def _label_all(cls, labels: npt.NDArray[Any], body: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        body2 = cls._as_rows(body)
         return np.concatenate([labels.reshape(-1, 1).astype(body2.dtype), body2], axis=1)
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:

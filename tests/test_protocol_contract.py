@@ -116,10 +116,7 @@ def test_estimate_with_fakes_has_truth_shape(built):
 
 #: Contract violations found by this suite in other modules, to fix there (strict xfail:
 #: the mark must go once the bug is fixed).
-KNOWN_BUGS: dict[str, str] = {
-    "aut": "_uniformity._label_all reshapes an empty body: sample_fakes(0) raises",
-    "put": "_uniformity._label_all reshapes an empty body: sample_fakes(0) raises",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
