@@ -575,10 +575,13 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
             from esa._net import close_epoch
 
             await close_epoch(chain.first.address, chain.operator)
-            await trio.sleep(0.5)  # hop 0 processes and fails to forward, retrying
-            status = await query(chain.first.address, crypto.QueryKind.STATUS)
-            assert status["counters"].get("forward_failures", 0) >= 1
-            return status
+            # Hop 0 processes the epoch, then fails to forward it and keeps retrying.
+            with trio.fail_after(60):
+                while True:
+                    status = await query(chain.first.address, crypto.QueryKind.STATUS)
+                    if status["counters"].get("forward_failures", 0) >= 1:
+                        return status
+                    await trio.sleep(0.05)
 
         trio.run(close_and_wait)
         chain.restart(1)
