@@ -170,3 +170,16 @@ def test_murs_local_hashing_is_no_worse_than_its_krr_model(
     model = krr_fakes_only_epsilon(eps, n_r, delta, k=g)
     assert exact <= model
     assert exact >= 0.85 * model  # and the model is not far off
+
+
+def test_none_uses_the_protocols_own_theorem_when_tighter() -> None:
+    # A multi-message protocol with a large bundle ε_l: the generic accountant proves little,
+    # the protocol's own theorem (its no-collusion claim) is used and named.
+    cfg = _cfg(family="generic", epsilon_local=9.0, epsilon_claimed=1.0, claimed_bound="own")
+    rows = {r.scenario: r for r in collusion_scenarios(cfg)}
+    assert rows["none"].epsilon_upper == 1.0
+    assert rows["none"].bound == "own"
+    assert rows["all shufflers"].epsilon_upper == 9.0
+    # A looser claim is not used.
+    tight = collusion_scenarios(_cfg(epsilon_claimed=2.0, claimed_bound="own"))[0]
+    assert tight.bound == "binary_rr_exact"
