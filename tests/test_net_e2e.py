@@ -219,3 +219,57 @@ def test_parties_exit_when_the_simulation_dies(tmp_path: Path) -> None:
         for pid in pids:  # never leave a process behind, even if the test fails
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+_INTERRUPTED_RUN = """
+import numpy as np
+import esa
+from protocols import ProtocolSpec, build_protocol
+from simulations._tcp_run import run_tcp
+p = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=200000, domain=4))
+values = np.zeros(200000, dtype=np.int64)
+run_tcp(p, values, esa.PipelineConfig(shufflers=1, workers=1), rng=np.random.default_rng(0))
+"""
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+def test_ctrl_c_tears_the_chain_down() -> None:
+    """SIGINT to a running ``run_tcp`` (as Ctrl-C sends): every party is gone by the time
+    the run has exited."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTED_RUN],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(kids) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            kids = _children(proc.pid)
+            time.sleep(0.05)
+        assert len(kids) == 2, "the chain's two parties never started"
+        time.sleep(1.0)  # parties up (or starting): either way they must be torn down
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode != 0
+        assert not any(_alive(k) for k in kids)  # checked at once: no grace period
+    finally:
+        for pid in [proc.pid, *kids]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.stderr is not None
+        proc.stderr.close()
