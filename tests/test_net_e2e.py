@@ -34,7 +34,7 @@ from esa._net import (
     submit_reports,
 )
 from protocols import ProtocolSpec, build_protocol
-from simulations._tcp_run import run_tcp, running_chain, wait_processed
+from simulations._tcp_run import run_tcp, running_chain, start_chain, wait_processed
 
 
 @pytest.mark.slow
@@ -273,3 +273,12 @@ def test_ctrl_c_tears_the_chain_down() -> None:
         proc.wait(timeout=10)
         assert proc.stderr is not None
         proc.stderr.close()
+
+
+def test_a_party_failing_to_start_leaves_nothing_running(tmp_path: Path) -> None:
+    protocol = build_protocol("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
+    before = set(_children(os.getpid()))
+    # max_frame below the config's minimum: every party exits at once with a usage error.
+    with pytest.raises(esa.ESAError, match=r"exited with 2: .*max_frame_bytes"):
+        start_chain(tmp_path, protocol, shufflers=2, max_frame=10)
+    assert not [p for p in set(_children(os.getpid())) - before if _alive(p)]
