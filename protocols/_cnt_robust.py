@@ -22,8 +22,10 @@ What this module can and cannot claim for ``Cnt_SGM``. The survey's formulas wer
 extraction and the paper was not available offline, so the randomizer above is rebuilt from
 the survey's prose. For this reconstruction the survey's pure (3ε/γ, 0, γ) claim is FALSE:
 exact computation of the shuffled view (#(+1), #(−1)) for neighbouring datasets at small n
-(tests/test_counting_protocols.py) finds views with no "+1" message whose likelihood ratio
-is ≈ (1 + λ(…))/(λ P[η ≤ −1]), which grows like n since λ ∝ 1/n. :attr:`CntSGM.privacy`
+(tests/test_counting_protocols.py) finds views with no "+1" message: when the others all
+hold 0, such a view needs the one user holding 1 to draw noise η ≤ −1, so its likelihood
+ratio is ≈ (1 − λ + λP[η ≤ 1])/(λ P[η ≤ −1]), unbounded as λ ∝ 1/n shrinks. (ε = 1, n = 40:
+exact 4.6 > 3.) :attr:`CntSGM.privacy`
 therefore reports the pure guarantee we can prove — the local one, ε_l = max{2ε,
 ln((1−λ+λP[η=0])/(λP[η=2]))}, which holds for every γ — and :attr:`CntSGM.claimed_privacy`
 keeps the survey's statement for comparison. The estimator and its variance are exact.
