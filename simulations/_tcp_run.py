@@ -38,9 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa._config import Address
-from esa._net import close_epoch, query, submit_reports
-from esa._roles import HopCounters
+from esa import Address, HopCounters, close_epoch, query, submit_reports
 from protocols import Estimate, ShuffleProtocol
 
 __all__ = ["Chain", "PartyProcess", "run_tcp", "start_chain"]

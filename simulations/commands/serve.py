@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from esa._config import load_config
-from esa._service import serve
+from esa import load_config, serve
 
 from .._common import UsageError
 

@@ -20,8 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa._config import parse_address
-from esa._net import close_epoch, query, submit_reports
+from esa import close_epoch, parse_address, query, submit_reports
 from protocols import ProtocolSpec, build_protocol
 
 from .._common import UsageError, emit_json, print_table
