@@ -160,13 +160,13 @@ def _upper(cfg: CollusionConfig, honest_users: int, honest_fakes: int) -> tuple[
         eps = krr_fakes_only_epsilon(eps0, honest_fakes, cfg.delta, k=cfg.k)
         if eps < eps0:
             return eps, "krr_fakes_exact"
-        return eps0, "local"
+        return eps0, "local_dp"
     try:
         return shuffled_epsilon(
             eps0, honest_users, cfg.delta, family=cfg.family, k=cfg.k, n_fakes=honest_fakes
         )
     except BoundNotApplicable:
-        return eps0, "local"
+        return eps0, "local_dp"
 
 
 def _protects(cfg: CollusionConfig, users: int, fakes: int) -> str:
@@ -243,7 +243,7 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                     0,
                     0,
                     eps,
-                    "local randomizer" if math.isfinite(eps) else "none",
+                    "local_dp" if math.isfinite(eps) else "none",
                     f"{who}: only the local randomizer"
                     + ("" if math.isfinite(eps) else ", which gives no guarantee alone"),
                     colluding_users=ku,

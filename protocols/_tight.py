@@ -656,11 +656,11 @@ def shuffled_epsilon(
         n_fakes: uniform fake reports unknown to the adversary.
 
     Returns:
-        (ε, name of the bound that gives it). ``"local"`` when shuffling proves nothing better
+        (ε, name of the bound that gives it). ``"local_dp"`` when shuffling proves nothing better
         than ε0.
     """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
-    candidates: list[tuple[float, str]] = [(eps0, "local")]
+    candidates: list[tuple[float, str]] = [(eps0, "local_dp")]
     if family == "krr":
         if k == 2:
             candidates.append(
