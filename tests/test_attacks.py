@@ -140,3 +140,22 @@ def test_attack_rejects_what_it_cannot_audit() -> None:
         AttackSetup(n=5, colluding_users=5)
     with pytest.raises(ParameterError, match="trials"):
         AttackSetup(n=5, trials=10)
+
+
+def test_protocol_family_declared_hashed_or_generic() -> None:
+    from protocols import ProtocolSpec, build_protocol
+
+    assert protocol_family(CntRR(epsilon_local=1.0, n=100, delta=DELTA))[:2] == ("krr", 2)
+    assert protocol_family(HistKR(domain=5, epsilon_local=1.0, n=100, delta=DELTA))[:2] == (
+        "krr",
+        5,
+    )
+    spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=20_000, domain=16, fake_reports=30)
+    murs = build_protocol("murs", spec)
+    family, k, note = protocol_family(murs)
+    assert family == "krr"
+    assert k == murs.params.g  # type: ignore[attr-defined]
+    assert "hash" in note
+    family, _, note = protocol_family(build_protocol("cnt_pure", spec))
+    assert family == "generic"
+    assert "generic" in note
