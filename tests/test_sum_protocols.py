@@ -328,14 +328,21 @@ def test_pipeline_onion_small(name):
 
 
 @pytest.mark.slow
-def test_pipeline_ideal_one_million_users_rsum_kr():
+@pytest.mark.parametrize("name", ["cnt_2m", "cnt_sgm", "rsum_kr", "rsum_dsg"])
+def test_pipeline_ideal_one_million_users(name):
+    # The other protocols at n = 10^6: benchmarks/bench_count_sum_protocols.py (docs).
     n = 10**6
-    p = build_protocol("rsum_kr", ProtocolSpec(1.0, 1e-6, n))
+    p = build_protocol(name, ProtocolSpec(1.0, 1e-6, n))
     x = _values(p, n, 16)
     res = esa.run_pipeline(
         p, x, esa.PipelineConfig(shufflers=1, crypto="ideal"), rng=np.random.default_rng(17)
     )
-    assert abs(res.estimate.values[0] - res.truth[0]) <= 5 * res.estimate.expected_std[0]
+    err = abs(res.estimate.values[0] - res.truth[0])
+    assert err <= (p.error_bound(1e-6) if name == "cnt_2m" else 5 * res.estimate.expected_std[0])
+    if name == "cnt_2m":  # messages_per_user is that of a user holding 1: x + Ber(p)
+        assert res.hops[-1].received <= n * p.messages_per_user
+    else:
+        assert res.hops[-1].received == pytest.approx(n * p.messages_per_user, rel=0.01)
 
 
 # --- RSum_PURE -------------------------------------------------------------------------
