@@ -28,7 +28,7 @@ but the k-RR blanket, whose ~1 s cost is too much at protocol construction; it i
 ``krr_blanket_numerical`` (family ``krr``)
     Privacy blanket of Balle, Bell, Gascón, Nissim (Crypto'19, arXiv 1903.02837 Lemma 3.1),
     evaluated numerically instead of through their tail bounds (the "tight blanket" of
-    Biswas, Jung, Palamidessi et al., arXiv 2209.07340, in its k-RR instance): each other user
+    Biswas, Jung, Palamidessi et al., arXiv 2205.04410, in its k-RR instance): each other user
     is uniform over [k] with probability λ = k/(e^{ε0}+k−1), the rest is known to the
     adversary. With T = 1 + (number of uniform reports) the privacy loss of a histogram h is
     ln[((e^{ε0}−1) h₁ + T) / ((e^{ε0}−1) h₀ + T)] (h₀, h₁ the counts of x⁰, x¹), so the
@@ -861,7 +861,7 @@ KRR_BLANKET_BOUND = AmplificationBound(
     name="krr_blanket_numerical",
     families=frozenset({"krr"}),
     citation="Balle et al. Crypto'19 (arXiv 1903.02837) Lemma 3.1 privacy blanket, "
-    "evaluated numerically (tight blanket, Biswas et al. arXiv 2209.07340)",
+    "evaluated numerically (tight blanket, Biswas et al. arXiv 2205.04410)",
     forward=_bl_forward,
     inverse=_bl_inverse,
 )
