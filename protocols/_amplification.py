@@ -18,8 +18,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scipy.optimize import brentq
-
 from ._base import check_delta, check_epsilon, check_n
 from ._errors import BoundNotApplicable, ParameterError
 
@@ -97,6 +95,9 @@ def _invert_increasing(
     lo = 1e-12
     if forward(lo) > target:
         raise BoundNotApplicable(f"{what}: epsilon_central={target:g} is below what any ε_l gives")
+    # Imported here: scipy costs ~0.5 s at start-up and most runs never invert a bound.
+    from scipy.optimize import brentq
+
     return float(brentq(lambda e: forward(e) - target, lo, eps_max, xtol=1e-12, rtol=1e-12))
 
 
