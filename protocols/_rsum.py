@@ -28,7 +28,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq
 
 from ._amplification import BOUNDS, krr_lambda, largest_local
 from ._base import (
@@ -86,6 +85,9 @@ def advanced_composition_epsilon(epsilon_total: float, delta_slack: float, round
     (√(2r ln(1/δ'')) ε' + r ε'(e^{ε'} − 1), r δ' + δ'')-DP. Basic composition (r ε', r δ')
     is also valid; we return the larger ε' of the two.
     """
+    # Imported here: scipy.optimize costs every esa command and party process at start-up.
+    from scipy.optimize import brentq
+
     r = check_n(rounds, "rounds")
     eps = check_epsilon(epsilon_total, "epsilon_total")
     slack = check_delta(delta_slack, "delta_slack")
