@@ -124,6 +124,29 @@ class RunResult:
         }
 
 
+def _chain_keys(
+    config: PipelineConfig, channels: int, keys: Sequence[crypto.PartyKeys] | None
+) -> tuple[list[list[crypto.LayerPrivateKey | None]], list[list[bytes]]]:
+    """Layer keys and public routes of each channel's chain (all end at one analyzer)."""
+    m = config.shufflers
+    if config.crypto != "onion":
+        return [[None] * (m + 1) for _ in range(channels)], [[b""] * (m + 1)] * channels
+    if keys is not None:
+        if len(keys) != m + 1:
+            raise ConfigError(f"need {m + 1} party keys (m shufflers + analyzer), got {len(keys)}")
+        chains = [list(keys)]
+    else:
+        analyzer = crypto.PartyKeys.generate(crypto.analyzer_name())
+        chains = [
+            [crypto.PartyKeys.generate(crypto.shuffler_name(i)) for i in range(m)] + [analyzer]
+            for _ in range(channels)
+        ]
+    layer_keys: list[list[crypto.LayerPrivateKey | None]] = [
+        [k.layer for k in chain] for chain in chains
+    ]
+    return layer_keys, [[k.layer.public_key for k in chain] for chain in chains]
+
+
 def run_pipeline(
     protocol: ShuffleProtocol,
     values: npt.ArrayLike,
@@ -143,8 +166,8 @@ def run_pipeline(
         rng: seeded generator for the statistics (randomizers, and fakes when
             ``config.seeded_fakes``); children are spawned from it per stage.
         interceptors: ``{hop: fn(reports) -> reports}`` applied to the batch arriving at
-            ``hop`` (0..m-1 shufflers, m analyzer): how tests and audits model a malicious
-            or colluding party on the path.
+            ``hop`` (0..m-1 shufflers of the first chain, m analyzer): how tests and audits
+            model a malicious or colluding party on the path.
         keys: the parties' keys in route order (default: fresh in-memory keys).
         on_stage: called with each stage's name as it starts (progress display).
     """
@@ -156,23 +179,12 @@ def run_pipeline(
     if bad_hops:
         raise ConfigError(f"interceptor hops must lie in [0, {m}], got {bad_hops}")
     codec = make_codec(config.crypto, message_size=protocol.message_size, layers=m + 1)
-    if config.crypto == "onion":
-        party_keys = (
-            list(keys)
-            if keys is not None
-            else [crypto.PartyKeys.generate(crypto.shuffler_name(i)) for i in range(m)]
-            + [crypto.PartyKeys.generate(crypto.analyzer_name())]
-        )
-        if len(party_keys) != m + 1:
-            raise ConfigError(
-                f"need {m + 1} party keys (m shufflers + analyzer), got {len(party_keys)}"
-            )
-        layer_keys: list[crypto.LayerPrivateKey | None] = [k.layer for k in party_keys]
-        route = [k.layer_public for k in (p.public() for p in party_keys)]
-    else:
-        layer_keys = [None] * (m + 1)
-        route = [b""] * (m + 1)
-    stats_rng, *fake_rngs = rng.spawn(m + 1)
+    channels = protocol.channels
+    if keys is not None and channels != 1:
+        raise ConfigError(f"{protocol.name} uses {channels} shuffler chains; keys= is for one")
+    # One chain of m shufflers per channel (RSum_RM: one per precision); one analyzer.
+    layer_keys, routes = _chain_keys(config, channels, keys)
+    stats_rng, *fake_rngs = rng.spawn(m * channels + 1)
     seconds: dict[str, float] = {}
 
     def stage(name: str) -> float:
@@ -181,38 +193,53 @@ def run_pipeline(
         return time.perf_counter()
 
     t = stage("encode")
-    encoder = Encoder(protocol, codec, route, workers=config.workers)
-    batch = encoder.encode(x, rng=stats_rng, epoch=config.epoch, crowd_id=config.crowd_id)
+    messages = Encoder(protocol, codec, routes[0], workers=config.workers).messages(
+        x, rng=stats_rng
+    )
+    channel_of = protocol.channel_of(messages) if channels > 1 else None
+    batches = []
+    for c in range(channels):
+        part = messages if channel_of is None else messages[channel_of == c]
+        encoder = Encoder(protocol, codec, routes[c], workers=config.workers)
+        batches.append(
+            encoder.seal_messages(part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0)
+        )
     seconds["encode"] = time.perf_counter() - t
 
     hops: list[HopCounters] = []
-    for i in range(m):
-        t = stage(f"shuffler {i + 1}/{m}")
-        if i in interceptors:
-            batch = interceptors[i](batch)
-        shuffler = Shuffler(
-            hop=i,
-            codec=codec,
-            key=layer_keys[i],
-            route=route,
-            protocol=protocol,
-            threshold=config.threshold,
-            fake_reports=config.fake_reports,
-            fake_rng=fake_rngs[i] if config.seeded_fakes else None,
-            replay_protection=config.replay_protection,
-            workers=config.workers,
-        )
-        batch, counters = shuffler.process(batch, epoch=config.epoch)
-        hops.append(counters)
-        seconds[f"shuffler_{i + 1}"] = time.perf_counter() - t
+    for c in range(channels):
+        batch = batches[c]
+        for i in range(m):
+            label = f"{i + 1}" if channels == 1 else f"{c + 1}.{i + 1}"
+            t = stage(f"shuffler {label}/{m}")
+            if i in interceptors and c == 0:
+                batch = interceptors[i](batch)
+            shuffler = Shuffler(
+                hop=i,
+                codec=codec,
+                key=layer_keys[c][i],
+                route=routes[c],
+                protocol=protocol,
+                threshold=config.threshold,
+                fake_reports=config.fake_reports,
+                fake_rng=fake_rngs[c * m + i] if config.seeded_fakes else None,
+                replay_protection=config.replay_protection,
+                workers=config.workers,
+            )
+            batch, counters = shuffler.process(batch, epoch=config.epoch)
+            counters.channel = c
+            hops.append(counters)
+            seconds[f"shuffler_{label}"] = time.perf_counter() - t
+        batches[c] = batch
 
     t = stage("analyze")
+    batch = codec.concat(batches)
     if m in interceptors:
         batch = interceptors[m](batch)
     analyzer = Analyzer(
         hop=m,
         codec=codec,
-        key=layer_keys[m],
+        key=layer_keys[0][m],
         protocol=protocol,
         replay_protection=config.replay_protection,
         workers=config.workers,

@@ -35,6 +35,7 @@ class HopCounters:
 
     hop: int
     role: str
+    channel: int = 0
     received: int = 0
     invalid: int = 0
     replayed: int = 0
@@ -89,8 +90,13 @@ class Encoder:
         crowd_id: int = 0,
     ) -> Any:
         """Every user's reports for hop 0 (one report per message)."""
-        messages = split_messages(self.protocol, self.protocol.randomize(values, rng=rng))
-        return self.seal_messages(messages, epoch=epoch, crowd_id=crowd_id, first_hop=0)
+        return self.seal_messages(
+            self.messages(values, rng=rng), epoch=epoch, crowd_id=crowd_id, first_hop=0
+        )
+
+    def messages(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """Every user's messages: randomized, then split into Split-Mix shares if asked."""
+        return split_messages(self.protocol, self.protocol.randomize(values, rng=rng))
 
     def seal_messages(
         self, messages: npt.NDArray[Any], *, epoch: int, crowd_id: int, first_hop: int

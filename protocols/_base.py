@@ -163,6 +163,16 @@ class ShuffleProtocol(abc.ABC):
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The exact statistic the estimator targets, computed from the raw values."""
 
+    @property
+    def channels(self) -> int:
+        """Independent shuffler chains the messages are split across (1 for most protocols;
+        e.g. ``RSum_RM`` sends each precision through its own shuffler)."""
+        return 1
+
+    def channel_of(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """The channel in [0, :attr:`channels`) of each message."""
+        return np.zeros(np.asarray(messages).shape[0], dtype=np.int64)
+
     def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
         """Check users' values against :attr:`input_kind` and return them as an array."""
         arr = np.asarray(values)

@@ -263,3 +263,41 @@ def test_first_occurrences_keeps_first_in_input_order() -> None:
     assert distinct_sorted(values).tolist() == [1, 3, 5, 9]
     assert distinct_sorted(np.zeros(4, dtype=np.uint64)).tolist() == [0]
     assert distinct_sorted(np.zeros(0, dtype=np.uint64)).tolist() == []
+
+
+@pytest.mark.parametrize("mode", ["onion", "ideal"])
+def test_channels_get_their_own_shuffler_chains(mode: str) -> None:
+    # RSum_RM sends each precision through its own chain; every message a chain sees belongs
+    # to that chain's channel, and the analyzer receives all of them.
+    proto = protocols.build_protocol(
+        "rsum_rm", protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=3000)
+    )
+    assert proto.channels > 1
+    x = np.random.default_rng(0).random(3000)
+    seen: list[np.ndarray] = []
+
+    def record(batch: np.ndarray) -> np.ndarray:
+        seen.append(batch)
+        return batch
+
+    config = esa.PipelineConfig(shufflers=2, fake_reports=4, crypto=mode, workers=1)
+    result = esa.run_pipeline(
+        proto, x, config, rng=np.random.default_rng(1), interceptors={0: record}
+    )
+    shufflers = [h for h in result.hops if h.role == "shuffler"]
+    assert [(h.channel, h.hop) for h in shufflers] == [
+        (c, i) for c in range(proto.channels) for i in range(2)
+    ]
+    assert [h.received for h in shufflers if h.hop == 0] == [3000] * proto.channels
+    analyzer = result.hops[-1]
+    assert analyzer.forwarded == proto.channels * (3000 + 8)
+    # Fakes are uniform over the whole message space (what the estimator removes), so a
+    # chain's fakes may carry any channel; the users' messages split exactly by channel.
+    channel = proto.channel_of(result.analyzer_messages)
+    assert np.bincount(channel, minlength=proto.channels).sum() == proto.channels * 3008
+    assert np.all(np.abs(np.bincount(channel) - 3008) <= 8 * proto.channels)
+    if mode == "ideal":  # the first chain's input holds channel-0 messages only
+        payload, ok = crypto.unpad_rows(seen[0][:, 17:], proto.message_size)
+        assert ok.all()
+        msgs, _ = proto.decode(np.ascontiguousarray(payload))
+        assert set(proto.channel_of(msgs).tolist()) == {0}
