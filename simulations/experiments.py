@@ -999,7 +999,8 @@ def write_summary(result: ExperimentResult) -> None:
         + ", ".join(f"{k}={v:g}" for k, v in plan.defaults.items())
         + f"; {plan.repeats} runs per point; message budget {plan.max_messages:.3g} per run",
         "- sweeps: " + "; ".join(f"{k} ∈ {list(v)}" for k, v in plan.sweeps.items()),
-        f"- protocols (registered in this category): {', '.join(result.protocols) or 'none'}",
+        "- protocols run (default: every one registered in this category): "
+        + (", ".join(result.protocols) or "none"),
         f"- wall time: {result.seconds:.1f} s",
         "",
         "## At the default point",
