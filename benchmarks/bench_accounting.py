@@ -4,11 +4,22 @@ Each accountant is evaluated cold (caches cleared) forward (ε_l → ε_c) and i
 (ε_c → ε_l), at n = 10^4 … 10^6, δ = 10^-6; the survey's closed form is the reference.
 
     python benchmarks/bench_accounting.py [--n 10000 100000 1000000]
+
+``--blanket`` instead times the k-RR blanket before/after its speed-up, side by side in one
+run: "before" is the previous algorithm (kept as the slow reference: full-precision root
+find, three binomial tails per cell, no pruning; inverse by a root find on the divergence
+guarded by the forward map), "after" the registered bound; plus the start-up cost of
+``import protocols`` with and without scipy's modules imported eagerly (as before).
+
+    python benchmarks/bench_accounting.py --blanket [--n ...] [--domains 3 8 1024]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
+import sys
 import time
 
 from protocols import BOUNDS, KRR_BLANKET_BOUND, BoundNotApplicable
@@ -29,8 +40,70 @@ def _clear() -> None:
         tight._clone_cached,
         tight._blanket_cached,
         tight._krr_exact_cached,
+        tight._blanket_inverse_cached,
+        tight._sc_inverse,
     ):
         f.cache_clear()
+
+
+def _reference_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
+    """The blanket's inverse as it was: a root find on the divergence, then the forward guard."""
+
+    def divergence(e: float) -> float:
+        grid = tight._blanket_setup(e, n - 1, k, 0, 0.0)
+        return tight._blanket_hockey_reference(eps_c, e, k, grid)
+
+    return tight._invert_on_divergence(
+        divergence,
+        lambda e: tight.krr_blanket_reference_epsilon(e, n - 1, delta, k=k),
+        eps_c,
+        delta,
+    )
+
+
+def _timed(f: object, *args: object, **kw: object) -> tuple[float, float]:
+    _clear()
+    t = time.perf_counter()
+    v = f(*args, **kw)  # type: ignore[operator]
+    return float(v), time.perf_counter() - t
+
+
+def _import_seconds(code: str, repeats: int = 5) -> float:
+    """Median wall time of a fresh interpreter running ``code``."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def blanket_before_after(ns: list[int], domains: list[int], eps_l: float, eps_c: float) -> None:
+    """Cold forward and inverse of the k-RR blanket, previous algorithm vs the registered one."""
+    delta = 1e-6
+    print(
+        "| n | d | ε_c before | after | fwd s before | after | ε_l before | after |"
+        " inv s before | after |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n in ns:
+        for k in domains:
+            fb, tfb = _timed(tight.krr_blanket_reference_epsilon, eps_l, n - 1, delta, k=k)
+            fa, tfa = _timed(
+                KRR_BLANKET_BOUND.epsilon_central, epsilon_local=eps_l, n=n, delta=delta, k=k
+            )
+            ib, tib = _timed(_reference_inverse, eps_c, n, delta, k)
+            ia, tia = _timed(
+                KRR_BLANKET_BOUND.epsilon_local, epsilon_central=eps_c, n=n, delta=delta, k=k
+            )
+            print(
+                f"| {n} | {k} | {fb:.6g} | {fa:.6g} | {tfb:.3f} | {tfa:.3f} | {ib:.6g} | "
+                f"{ia:.6g} | {tib:.3f} | {tia:.3f} |"
+            )
+    eager = "import scipy.optimize, scipy.signal, scipy.special, scipy.stats, protocols"
+    before = _import_seconds(eager)
+    after = _import_seconds("import protocols")
+    print(f"\nimport protocols: {after:.3f} s; with scipy imported eagerly: {before:.3f} s")
 
 
 def main() -> None:
@@ -38,12 +111,17 @@ def main() -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[10**4, 10**5, 10**6])
     ap.add_argument("--epsilon-local", type=float, default=4.0)
     ap.add_argument("--epsilon-central", type=float, default=0.5)
+    ap.add_argument("--blanket", action="store_true", help="blanket before/after only")
+    ap.add_argument("--domains", type=int, nargs="+", default=[3, 8, 1024])
     args = ap.parse_args()
+    if args.blanket:
+        blanket_before_after(args.n, args.domains, args.epsilon_local, args.epsilon_central)
+        return
     print("| bound | k | n | ε_c | forward s | ε_l for ε_c | inverse s |")
     print("|---|---|---|---|---|---|---|")
     for n in args.n:
         for name, k in CASES:
-            bound = KRR_BLANKET_BOUND if name == KRR_BLANKET_BOUND.name else BOUNDS[name]
+            bound = BOUNDS[name]
             cells = []
             for direction in ("forward", "inverse"):
                 _clear()

@@ -109,8 +109,13 @@ def test_binary_exact_matches_exact_shuffled_histogram() -> None:
 def test_krr_fakes_only_is_exact() -> None:
     # Victim's 3-RR report among 6 uniform fakes: the fast accountant equals the exact
     # shuffled histogram (the (h₀, h₁, T) reduction loses nothing).
+    # So does the slow reference blanket; the fast blanket rounds up by ≤ 1e-4 (+ pruning).
     exact = pair_epsilon(krr_matrix(2.0, 3), victim=(0, 1), others=[], delta=1e-3, n_fakes=6)
     assert krr_fakes_only_epsilon(2.0, 6, 1e-3, k=3) == pytest.approx(exact.epsilon, rel=1e-7)
+    reference = protocols._tight.krr_blanket_reference_epsilon(2.0, 0, 1e-3, k=3, n_fakes=6)
+    assert reference == pytest.approx(exact.epsilon, rel=1e-7)
+    fast = krr_blanket_epsilon(2.0, 0, 1e-3, k=3, n_fakes=6)
+    assert exact.epsilon * (1 - 1e-9) <= fast <= exact.epsilon * (1 + 3e-4)
 
 
 def test_calibration_at_eps4_n1e5() -> None:
