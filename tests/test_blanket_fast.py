@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from protocols import (
@@ -126,3 +127,19 @@ def test_hist_kr_states_a_value_within_5_percent_of_exact() -> None:
     built = HistKR.from_central(domain=8, epsilon_central=stated, n=500, delta=1e-5)
     assert built.privacy.epsilon_central <= stated
     assert built.epsilon_local == pytest.approx(2.0, rel=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_configurations_stay_above_reference_and_exact(seed: int) -> None:
+    # Seeded sweep: the fast blanket is never below the slow reference (nor the exact ε of
+    # the worst dataset found, where computable), and at most 1e-5 above the reference.
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([3, 4, 7, 16, 64]))
+    eps0 = float(rng.uniform(0.3, 6.0))
+    delta = float(10.0 ** -rng.uniform(3, 9))
+    n_others = int(rng.integers(50, 300))
+    ref = tight.krr_blanket_reference_epsilon(eps0, n_others, delta, k=k)
+    fast = krr_blanket_epsilon(eps0, n_others, delta, k=k)
+    assert ref * (1 - 1e-12) <= fast <= ref * (1 + 1e-5) + 1e-8, (k, eps0, delta, n_others)
+    exact = krr_exact_epsilon(eps0, n_others, delta, k=k)
+    assert exact * (1 - 1e-9) <= fast, (k, eps0, delta, n_others, exact, fast)
