@@ -8,6 +8,8 @@ protocols/_exact_shuffle.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,7 +122,7 @@ def test_krr_fakes_only_is_exact() -> None:
 
 def test_calibration_at_eps4_n1e5() -> None:
     # Issue 5: FMT'21 closed form 0.538, FMT'21 numerical ≈ 0.17, stronger clone ≈ 0.12.
-    kw = {"epsilon_local": 4.0, "n": 100_000, "delta": 1e-6, "k": 2}
+    kw: dict[str, Any] = {"epsilon_local": 4.0, "n": 100_000, "delta": 1e-6, "k": 2}
     closed = BOUNDS["thm2_fmt_closed_form"].epsilon_central(**kw)
     fmt21 = BOUNDS["fmt21_numerical"].epsilon_central(**kw)
     clone = BOUNDS["fmt23_stronger_clone"].epsilon_central(**kw)
@@ -173,11 +175,12 @@ def test_inverse_is_consistent(name: str) -> None:
 
 
 def test_monotone_in_n_and_eps0() -> None:
-    for f in (
+    fs: list[Callable[[float, int], float]] = [
         lambda e, n: binary_rr_epsilon(e, n, 1e-6),
         lambda e, n: stronger_clone_epsilon(e, n, 1e-6, k=4),
         lambda e, n: fmt21_numerical_epsilon(e, n, 1e-6),
-    ):
+    ]
+    for f in fs:
         assert f(2.0, 10_000) < f(2.0, 1_000) < f(2.0, 100)
         assert f(1.0, 5_000) < f(2.0, 5_000) < f(3.0, 5_000)
 
