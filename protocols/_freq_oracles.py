@@ -55,7 +55,6 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize
 
 from ._errors import ParameterError
 
@@ -575,6 +574,8 @@ def optimal_theta(epsilon: float) -> float:
     def var(theta: float) -> float:
         p, q = _the_pq(epsilon, theta)
         return q * (1 - q) / (p - q) ** 2
+
+    from scipy import optimize  # lazily: scipy costs ~0.5 s at every esa start-up
 
     res = optimize.minimize_scalar(var, bounds=(0.5, 1.0), method="bounded")
     return float(res.x)
