@@ -590,11 +590,13 @@ _PALETTE = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9", "navy", "olive
 def _styles(rows: Sequence[Row], methods: list[str]) -> dict[str, dict[str, Any]]:
     family = {r.method: r.family for r in rows}
     out: dict[str, dict[str, Any]] = {}
+    ldp_styles = iter([("--", "+"), ("-.", "1"), (":", "2")] * 4)
     for i, m in enumerate(methods):
         if family[m] == "cdp":
             out[m] = {"color": "black", "linestyle": ":", "marker": "x"}
         elif family[m] == "ldp":
-            out[m] = {"color": "gray", "linestyle": "--", "marker": "+"}
+            ls, mk = next(ldp_styles)
+            out[m] = {"color": "gray", "linestyle": ls, "marker": mk}
         else:
             color = _PALETTE[i % len(_PALETTE)]
             out[m] = {"color": color, "linestyle": "-", "marker": "o", "markersize": 4}
