@@ -164,6 +164,7 @@ class Shuffler:
         self.workers = workers
         self.held: list[Any] = []
         self._seen: dict[int, ReplayCache] = {}
+        self._fake_encoder = Encoder(protocol, codec, self.route, workers=workers)
 
     def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
         """Handle one batch of ``epoch``; returns the permuted output and the counters."""
@@ -197,17 +198,11 @@ class Shuffler:
         return out, counters
 
     def _fakes(self, count: int, *, epoch: int, crowd_id: int) -> Any:
+        """n_r uniform fakes, encrypted for the hops after this one like a user's report."""
         rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
         messages = split_messages(self.protocol, self.protocol.sample_fakes(count, rng=rng))
-        rows = self.protocol.encode(messages)
-        payloads = crypto.pad_rows(rows, self.protocol.message_size)
-        return self.codec.seal(
-            payloads,
-            np.full(payloads.shape[0], crowd_id, dtype=np.uint64),
-            epoch=epoch,
-            route=self.route[self.hop + 1 :],
-            first_hop=self.hop + 1,
-            workers=self.workers,
+        return self._fake_encoder.seal_messages(
+            messages, epoch=epoch, crowd_id=crowd_id, first_hop=self.hop + 1
         )
 
     def _replay_cache(self, epoch: int) -> ReplayCache:
