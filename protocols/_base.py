@@ -163,6 +163,12 @@ class ShuffleProtocol(abc.ABC):
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The exact statistic the estimator targets, computed from the raw values."""
 
+    def categorical_counts(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The exact histogram of 0-based categorical values over [0, :attr:`domain`): the
+        :meth:`truth` of every histogram protocol."""
+        x = self.validate_values(values)
+        return np.bincount(x, minlength=self.domain).astype(np.float64)
+
     @property
     def channels(self) -> int:
         """Independent shuffler chains the messages are split across (1 for most protocols;

@@ -50,9 +50,9 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import BoundNotApplicable, ParameterError
+from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
 
 __all__ = ["HistMM", "HistMMParams"]
 
@@ -209,19 +209,10 @@ class HistMM(ShuffleProtocol):
         )
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        x = self.validate_values(values)
-        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+        return self.categorical_counts(values)
 
 
 @register_protocol("hist_mm")
 def _build_hist_mm(spec: ProtocolSpec) -> ShuffleProtocol:
-    _own_bound_only("hist_mm", spec)
+    refuse_forced_bound("hist_mm", spec)
     return HistMM(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
-
-
-def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
-    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
-    if spec.bound is not None:
-        raise BoundNotApplicable(
-            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
-        )

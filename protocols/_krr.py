@@ -209,8 +209,7 @@ class HistKR(ShuffleProtocol):
         return np.asarray(var / (1.0 - lam) ** 2, dtype=np.float64)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        x = self.validate_values(values)
-        return np.bincount(x, minlength=self._p.k).astype(np.float64)
+        return self.categorical_counts(values)
 
 
 class CntRR(HistKR):

@@ -67,10 +67,10 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import BoundNotApplicable, ParameterError
+from ._errors import ParameterError
 from ._freq_oracles import lh_hash
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
 
 __all__ = [
     "PRHR",
@@ -363,8 +363,7 @@ class PRHR(ShuffleProtocol):
         return self.estimate_from_counts(counts, messages=total)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        x = self.validate_values(values)
-        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+        return self.categorical_counts(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,19 +502,18 @@ class PUCM(ShuffleProtocol):
         )
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        x = self.validate_values(values)
-        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+        return self.categorical_counts(values)
 
 
 @register_protocol("prhr")
 def _build_prhr(spec: ProtocolSpec) -> ShuffleProtocol:
-    _own_bound_only("prhr", spec)
+    refuse_forced_bound("prhr", spec)
     return PRHR(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
 
 
 @register_protocol("pucm")
 def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
-    _own_bound_only("pucm", spec)
+    refuse_forced_bound("pucm", spec)
     tau = spec.options.get("tau", max(1, math.ceil(math.log2(spec.domain))))
     return PUCM(
         domain=spec.domain,
@@ -525,11 +523,3 @@ def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
         tau=int(tau),
         seed=int(spec.options.get("seed", 0)),
     )
-
-
-def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
-    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
-    if spec.bound is not None:
-        raise BoundNotApplicable(
-            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
-        )

@@ -45,10 +45,10 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import BoundNotApplicable, ParameterError
+from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints
 from ._prhr import hadamard_row_counts, true_tuples, uniform_tuples
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
 
@@ -246,19 +246,10 @@ class PRRQ(ShuffleProtocol):
         return coef @ y, np.sqrt((coef**2) @ var)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        x = self.validate_values(values)
-        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+        return self.categorical_counts(values)
 
 
 @register_protocol("prrq")
 def _build_prrq(spec: ProtocolSpec) -> ShuffleProtocol:
-    _own_bound_only("prrq", spec)
+    refuse_forced_bound("prrq", spec)
     return PRRQ(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
-
-
-def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
-    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
-    if spec.bound is not None:
-        raise BoundNotApplicable(
-            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
-        )

@@ -10,9 +10,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ._base import ShuffleProtocol, check_delta, check_epsilon, check_n
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 
-__all__ = ["ProtocolSpec", "build_protocol", "protocol_names", "register_protocol"]
+__all__ = [
+    "ProtocolSpec",
+    "build_protocol",
+    "protocol_names",
+    "refuse_forced_bound",
+    "register_protocol",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +85,15 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
             f"unknown protocol {name!r}; choose one of: {', '.join(protocol_names())}"
         ) from None
     return factory(spec)
+
+
+def refuse_forced_bound(name: str, spec: ProtocolSpec) -> None:
+    """Refuse ``--bound`` for a protocol accounted by its paper's own theorem.
+
+    Raises:
+        BoundNotApplicable: ``spec.bound`` is set.
+    """
+    if spec.bound is not None:
+        raise BoundNotApplicable(
+            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
+        )

@@ -68,7 +68,7 @@ from ._base import (
 from ._errors import BoundNotApplicable, ParameterError
 from ._freq_oracles import lh_hash, lh_support_counts
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
 
 __all__ = ["MURS", "SLH", "SLHParams", "murs_epsilon_central"]
 
@@ -310,8 +310,7 @@ class SLH(ShuffleProtocol):
         return np.asarray(var / (p - 1.0 / g) ** 2, dtype=np.float64)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        x = self.validate_values(values)
-        return np.bincount(x, minlength=self._p.domain).astype(np.float64)
+        return self.categorical_counts(values)
 
 
 class MURS(SLH):
@@ -350,7 +349,7 @@ class MURS(SLH):
 
 @register_protocol("slh")
 def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
-    _own_bound_only("slh", spec)
+    refuse_forced_bound("slh", spec)
     return SLH.from_central(
         domain=spec.domain,
         epsilon_central=spec.epsilon,
@@ -362,7 +361,7 @@ def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
 
 @register_protocol("murs")
 def _build_murs(spec: ProtocolSpec) -> ShuffleProtocol:
-    _own_bound_only("murs", spec)
+    refuse_forced_bound("murs", spec)
     return MURS.from_central(
         domain=spec.domain,
         epsilon_central=spec.epsilon,
@@ -370,11 +369,3 @@ def _build_murs(spec: ProtocolSpec) -> ShuffleProtocol:
         delta=spec.delta,
         fake_reports=spec.fake_reports,
     )
-
-
-def _own_bound_only(name: str, spec: ProtocolSpec) -> None:
-    """Refuse ``--bound``: these protocols are accounted by their paper's own theorem."""
-    if spec.bound is not None:
-        raise BoundNotApplicable(
-            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
-        )
