@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 import crypto
-from protocols import Estimate, ShuffleProtocol
+from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import make_codec
 from ._errors import ConfigError
@@ -42,6 +42,13 @@ class PipelineConfig:
         seeded_fakes: draw fake values from the simulation's seeded generator so a seed
             reproduces the estimate exactly; ``False`` draws them from the OS CSPRNG as a
             live shuffler does. The permutation is always from the CSPRNG.
+        representation: ``"reports"`` (default): one report per message through every hop.
+            ``"tally"`` (``ideal`` only, protocols with :attr:`~protocols.ShuffleProtocol.
+            supports_tally`): the hops carry the estimator's additive summary of the
+            message multiset (:class:`protocols.MessageTally`) instead — what an ideal
+            shuffler's output *is* to such an analyzer — so runs of 10^8–10^11 messages
+            (PRHR, PUCM, PRRQ at n = 10^6) fit one machine. Thresholds, fakes and every
+            counter behave as with reports; nothing can be intercepted or replayed.
     """
 
     shufflers: int = 3
@@ -53,6 +60,7 @@ class PipelineConfig:
     epoch: int = 1
     crowd_id: int = 0
     seeded_fakes: bool = True
+    representation: Literal["reports", "tally"] = "reports"
 
     def __post_init__(self) -> None:
         if isinstance(self.shufflers, bool) or self.shufflers < 1:
@@ -63,6 +71,12 @@ class PipelineConfig:
             raise ConfigError(f"threshold must be >= 0, got {self.threshold!r}")
         if self.crypto not in ("onion", "ideal"):
             raise ConfigError(f"crypto must be 'onion' or 'ideal', got {self.crypto!r}")
+        if self.representation not in ("reports", "tally"):
+            raise ConfigError(
+                f"representation must be 'reports' or 'tally', got {self.representation!r}"
+            )
+        if self.representation == "tally" and self.crypto != "ideal":
+            raise ConfigError("representation 'tally' needs crypto='ideal' (there are no reports)")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"workers must be >= 1, got {self.workers!r}")
 
@@ -112,6 +126,7 @@ class RunResult:
             "fake_reports": self.config.fake_reports,
             "threshold": self.config.threshold,
             "crypto": self.config.crypto,
+            "representation": self.config.representation,
             "messages_per_user": self.protocol.messages_per_user,
             "estimate": self.estimate.values.tolist(),
             "truth": self.truth.tolist(),
@@ -178,6 +193,10 @@ def run_pipeline(
     bad_hops = [h for h in interceptors if not 0 <= h <= m]
     if bad_hops:
         raise ConfigError(f"interceptor hops must lie in [0, {m}], got {bad_hops}")
+    if config.representation == "tally":
+        if interceptors or keys is not None:
+            raise ConfigError("a tally run has no reports to intercept and no keys to use")
+        return _run_tally(protocol, x, config, rng=rng, on_stage=on_stage)
     codec = make_codec(config.crypto, message_size=protocol.message_size, layers=m + 1)
     channels = protocol.channels
     if keys is not None and channels != 1:
@@ -247,6 +266,70 @@ def run_pipeline(
     # Fakes actually released: a shuffler that held its whole crowd added none.
     n_fakes = sum(h.fakes_added for h in hops)
     out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
+    hops.append(out.counters)
+    seconds["analyze"] = time.perf_counter() - t
+    seconds["total"] = sum(seconds.values())
+    return RunResult(
+        protocol=protocol,
+        config=config,
+        n=n,
+        estimate=out.estimate,
+        truth=protocol.truth(x),
+        hops=hops,
+        analyzer_messages=out.messages,
+        seconds=seconds,
+    )
+
+
+def _run_tally(
+    protocol: ShuffleProtocol,
+    x: npt.NDArray[Any],
+    config: PipelineConfig,
+    *,
+    rng: np.random.Generator,
+    on_stage: Callable[[str], None] | None,
+) -> RunResult:
+    """:func:`run_pipeline` with ``representation="tally"``: the same roles, on tallies."""
+    if not protocol.supports_tally:
+        raise ConfigError(
+            f"{protocol.name}: its estimator reads individual messages, so it cannot run as a "
+            "tally; use representation='reports'"
+        )
+    if protocol.channels != 1:
+        raise ConfigError(f"{protocol.name} uses {protocol.channels} chains; tallies need one")
+    n, m = int(x.shape[0]), config.shufflers
+    codec = make_codec("ideal", message_size=protocol.message_size, layers=m + 1)
+    stats_rng, *fake_rngs = rng.spawn(m + 1)
+    seconds: dict[str, float] = {}
+
+    def stage(name: str) -> float:
+        if on_stage is not None:
+            on_stage(name)
+        return time.perf_counter()
+
+    t = stage("encode")
+    tally: MessageTally = protocol.tally_users(x, rng=stats_rng)
+    seconds["encode"] = time.perf_counter() - t
+    hops: list[HopCounters] = []
+    for i in range(m):
+        t = stage(f"shuffler {i + 1}/{m}")
+        shuffler = Shuffler(
+            hop=i,
+            codec=codec,
+            key=None,
+            route=[b""] * (m + 1),
+            protocol=protocol,
+            threshold=config.threshold,
+            fake_reports=config.fake_reports,
+            fake_rng=fake_rngs[i] if config.seeded_fakes else None,
+        )
+        tally, counters = shuffler.process_tally(tally)
+        hops.append(counters)
+        seconds[f"shuffler_{i + 1}"] = time.perf_counter() - t
+    t = stage("analyze")
+    analyzer = Analyzer(hop=m, codec=codec, key=None, protocol=protocol)
+    n_fakes = sum(h.fakes_added for h in hops)
+    out = analyzer.process_tally(tally, n_users=n, n_fakes=n_fakes)
     hops.append(out.counters)
     seconds["analyze"] = time.perf_counter() - t
     seconds["total"] = sum(seconds.values())

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 import crypto
-from protocols import Estimate, ShuffleProtocol
+from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError
@@ -197,6 +197,23 @@ class Shuffler:
         counters.forwarded = self.codec.count(out)
         return out, counters
 
+    def process_tally(self, tally: MessageTally) -> tuple[MessageTally, HopCounters]:
+        """:meth:`process` for the ``tally`` representation (one crowd, ideal channel).
+
+        A tally summarizes the multiset a permutation leaves, so there is nothing to peel,
+        replay or permute; the threshold and the fakes apply exactly as to reports.
+        """
+        counters = HopCounters(hop=self.hop, role="shuffler", received=tally.messages)
+        if tally.messages < self.threshold:
+            counters.held = tally.messages
+            return tally.empty_like(), counters
+        if self.fake_reports:
+            rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
+            tally = tally + self.protocol.tally_fakes(self.fake_reports, rng=rng)
+            counters.fakes_added = self.fake_reports
+        counters.forwarded = tally.messages
+        return tally, counters
+
     def _fakes(self, count: int, *, epoch: int, crowd_id: int) -> Any:
         """n_r uniform fakes, encrypted for the hops after this one like a user's report."""
         rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
@@ -263,3 +280,11 @@ class Analyzer:
         counters.forwarded = int(valid.sum())  # messages that reached the estimator
         estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)
         return AnalyzerOutput(estimate=estimate, messages=messages, counters=counters)
+
+    def process_tally(self, tally: MessageTally, *, n_users: int, n_fakes: int) -> AnalyzerOutput:
+        """:meth:`process` for the ``tally`` representation: estimate from the summary."""
+        counters = HopCounters(
+            hop=self.hop, role="analyzer", received=tally.messages, forwarded=tally.messages
+        )
+        estimate = self.protocol.estimate_tally(tally, n=n_users, n_fakes=n_fakes)
+        return AnalyzerOutput(estimate=estimate, messages=np.empty(0), counters=counters)

@@ -14,6 +14,7 @@ from ._amplification import register_bound as register_bound
 from ._amplification import tightest_central as tightest_central
 from ._base import Estimate as Estimate
 from ._base import InputKind as InputKind
+from ._base import MessageTally as MessageTally
 from ._base import PrivacyGuarantee as PrivacyGuarantee
 from ._base import ShareSpec as ShareSpec
 from ._base import ShuffleProtocol as ShuffleProtocol

@@ -25,6 +25,7 @@ from ._errors import ParameterError
 __all__ = [
     "Estimate",
     "InputKind",
+    "MessageTally",
     "PrivacyGuarantee",
     "ShareSpec",
     "ShuffleProtocol",
@@ -103,6 +104,40 @@ class ShareSpec:
         check_n(self.shares, "shares", 2)
 
 
+@dataclass(frozen=True, slots=True)
+class MessageTally:
+    """An additive summary of a multiset of messages: everything a protocol's estimator reads.
+
+    A shuffler's output is, by definition, a uniformly random ordering of a multiset; an
+    analyzer whose estimate is a function of additive per-message statistics (row counts,
+    cell counts) sees exactly the information in this summary. Protocols that can say so
+    (:meth:`ShuffleProtocol.tally`) may run through the ``ideal`` pipeline as tallies
+    instead of one report per message — how 10^8–10^11-message runs fit one machine.
+
+    Attributes:
+        counts: protocol-defined ``int64`` counts; tallies of one protocol add elementwise.
+        messages: how many messages are summarized.
+    """
+
+    counts: npt.NDArray[np.int64]
+    messages: int
+
+    def __add__(self, other: MessageTally) -> MessageTally:
+        if self.counts.shape != other.counts.shape:
+            raise ParameterError(
+                f"tallies of different shapes: {self.counts.shape} and {other.counts.shape}"
+            )
+        return MessageTally(self.counts + other.counts, self.messages + other.messages)
+
+    def empty_like(self) -> MessageTally:
+        """The tally of no message, same shape."""
+        return MessageTally(np.zeros_like(self.counts), 0)
+
+
+#: Users (or fakes) per block when a tally is built from per-message draws.
+TALLY_BLOCK = 1 << 16
+
+
 class ShuffleProtocol(abc.ABC):
     """One shuffle-model mechanism, configured: randomizer, codec, fakes, estimator, privacy.
 
@@ -169,6 +204,47 @@ class ShuffleProtocol(abc.ABC):
         x = self.validate_values(values)
         return np.bincount(x, minlength=self.domain).astype(np.float64)
 
+    # --- optional: the tally representation (see MessageTally) ---------------------------
+    @property
+    def supports_tally(self) -> bool:
+        """True when :meth:`estimate` reads the messages only through :meth:`tally`."""
+        return type(self).tally is not ShuffleProtocol.tally and self.share_spec is None
+
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """The additive summary of decoded ``messages`` the estimator reads.
+
+        Raises:
+            ParameterError: the protocol's estimator is not a function of such a summary.
+        """
+        raise ParameterError(f"{self.name}: no message tally (its estimator reads messages)")
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        """:meth:`estimate` from the tally of the received messages."""
+        raise ParameterError(f"{self.name}: no message tally (its estimator reads messages)")
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """The tally of every user's messages, drawn without materializing them all.
+
+        Equal in distribution to ``tally(randomize(values))``. The default randomizes block
+        by block; protocols with a direct sampler of the summary override it.
+        """
+        x = self.validate_values(values)
+        parts = [
+            self.tally(self.randomize(x[s : s + TALLY_BLOCK], rng=rng))
+            for s in range(0, max(x.shape[0], 1), TALLY_BLOCK)
+        ]
+        return _sum_tallies(parts)
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        """The tally of ``count`` uniform fakes; equal in distribution to
+        ``tally(sample_fakes(count))``."""
+        count = check_n(count, "count", 0)
+        parts = [
+            self.tally(self.sample_fakes(min(TALLY_BLOCK, count - s), rng=rng))
+            for s in range(0, max(count, 1), TALLY_BLOCK)
+        ]
+        return _sum_tallies(parts)
+
     @property
     def channels(self) -> int:
         """Independent shuffler chains the messages are split across (1 for most protocols;
@@ -206,6 +282,13 @@ class ShuffleProtocol(abc.ABC):
                 )
             arr = arr.astype(bool, copy=False)
         return arr
+
+
+def _sum_tallies(parts: list[MessageTally]) -> MessageTally:
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:

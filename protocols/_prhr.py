@@ -59,8 +59,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    TALLY_BLOCK,
     Estimate,
     InputKind,
+    MessageTally,
     PrivacyGuarantee,
     ShuffleProtocol,
     check_delta,
@@ -78,7 +80,10 @@ __all__ = [
     "PRHRParams",
     "PUCMParams",
     "hadamard_row_counts",
+    "nullity_distribution",
     "true_tuples",
+    "uniform_subspace_bases",
+    "uniform_tuple_row_counts",
     "uniform_tuples",
 ]
 
@@ -165,6 +170,19 @@ def _rank_deficient(words: npt.NDArray[Any], L: int) -> npt.NDArray[np.bool_]:
     return out
 
 
+def _add_spans(counts: npt.NDArray[np.int64], basis: npt.NDArray[np.uint32], m: int) -> None:
+    """Add one to ``counts[r]`` for every non-zero r in the span of each row of ``basis``
+    ((k, m) independent vectors of GF(2)^L as integers)."""
+    step = max(1, _ENUM_CELLS >> m)
+    for b0 in range(0, basis.shape[0], step):
+        bb = basis[b0 : b0 + step]
+        span = np.zeros((bb.shape[0], 1 << m), dtype=np.uint32)
+        for sub in range(1, 1 << m):
+            low = (sub & -sub).bit_length() - 1
+            span[:, sub] = span[:, sub & (sub - 1)] ^ bb[:, low]
+        counts += np.bincount(span[:, 1:].ravel(), minlength=counts.shape[0])
+
+
 def hadamard_row_counts(words: npt.NDArray[Any], L: int) -> npt.NDArray[np.int64]:
     """T_r for every r ∈ [2^L] (T_0 unused): tuples t with r·a_k = 0 for all k, r ≠ 0."""
     counts = np.zeros(1 << L, dtype=np.int64)
@@ -178,15 +196,85 @@ def hadamard_row_counts(words: npt.NDArray[Any], L: int) -> npt.NDArray[np.int64
                 continue
             # Basis vectors of each message with nullity m, as an (k_m, m) array.
             zmask = Z[:, idx].T
-            basis = C[:, idx].T[zmask].reshape(idx.size, m)
-            step = max(1, _ENUM_CELLS >> m)
-            for b0 in range(0, idx.size, step):
-                bb = basis[b0 : b0 + step]
-                span = np.zeros((bb.shape[0], 1 << m), dtype=np.uint32)
-                for sub in range(1, 1 << m):
-                    low = (sub & -sub).bit_length() - 1
-                    span[:, sub] = span[:, sub & (sub - 1)] ^ bb[:, low]
-                counts += np.bincount(span[:, 1:].ravel(), minlength=1 << L)
+            _add_spans(counts, C[:, idx].T[zmask].reshape(idx.size, m), m)
+    return counts
+
+
+def nullity_distribution(L: int, tau: int) -> npt.NDArray[np.float64]:
+    """P[the null space of a uniform τ-tuple over [2^L] has dimension k], k = 0, …, L.
+
+    In column form a uniform tuple is a uniform τ×L matrix W over GF(2), and its null space
+    {r : W r = 0} — the rows r whose C_r^τ contains the tuple — has dimension L − rank W.
+    Counting matrices of rank ρ (Π_{i<ρ} (2^τ − 2^i)(2^L − 2^i)/(2^ρ − 2^i) of them):
+        P[rank W = ρ] = [L choose ρ]_2 · Π_{i<ρ} (1 − 2^{i−τ}) · 2^{−τ(L−ρ)},
+    with [L choose ρ]_2 = Π_{i<ρ} (2^{L−i} − 1)/(2^{i+1} − 1) the Gaussian binomial. Computed
+    in log₂ so no factor overflows; ranks above τ get probability 0.
+    """
+    out = np.zeros(L + 1, dtype=np.float64)
+    for rank in range(L + 1):
+        if rank > tau:
+            continue
+        log2p = -float(tau * (L - rank))
+        for i in range(rank):
+            log2p += math.log2(2.0 ** (L - i) - 1) - math.log2(2.0 ** (i + 1) - 1)
+            log2p += math.log2(-math.expm1((i - tau) * math.log(2)))
+        out[L - rank] = 2.0**log2p
+    return np.asarray(out / out.sum(), dtype=np.float64)
+
+
+def _independent(vectors: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
+    """Rows of (c, k) GF(2)^L vectors (as integers) that are linearly independent."""
+    V = np.array(vectors, dtype=np.uint32)
+    k = V.shape[1]
+    for j in range(k - 1):
+        w = V[:, j]
+        piv = w & (~w + np.uint32(1))  # lowest set bit (0 if w = 0)
+        hit = (V[:, j + 1 :] & piv[:, None]) != 0
+        V[:, j + 1 :] ^= hit * w[:, None]
+    return np.asarray((V != 0).all(axis=1), dtype=bool)
+
+
+def uniform_subspace_bases(
+    count: int, k: int, L: int, *, rng: np.random.Generator
+) -> npt.NDArray[np.uint32]:
+    """Bases ((count, k) integers) of ``count`` independent uniform k-dim subspaces of GF(2)^L.
+
+    k uniform vectors conditioned on being independent are a uniform ordered basis, and every
+    k-dim subspace has the same number of ordered bases, so their span is uniform. Rejection
+    accepts with probability Π_{i<k} (1 − 2^{i−L}) ≥ 0.28.
+    """
+    out = np.empty((count, k), dtype=np.uint32)
+    todo = np.arange(count)
+    while todo.size:
+        v = np.asarray(rng.integers(1, 1 << L, size=(todo.size, k), dtype=np.uint32))
+        ok = _independent(v)
+        out[todo[ok]] = v[ok]
+        todo = todo[~ok]
+    return out
+
+
+def uniform_tuple_row_counts(
+    count: int, L: int, tau: int, *, rng: np.random.Generator
+) -> npt.NDArray[np.int64]:
+    """Row counts T of ``count`` uniform τ-tuples, drawn without drawing the tuples.
+
+    Equal in distribution to ``hadamard_row_counts(uniform_tuples(count, L, tau), L)``: a
+    uniform tuple's null space has the dimension law of :func:`nullity_distribution` and,
+    given its dimension, is a uniform subspace (W ↦ W A for invertible A preserves the law of
+    W and maps the null space to A^{-1}·null space, and GL_L acts transitively on subspaces of
+    one dimension). So the number of tuples of each nullity is multinomial, and only the rare
+    tuples with a non-trivial null space (≈ 2^{L−τ} of them) are materialized, as subspaces:
+    ρn = 5·10^8 blanket tuples cost milliseconds instead of minutes.
+    """
+    count = check_n(count, "count", 0)
+    counts = np.zeros(1 << L, dtype=np.int64)
+    p = nullity_distribution(L, tau)
+    # Rare classes first, the trivial null space last (multinomial needs the bulk implied).
+    per = rng.multinomial(count, np.r_[p[1:], p[0]])
+    for k in range(1, L + 1):
+        c = int(per[k - 1])
+        if c:
+            _add_spans(counts, uniform_subspace_bases(c, k, L, rng=rng), k)
     return counts
 
 
@@ -222,8 +310,8 @@ class PRHR(ShuffleProtocol):
 
     Messages are τ-tuples over [2^L] stored in column form (``(k, L)`` uint32 words < 2^τ),
     encoded as L big-endian words of ⌈τ/8⌉ bytes. 1 + ρ messages per user. For n = 10^6 the
-    message set (≈ n(1 + ρ) tuples) does not fit a pipeline batch; :meth:`simulate` runs the
-    same randomizer and estimator streaming over blocks of users.
+    message set (≈ n(1 + ρ) tuples) does not fit a pipeline batch; the ``ideal`` pipeline then
+    carries the estimator's tally instead (:meth:`tally_users`, :meth:`tally_fakes`).
     """
 
     name: ClassVar[str] = "prhr"
@@ -324,9 +412,33 @@ class PRHR(ShuffleProtocol):
             extra={"tau": self._p.tau, "rho": self._p.rho},
         )
 
-    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
         m = np.asarray(messages).reshape(-1, self._p.L)
-        return self.estimate_from_counts(self.row_counts(m), messages=m.shape[0])
+        return MessageTally(hadamard_row_counts(m, self._p.L), int(m.shape[0]))
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        return self.estimate_from_counts(
+            tally.counts[1 : self._p.domain + 1], messages=tally.messages
+        )
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """True tuples drawn per user (block by block); the nρ blanket tuples, which are
+        uniform, through :func:`uniform_tuple_row_counts` (same law, no tuple drawn)."""
+        x = self.validate_values(values)
+        p = self._p
+        counts = uniform_tuple_row_counts(x.shape[0] * p.rho, p.L, p.tau, rng=rng)
+        for s in range(0, x.shape[0], TALLY_BLOCK):
+            block = x[s : s + TALLY_BLOCK].astype(np.uint32) + np.uint32(1)
+            counts += hadamard_row_counts(true_tuples(block, p.L, p.tau, rng=rng), p.L)
+        return MessageTally(counts, int(x.shape[0]) * (1 + p.rho))
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        count = check_n(count, "count", 0)
+        return MessageTally(uniform_tuple_row_counts(count, self._p.L, self._p.tau, rng=rng), count)
 
     def variance(self, counts: npt.ArrayLike, *, messages: int) -> npt.NDArray[np.float64]:
         """Exact variance of the estimate per value given true counts and K tuples."""
@@ -335,32 +447,13 @@ class PRHR(ShuffleProtocol):
         return np.asarray(np.maximum(messages - c, 0) * q * (1 - q) / (1 - q) ** 2)
 
     def simulate(
-        self,
-        values: npt.ArrayLike,
-        *,
-        rng: np.random.Generator,
-        n_fakes: int = 0,
-        users_per_block: int = 2048,
+        self, values: npt.ArrayLike, *, rng: np.random.Generator, n_fakes: int = 0
     ) -> Estimate:
-        """Randomize and aggregate block by block (no full message set in memory).
-
-        Statistically identical to ``estimate(shuffle(randomize(values) ∪ fakes))``: the
-        estimator depends on the multiset of tuples only through the row counts, which add up
-        over blocks. This is how PRHR runs at n = 10^6 on one machine.
-        """
+        """``estimate(shuffle(randomize(values) ∪ fakes))`` in distribution, through the
+        tally (:meth:`tally_users`, :meth:`tally_fakes`): no message set in memory."""
         x = self.validate_values(values)
-        counts = np.zeros(self._p.domain, dtype=np.int64)
-        total = 0
-        for s in range(0, x.shape[0], users_per_block):
-            msgs = self.randomize(x[s : s + users_per_block], rng=rng)
-            counts += self.row_counts(msgs)
-            total += msgs.shape[0]
-        per = users_per_block * (1 + self._p.rho)
-        for s in range(0, check_n(n_fakes, "n_fakes", 0), per):
-            msgs = self.sample_fakes(min(per, n_fakes - s), rng=rng)
-            counts += self.row_counts(msgs)
-            total += msgs.shape[0]
-        return self.estimate_from_counts(counts, messages=total)
+        tally = self.tally_users(x, rng=rng) + self.tally_fakes(n_fakes, rng=rng)
+        return self.estimate_tally(tally, n=int(x.shape[0]), n_fakes=n_fakes)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         return self.categorical_counts(values)
@@ -484,11 +577,39 @@ class PUCM(ShuffleProtocol):
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         return rng.integers(0, self._p.tau * self._p.s, size=check_n(count, "count", 0))
 
-    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """The count-min table C[t, ℓ] (flattened, τs cells) and the number of messages."""
         p = self._p
-        table = np.bincount(np.asarray(messages, dtype=np.int64), minlength=p.tau * p.s)
+        m = np.asarray(messages, dtype=np.int64)
+        return MessageTally(np.bincount(m, minlength=p.tau * p.s)[: p.tau * p.s], int(m.shape[0]))
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """The true cells, plus Bin(n, λ) blanket messages per cell: the same law as
+        ``tally(randomize(values))`` (which draws the blanket the same way)."""
+        x = self.validate_values(values)
+        p = self._p
+        cells = (np.arange(p.tau)[None, :] * p.s + self._hashes[:, x].T).reshape(-1)
+        table = np.bincount(cells, minlength=p.tau * p.s).astype(np.int64)
+        blanket = rng.binomial(x.shape[0], p.lam, size=p.tau * p.s)
+        table += blanket
+        return MessageTally(table, int(cells.shape[0] + blanket.sum()))
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        count = check_n(count, "count", 0)
+        cells = self._p.tau * self._p.s
+        if count <= cells:
+            table = np.bincount(self.sample_fakes(count, rng=rng), minlength=cells)
+        else:
+            table = rng.multinomial(count, np.full(cells, 1.0 / cells))
+        return MessageTally(np.asarray(table, dtype=np.int64), count)
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        p = self._p
         noise = n * p.lam + n_fakes / (p.tau * p.s)
-        cells = table[: p.tau * p.s].reshape(p.tau, p.s) - noise
+        cells = tally.counts.reshape(p.tau, p.s) - noise
         rows = np.arange(p.tau)[:, None]
         est = cells[rows, self._hashes].min(axis=0)
         # Per-row variance of the blanket (+ fakes) in one cell; the min over τ rows is not
@@ -497,7 +618,7 @@ class PUCM(ShuffleProtocol):
         return Estimate(
             values=est.astype(np.float64),
             expected_std=np.full(p.domain, math.sqrt(var)),
-            messages_used=int(np.asarray(messages).shape[0]),
+            messages_used=tally.messages,
             extra={"tau": p.tau, "s": p.s, "lambda": p.lam},
         )
 

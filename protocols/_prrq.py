@@ -37,8 +37,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    TALLY_BLOCK,
     Estimate,
     InputKind,
+    MessageTally,
     PrivacyGuarantee,
     ShuffleProtocol,
     check_delta,
@@ -47,7 +49,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints
-from ._prhr import hadamard_row_counts, true_tuples, uniform_tuples
+from ._prhr import hadamard_row_counts, true_tuples, uniform_tuple_row_counts, uniform_tuples
 from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
@@ -210,32 +212,60 @@ class PRRQ(ShuffleProtocol):
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         return uniform_tuples(check_n(count, "count", 0), self._p.L, self._p.tau, rng=rng)
 
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
+        m = np.asarray(messages).reshape(-1, self._p.L)
+        return MessageTally(hadamard_row_counts(m, self._p.L), int(m.shape[0]))
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """True node tuples drawn per user (block by block); the padding and blanket tuples,
+        which are uniform, through :func:`uniform_tuple_row_counts` (same law, not drawn)."""
+        x = self.validate_values(values)
+        p = self._p
+        counts = np.zeros(1 << p.L, dtype=np.int64)
+        true = 0
+        for s in range(0, x.shape[0], TALLY_BLOCK):
+            nodes = user_nodes(x[s : s + TALLY_BLOCK], p.h).reshape(-1)
+            used = (nodes[nodes >= 0] + 1).astype(np.uint32)
+            counts += hadamard_row_counts(true_tuples(used, p.L, p.tau, rng=rng), p.L)
+            true += int(used.shape[0])
+        total = int(x.shape[0]) * (p.sensitivity + p.rho)
+        counts += uniform_tuple_row_counts(total - true, p.L, p.tau, rng=rng)
+        return MessageTally(counts, total)
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        count = check_n(count, "count", 0)
+        return MessageTally(uniform_tuple_row_counts(count, self._p.L, self._p.tau, rng=rng), count)
+
     def node_estimates(
-        self, messages: npt.NDArray[Any]
+        self, messages: npt.NDArray[Any] | MessageTally
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(ŷ, Var[ŷ]) for the D node indices, by the PRHR estimator."""
         p = self._p
-        m = np.asarray(messages).reshape(-1, p.L)
-        K = m.shape[0]
+        tally = messages if isinstance(messages, MessageTally) else self.tally(messages)
+        K = tally.messages
         q = 2.0**-p.tau
-        t = hadamard_row_counts(m, p.L)[1 : (1 << p.h) + 1].astype(np.float64)
+        t = tally.counts[1 : (1 << p.h) + 1].astype(np.float64)
         y = (t - K * q) / (1.0 - q)
         var = np.maximum(K - np.clip(y, 0, None), 0) * q * (1 - q) / (1 - q) ** 2
         return y, var
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
-        y, var = self.node_estimates(messages)
+        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        y, var = self.node_estimates(tally)
         k = np.arange(self._p.domain)
         coef = range_coefficients(k, k + 1, self._p.h)
         return Estimate(
             values=(coef @ y).astype(np.float64),
             expected_std=np.sqrt((coef**2) @ var),
-            messages_used=int(np.asarray(messages).reshape(-1, self._p.L).shape[0]),
+            messages_used=tally.messages,
             extra={"rho": self._p.rho, "tau": self._p.tau},
         )
 
     def range_counts(
-        self, messages: npt.NDArray[Any], lo: npt.ArrayLike, hi: npt.ArrayLike
+        self, messages: npt.NDArray[Any] | MessageTally, lo: npt.ArrayLike, hi: npt.ArrayLike
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Estimated counts of [lo, hi) and their standard deviations (matrix mechanism)."""
         lo_a, hi_a = np.atleast_1d(lo), np.atleast_1d(hi)

@@ -264,7 +264,7 @@ def test_prhr_simulate_streams_the_same_estimator() -> None:
     rng = np.random.default_rng(11)
     proto = PRHR(domain=d, epsilon=1.0, n=n, delta=0.1)
     x = rng.integers(0, d, n)
-    est = proto.simulate(x, rng=rng, n_fakes=1000, users_per_block=700)
+    est = proto.simulate(x, rng=rng, n_fakes=1000)
     assert est.messages_used == n * (1 + proto.params.rho) + 1000
     z = (est.values - proto.truth(x)) / est.expected_std
     assert np.all(np.abs(z) < 5)

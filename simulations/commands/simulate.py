@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 import esa
-from protocols import ProtocolSpec, build_protocol, protocol_names
+from protocols import ProtocolSpec, ShuffleProtocol, build_protocol, protocol_names
 
 from .._common import UsageError, emit_json, print_table, progress
 from .._data import DISTRIBUTIONS, generate_values
@@ -32,6 +32,14 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         choices=["onion", "ideal"],
         default="onion",
         help="onion: real encryption (default); ideal: plaintext stand-in for big sweeps",
+    )
+    p.add_argument(
+        "--representation",
+        choices=["auto", "reports", "tally"],
+        default="auto",
+        help="reports: one report per message; tally (--crypto ideal): hops carry the "
+        "estimator's summary of the message multiset, for PRHR/PUCM/PRRQ at n = 10^6; auto "
+        "(default): reports unless the run is too big for them and the protocol has a tally",
     )
     p.add_argument(
         "--distribution",
@@ -86,15 +94,32 @@ def parse_options(items: list[str]) -> dict[str, float]:
 MAX_REPORTS = {"ideal": 50_000_000, "onion": 5_000_000}
 
 
-def _check_size(messages_per_user: float, args: argparse.Namespace) -> None:
-    total = messages_per_user * args.n + args.shufflers * args.fake_reports
+def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -> str:
+    """``reports`` or ``tally`` for this run, refusing a run that fits neither."""
+    asked = getattr(args, "representation", "auto")
+    total = protocol.messages_per_user * args.n + args.shufflers * args.fake_reports
     limit = MAX_REPORTS[args.crypto]
-    if total > limit:
-        raise UsageError(
-            f"this run would create {total:.3g} reports ({messages_per_user:.4g} per user), "
-            f"over the {limit:.0e} a --crypto {args.crypto} run allows; lower --n"
-            + (" or use --crypto ideal" if args.crypto == "onion" else "")
-        )
+    tally_ok = args.crypto == "ideal" and protocol.supports_tally
+    if asked == "tally":
+        if args.crypto != "ideal":
+            raise UsageError("--representation tally needs --crypto ideal (there are no reports)")
+        if not protocol.supports_tally:
+            raise UsageError(
+                f"{protocol.name} cannot run as a tally (its estimator reads messages); "
+                "use --representation reports"
+            )
+        return "tally"
+    if total <= limit:
+        return "reports"
+    if asked == "auto" and tally_ok:
+        return "tally"
+    hint = " or use --crypto ideal" if args.crypto == "onion" else ""
+    if args.crypto == "ideal" and protocol.supports_tally:
+        hint = " or use --representation tally"
+    raise UsageError(
+        f"this run would create {total:.3g} reports ({protocol.messages_per_user:.4g} per "
+        f"user), over the {limit:.0e} a --crypto {args.crypto} run allows; lower --n{hint}"
+    )
 
 
 def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
@@ -114,21 +139,24 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         fake_reports=args.shufflers * args.fake_reports,
         options=parse_options(args.option),
     )
+    t0 = time.perf_counter()
+    protocol = build_protocol(protocol_name, spec)
+    representation = choose_representation(protocol, args)
+    transport = getattr(args, "transport", "inproc")
+    if transport == "tcp" and representation == "tally":
+        raise UsageError("--transport tcp sends reports; it cannot run a tally")
     config = esa.PipelineConfig(
         shufflers=args.shufflers,
         fake_reports=args.fake_reports,
         threshold=args.threshold,
         crypto=args.crypto,
         workers=args.workers,
+        representation="tally" if representation == "tally" else "reports",
     )
-    t0 = time.perf_counter()
-    protocol = build_protocol(protocol_name, spec)
-    _check_size(protocol.messages_per_user, args)
     root = np.random.default_rng(args.seed)
     data_rng, run_rng = root.spawn(2)
     values = generate_values(protocol, args.n, args.distribution, rng=data_rng)
     setup = time.perf_counter() - t0
-    transport = getattr(args, "transport", "inproc")
     if transport == "tcp":
         try:
             from .._tcp_run import run_tcp
@@ -185,6 +213,12 @@ def show(result: esa.RunResult) -> None:
         ("shufflers m", j["shufflers"]),
         ("fakes per shuffler", j["fake_reports"]),
         ("crypto", crypto_note),
+        (
+            "representation",
+            "one report per message"
+            if j["representation"] == "reports"
+            else "tally of the message multiset (ideal shuffle, no per-message reports)",
+        ),
         ("messages per user", j["messages_per_user"]),
         ("max |error|", j["max_abs_error"]),
         ("RMSE", j["rmse"]),
