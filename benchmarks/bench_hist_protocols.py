@@ -6,10 +6,13 @@ PRHR after 5 h and 22 GB for 30 % of the users. Here:
 * ``slh`` / ``murs``: the whole in-process pipeline (``esa.run_pipeline``, ``crypto="ideal"``:
   encoder, shufflers with CSPRNG permutations and, for MURS, uniform fakes, analyzer), with
   the chunked support counting of ``protocols._slh`` at the analyzer.
-* ``prhr``: the PRHR randomizer and estimator streamed over blocks of users
-  (``PRHR.simulate``): the paper's parameters give 1 + ρ ≈ 535 tuples per user at
-  ε = 1, δ = 10^-6, i.e. ≈ 5·10^8 messages, which no pipeline batch can hold; the estimator
-  only depends on the row counts, which add up over blocks.
+* ``prhr`` / ``pucm`` / ``prrq``: the whole pipeline with ``representation="tally"``: the
+  paper's parameters give 535 (PRHR), ≈ 1.8·10^5 (PUCM) and ≈ 1.7·10^4 (PRRQ, d = 16) messages
+  per user, 5·10^8–1.8·10^11 in all, which no batch of reports can hold; the hops carry the
+  estimator's summary of the message multiset instead (``protocols.MessageTally``).
+* ``prhr-...-per-message``: the same PRHR tally built by drawing and summarizing every tuple
+  block by block (the base ``ShuffleProtocol.tally_users``), the pre-sampler method, for the
+  side-by-side ratio.
 
 Every case runs in its own child process so its peak RSS (``ru_maxrss``) is its own.
 
@@ -35,6 +38,11 @@ CASES = {
     "murs-d1024": ("murs", 1024),
     "prhr-d100": ("prhr", 100),
     "prhr-d1024": ("prhr", 1024),
+    "prhr-d1024-per-message": ("prhr", 1024),
+    "pucm-d16": ("pucm", 16),
+    "pucm-d1024": ("pucm", 1024),
+    "prrq-d16": ("prrq", 16),
+    "prrq-d1024": ("prrq", 1024),
 }
 EPS_SLH, EPS_PRHR, DELTA = 0.5, 1.0, 1e-6
 
@@ -67,10 +75,21 @@ def run_case(case: str, n: int) -> dict[str, Any]:
         out["seconds_by_stage"] = {k: round(v, 2) for k, v in result.seconds.items()}
         out["messages"] = est.messages_used
         out["params"] = repr(proto)
-    else:
+    elif case.endswith("-per-message"):
         proto = protocols.PRHR(domain=d, epsilon=EPS_PRHR, n=n, delta=DELTA)
-        est = proto.simulate(x, rng=np.random.default_rng(1))
+        rng = np.random.default_rng(1)
+        tally = protocols.ShuffleProtocol.tally_users(proto, x, rng=rng)  # every tuple drawn
+        est = proto.estimate_tally(tally, n=n, n_fakes=0)
         truth = proto.truth(x)
+        out["messages"] = est.messages_used
+        out["params"] = repr(proto)
+    else:
+        spec = protocols.ProtocolSpec(epsilon=EPS_PRHR, delta=DELTA, n=n, domain=d)
+        proto = protocols.build_protocol(name, spec)
+        config = esa.PipelineConfig(crypto="ideal", representation="tally", workers=1)
+        result = esa.run_pipeline(proto, x, config, rng=np.random.default_rng(1))
+        est, truth = result.estimate, result.truth
+        out["seconds_by_stage"] = {k: round(v, 2) for k, v in result.seconds.items()}
         out["messages"] = est.messages_used
         out["params"] = repr(proto)
     out["seconds"] = round(time.perf_counter() - t0, 1)
@@ -89,7 +108,12 @@ def main() -> int:
     ap.add_argument("--case", help=argparse.SUPPRESS)  # child mode
     args = ap.parse_args()
     if args.case:
-        print(json.dumps(run_case(args.case, args.n)))
+        from protocols import ParameterError
+
+        try:
+            print(json.dumps(run_case(args.case, args.n)))
+        except ParameterError as exc:  # e.g. PUCM needs n large enough for λ ≤ 1
+            print(json.dumps({"case": args.case, "n": args.n, "refused": str(exc)}))
         return 0
     rows = []
     for case in args.cases:
@@ -106,6 +130,9 @@ def main() -> int:
     print("| case | n | messages | time (s) | peak RSS (MB) | RMSE | mean expected std |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
+        if "refused" in r:
+            print(f"| {r['case']} | {r['n']:,} | refused: {r['refused']} | | | | |")
+            continue
         print(
             f"| {r['case']} | {r['n']:,} | {r['messages']:,} | {r['seconds']} | "
             f"{r['peak_rss_mb']:.0f} | {r['rmse']} | {r['mean_expected_std']} |"

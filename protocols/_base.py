@@ -134,8 +134,10 @@ class MessageTally:
         return MessageTally(np.zeros_like(self.counts), 0)
 
 
-#: Users (or fakes) per block when a tally is built from per-message draws.
+#: Users per block when a tally is built from drawn true messages; the default
+#: :meth:`ShuffleProtocol.tally_users` sizes its blocks to about ``TALLY_MESSAGES`` messages.
 TALLY_BLOCK = 1 << 16
+TALLY_MESSAGES = 1 << 20
 
 
 class ShuffleProtocol(abc.ABC):
@@ -229,9 +231,10 @@ class ShuffleProtocol(abc.ABC):
         by block; protocols with a direct sampler of the summary override it.
         """
         x = self.validate_values(values)
+        block = max(1, int(TALLY_MESSAGES // max(self.messages_per_user, 1.0)))
         parts = [
-            self.tally(self.randomize(x[s : s + TALLY_BLOCK], rng=rng))
-            for s in range(0, max(x.shape[0], 1), TALLY_BLOCK)
+            self.tally(self.randomize(x[s : s + block], rng=rng))
+            for s in range(0, max(x.shape[0], 1), block)
         ]
         return _sum_tallies(parts)
 
@@ -240,8 +243,8 @@ class ShuffleProtocol(abc.ABC):
         ``tally(sample_fakes(count))``."""
         count = check_n(count, "count", 0)
         parts = [
-            self.tally(self.sample_fakes(min(TALLY_BLOCK, count - s), rng=rng))
-            for s in range(0, max(count, 1), TALLY_BLOCK)
+            self.tally(self.sample_fakes(min(TALLY_MESSAGES, count - s), rng=rng))
+            for s in range(0, max(count, 1), TALLY_MESSAGES)
         ]
         return _sum_tallies(parts)
 

@@ -273,8 +273,8 @@ def uniform_tuple_row_counts(
     per = rng.multinomial(count, np.r_[p[1:], p[0]])
     for k in range(1, L + 1):
         c = int(per[k - 1])
-        if c:
-            _add_spans(counts, uniform_subspace_bases(c, k, L, rng=rng), k)
+        for s in range(0, c, _BLOCK):  # bounded memory when 2^{L−τ} is not small
+            _add_spans(counts, uniform_subspace_bases(min(_BLOCK, c - s), k, L, rng=rng), k)
     return counts
 
 
