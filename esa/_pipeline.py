@@ -244,6 +244,7 @@ def run_pipeline(
                 fake_rng=fake_rngs[c * m + i] if config.seeded_fakes else None,
                 replay_protection=config.replay_protection,
                 workers=config.workers,
+                channel=c,
             )
             batch, counters = shuffler.process(batch, epoch=config.epoch)
             counters.channel = c

@@ -130,6 +130,8 @@ class Shuffler:
             (the default, and what a live party uses) draws them from the OS CSPRNG.
         replay_protection: test-only switch; ``False`` lets replays through.
         workers: processes for peeling/wrapping (``None``: all cores).
+        channel: which of the protocol's chains this shuffler belongs to (RSum_RM: one chain
+            per precision); its fakes look like that chain's traffic.
     """
 
     def __init__(
@@ -145,6 +147,7 @@ class Shuffler:
         fake_rng: np.random.Generator | None = None,
         replay_protection: bool = True,
         workers: int | None = 1,
+        channel: int = 0,
     ) -> None:
         if threshold < 0 or fake_reports < 0:
             raise ConfigError(
@@ -162,6 +165,7 @@ class Shuffler:
         self.fake_rng = fake_rng
         self.replay_protection = replay_protection
         self.workers = workers
+        self.channel = channel
         self.held: list[Any] = []
         self._seen: dict[int, ReplayCache] = {}
         self._fake_encoder = Encoder(protocol, codec, self.route, workers=workers)
@@ -217,7 +221,8 @@ class Shuffler:
     def _fakes(self, count: int, *, epoch: int, crowd_id: int) -> Any:
         """n_r uniform fakes, encrypted for the hops after this one like a user's report."""
         rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
-        messages = split_messages(self.protocol, self.protocol.sample_fakes(count, rng=rng))
+        fakes = self.protocol.sample_channel_fakes(count, channel=self.channel, rng=rng)
+        messages = split_messages(self.protocol, fakes)
         return self._fake_encoder.seal_messages(
             messages, epoch=epoch, crowd_id=crowd_id, first_hop=self.hop + 1
         )

@@ -258,6 +258,18 @@ class ShuffleProtocol(abc.ABC):
         """The channel in [0, :attr:`channels`) of each message."""
         return np.zeros(np.asarray(messages).shape[0], dtype=np.int64)
 
+    def sample_channel_fakes(
+        self, count: int, *, channel: int, rng: np.random.Generator
+    ) -> npt.NDArray[Any]:
+        """``count`` fakes for the shuffler chain of ``channel``: uniform over the messages
+        that chain carries (a fake must look like that chain's honest traffic). With one
+        channel this is :meth:`sample_fakes`."""
+        if not 0 <= channel < self.channels:
+            raise ParameterError(
+                f"{self.name}: channel must lie in [0, {self.channels}), got {channel}"
+            )
+        return self.sample_fakes(count, rng=rng)
+
     def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
         """Check users' values against :attr:`input_kind` and return them as an array."""
         arr = np.asarray(values)

@@ -655,8 +655,23 @@ class RSumRM(ShuffleProtocol):
         valid &= v < limits[np.minimum(j, len(self.levels) - 1)]
         return np.stack([j, v], axis=1), valid
 
+    def sample_channel_fakes(
+        self, count: int, *, channel: int, rng: np.random.Generator
+    ) -> npt.NDArray[Any]:
+        """Fakes for precision ``channel``'s own shuffler chain: that precision's index and a
+        uniform level of it (what the chain's honest messages look like)."""
+        count = check_n(count, "count", 0)
+        if not 0 <= channel < self.channels:
+            raise ParameterError(
+                f"rsum_rm: channel must lie in [0, {self.channels}), got {channel}"
+            )
+        v = rng.integers(0, self.levels[channel], size=count)
+        return np.stack([np.full(count, channel, dtype=np.int64), v], axis=1)
+
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """Uniform precision index, then a uniform level of that precision."""
+        """Uniform precision index, then a uniform level of that precision (fakes of a
+        single chain carrying every precision; per-precision chains use
+        :meth:`sample_channel_fakes`)."""
         count = check_n(count, "count", 0)
         j = rng.integers(0, len(self.levels), size=count)
         v = np.floor(rng.random(count) * np.asarray(self.levels)[j]).astype(np.int64)
