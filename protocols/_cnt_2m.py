@@ -149,9 +149,12 @@ class Cnt2M(ShuffleProtocol):
         c_star = int(np.count_nonzero(np.asarray(messages) == ONE)) - int(n_fakes)
         truncated = c_star <= n
         value = 0.0 if truncated else c_star - p * n
+        # Truncated, the output 0 errs by the count itself; its unbiased estimate c* − pn
+        # enters the stated std (as in Hist_MM), so the std never hides the truncation.
+        bias = max(c_star - p * n, 0.0) if truncated else 0.0
         return Estimate(
             values=np.array([value], dtype=np.float64),
-            expected_std=np.array([math.sqrt(n * p * (1.0 - p))], dtype=np.float64),
+            expected_std=np.array([math.sqrt(n * p * (1.0 - p) + bias**2)], dtype=np.float64),
             messages_used=int(np.asarray(messages).shape[0]),
             extra={"truncated": bool(truncated), "c_star": c_star},
         )

@@ -325,6 +325,53 @@ def test_hist_mm_removes_fakes() -> None:
     assert np.all(np.abs(z) < 5)
 
 
+def test_hist_mm_stated_std_covers_truncated_bins() -> None:
+    # Bins below the threshold nγ are reported 0: their error is the count itself. The
+    # stated std must cover it: over 40 runs, the measured RMSE over all bins lies within
+    # [0.5, 1.25] × the root mean stated variance (it was 4–33× above before).
+    n, d, reps = 20_000, 12, 40
+    rng = np.random.default_rng(21)
+    proto = HistMM(domain=d, epsilon=1.0, n=n, delta=1e-6)  # nγ ≈ 3 040
+    x = rng.choice(d, size=n, p=np.r_[0.5, 0.2, 0.1, np.full(9, 0.2 / 9)])
+    truth = proto.truth(x)
+    sq, var = 0.0, 0.0
+    for _ in range(reps):
+        est = proto.estimate(proto.randomize(x, rng=rng), n=n, n_fakes=0)
+        assert est.extra["truncated_bins"] >= 9  # the small bins are truncated
+        sq += float(np.sum((est.values - truth) ** 2))
+        var += float(np.sum(est.expected_std**2))
+    ratio = math.sqrt(sq / var)
+    assert 0.5 <= ratio <= 1.25
+
+
+def test_hist_mm_tally_has_the_law_of_its_messages() -> None:
+    # tally_users draws c_j + Bin(n, p) per bin directly; tally(randomize) draws n·d
+    # Bernoullis. Means agree within 4.5 standard errors over 200 replicates each, and the
+    # variance is n p (1 − p) within ±25 %.
+    n, d, R = 3000, 5, 200
+    rng = np.random.default_rng(22)
+    proto = HistMM(domain=d, epsilon=2.0, n=n, delta=0.1)
+    x = rng.integers(0, d, n)
+    a = np.array([proto.tally_users(x, rng=rng).counts for _ in range(R)], dtype=float)
+    b = np.array([proto.tally(proto.randomize(x, rng=rng)).counts for _ in range(R)], dtype=float)
+    p = proto.params.p
+    se = math.sqrt(2 * n * p * (1 - p) / R)
+    assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 4.5 * se)
+    assert np.all(np.abs(a.var(axis=0) / (n * p * (1 - p)) - 1) < 0.25)
+
+
+def test_hist_mm_runs_at_a_million_users_and_d_1024_as_a_tally() -> None:
+    # 1 + d p ≈ 1 024 messages per user: 10^9 reports, so only the tally representation fits.
+    n, d = 10**6, 1024
+    proto = HistMM(domain=d, epsilon=1.0, n=n, delta=1e-6)
+    x = np.random.default_rng(23).integers(0, d, n)  # ≈ 977 per bin ≪ nγ: all truncated
+    config = esa.PipelineConfig(crypto="ideal", representation="tally", shufflers=1)
+    r = esa.run_pipeline(proto, x, config, rng=np.random.default_rng(24))
+    assert r.hops[0].received == pytest.approx(n * proto.messages_per_user, rel=1e-3)
+    assert np.all(np.abs(r.error) <= proto.error_bound)
+    assert r.rmse <= 1.25 * float(np.sqrt(np.mean(r.estimate.expected_std**2)))
+
+
 # --- PUCM ------------------------------------------------------------------------------------
 
 
