@@ -1,45 +1,76 @@
 """Uniformity testing in the shuffle model: ``PUT`` (pure) and ``AUT`` (approximate).
 
 Balcer, Cheu, Joseph, Mao (SODA'21, arXiv 2004.09481) §4, as summarized in survey §4.4.3:
-each user one-hot encodes its sample x_i ∈ [k] and runs a robust shuffle-private *counter*
-on every coordinate, each message labeled with its coordinate; the analyzer estimates every
-count c_j and computes a chi-square-type statistic from them (survey: "from these counts
-[Acharya, Daskalakis, Kamath NeurIPS'15] and the Poisson parameter m compute z; if z < τ the
+each user one-hot encodes its sample and runs a robust shuffle-private *counter* on every
+coordinate, each message labeled with its coordinate; the analyzer estimates every count
+and computes a chi-square-type statistic from them (survey: "from these counts [Acharya,
+Daskalakis, Kamath NeurIPS'15] and the Poisson parameter m compute z; if z < τ the
 distribution is uniform"). PUT uses the pure counter ``Cnt_SGM`` (robust ε-DP), AUT the
 approximate counter ``Cnt_BN`` (robust (ε, δ)-DP); both are looked up in the protocol
 registry, so this module composes whatever counters are registered.
 
-The paper's text beyond its abstract was not available to us; the statistic below and its
-thresholds are derived here, and the paper's headline is what we check against: a robust
-approximate shuffle-private tester with sample complexity Õ(k^{2/3}) (and an Ω(k^{2/3})
-lower bound for robust *pure* testers).
+Domain grouping. As in the pan-private tester of Amin, Joseph, Mao (COLT'20, "Pan-private
+uniformity testing") that BCJM adapt, the domain [k] is first cut by a public-coin random
+partition into k' groups of near-equal size (sizes ⌊k/k'⌋ and ⌈k/k'⌉: group j of a
+uniformly random permutation π of [k] holds the values π(i) with i ≡ j mod k'); users
+one-hot encode their *group* over [k'], and the test runs on the k' group counts. The
+partition is a function of a public seed (option ``partition_seed``, default 0) that
+users and analyzer share; k' is option ``groups`` (default: the k' minimizing the stated
+sample size below; ``groups = k`` is the ungrouped tester, with the identity partition).
 
-Privacy: a user changing its sample changes two coordinates, so each coordinate's counter
-is configured at (ε/2, δ/2) and the labeled union is (ε, δ)-DP by basic composition (and
-(2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust). :attr:`privacy` is always
-twice what the counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can
-prove for its reconstruction (see that module), which may exceed the target ε.
+The papers' text beyond their abstracts (headline: a robust approximate shuffle-private
+tester with sample complexity Õ(k^{2/3}), and Ω(k^{2/3}) for robust *pure* testers) was not
+available offline, so the statistic, threshold and choice of k' below are OUR
+RECONSTRUCTION, derived here, and checked against that headline.
 
-Statistic. With n samples, λ = n/k, noisy counts ĉ_j = c_j + η_j whose noise has (estimated)
-variance σ_j² (the counter's ``expected_std``²):
-    Z = Σ_j ((ĉ_j − λ)² − σ_j²) / λ − (k − 1).
-For n i.i.d. samples from p, E[Σ_j (c_j − λ)²] = n(1 − Σp_j²) + n²‖p − u‖², so
-    E[Z] = 0 under the uniform u,   E[Z] = (n − 1) k ‖p − u‖₂² ≥ 4(n − 1)α²
-when TV(p, u) ≥ α (Cauchy–Schwarz: ‖p − u‖₂² ≥ 4α²/k). Noise-free, Z is Pearson's
-chi-square minus its mean. The test rejects uniformity iff Z > τ = 2(n − 1)α² (midpoint).
+Privacy: a user changing its sample changes at most two group coordinates, so each
+coordinate's counter is configured at (ε/2, δ/2) and the labeled union is (ε, δ)-DP by basic
+composition (and (2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust); the
+partition is public and data-independent. :attr:`privacy` is always twice what the
+counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can prove for its
+reconstruction (see that module), which may exceed the target ε.
 
-Null variance (Gaussian approximation of the noise, Pearson variance 2(k − 1)):
-    Var₀[Z] ≈ 2(k − 1) + Σ_j (4σ_j² λ + 2σ_j⁴) / λ²,
-so Chebyshev bounds the type I error by Var₀/τ². With per-bin noise σ² (σ = O(1/ε) for the
-robust counters, independent of n), Var₀ ≤ β τ² = 4β n²α⁴ holds once
-    n ≳ √k/α²  +  k^{2/3} σ^{2/3}/α^{4/3}  +  k^{3/4} σ/α
-(the three terms of Var₀: Pearson, noise × sampling, noise²). The middle term is the
-k^{2/3}/(α^{4/3} ε^{2/3}) of the paper's headline (and of the pan-private tester of Amin,
-Joseph, Mao, COLT'20); the last term, k^{3/4}/(αε), comes from testing all k coordinates
-directly. Reaching Õ(k^{2/3}) in every regime needs the domain to be merged into fewer
-groups before testing, as the pan-private tester does; this module tests the k coordinates
-as the survey describes and does not do that merge. :func:`null_variance` and
-:func:`uniformity_min_samples` compute the bound for a given σ².
+Statistic. n samples, group j of size s_j has null probability q_j = s_j/k and mean count
+λ_j = n q_j; the counter gives ĉ_j = c_j + η_j with noise variance σ_j² (its
+``expected_std``²). With the noise-corrected Poissonized chi-square of Acharya, Daskalakis,
+Kamath (the "− c_j" term removes the sampling variance),
+    Z = Σ_j ((ĉ_j − λ_j)² − ĉ_j − σ_j²)/λ_j + 1.
+For n i.i.d. samples from p with group probabilities P_j, E[(c_j − λ_j)² − c_j] =
+n²(P_j − q_j)² − n P_j², so E[Z] = (n − 1) χ²(P, q), χ²(P, q) = Σ_j (P_j − q_j)²/q_j: zero
+under uniformity, whatever the group sizes.
+
+Signal after a random partition. Let d = p − u on [k] (Σd = 0) and D_j = Σ_{i∈G_j} d_i.
+Two distinct values share group j with probability s_j(s_j − 1)/(k(k − 1)), so
+E[D_j²] = ‖d‖² s_j(k − s_j)/(k(k − 1)) and, dividing by q_j and summing,
+    E_π[χ²(P, q)] = ‖d‖² k (k' − 1)/(k − 1)
+(for k' = k, the ungrouped k‖d‖²). TV(p, u) ≥ α gives ‖d‖² ≥ 4α²/k, hence
+E[Z] ≥ 4(n − 1)α²(k' − 1)/(k − 1); the test rejects uniformity iff Z > τ, the midpoint
+    τ = 2(n − 1)α²(k' − 1)/(k − 1).
+This is an expectation over the partition: spread-out alternatives keep ≈ (k'−1)/(k−1) of
+their distance with a χ²_{k'−1}/(k'−1)-like spread, which is why k' is kept ≥ min(k, 16)
+(:data:`MIN_GROUPS`); an alternative concentrated on two values loses its signal when both
+land in one group (probability ≈ 1/k'). We do not bound these partition effects; the
+tests measure the error rates with a fresh partition per repeat.
+
+Null variance (Poissonized counts, noise independent with Gaussian fourth moment): with
+Y = c_j − λ_j, (Y + η)² − (λ + Y + η) − σ² = (Y² − Y − λ) + (2Y − 1)η + (η² − σ²), three
+uncorrelated parts of variances 2λ², (4λ + 1)σ², 2σ⁴, so
+    Var₀[Z] ≈ 2(k' − 1) + Σ_j ((4λ_j + 1)σ_j² + 2σ_j⁴)/λ_j²
+(2(k' − 1): the multinomial Pearson variance). Chebyshev bounds the type I error by
+Var₀/τ². Stated sample size: the smallest n with Var₀ ≤ β τ² (:func:`uniformity_min_samples`).
+
+Choice of k'. With σ² independent of n (the robust counters) and λ = n/k', the three terms
+of Var₀ ≤ β τ² ≈ 4βn²α⁴k'²/k² give
+    n ≳ k/(α²√(2βk'))  (sampling),   n ≳ (σ²k²/β)^{1/3}/α^{4/3}  (noise × sampling),
+    n ≳ σ k'^{1/4} √k/(α (2β)^{1/4})  (noise²).
+The first falls and the last grows with k', the middle one does not depend on it; they
+balance at k' ≈ k^{2/3}/((ασ)^{4/3}(2β)^{1/3}), where n ≈ k^{2/3}σ^{2/3}/(α^{4/3}(2β)^{1/3}),
+the order of the middle term: the Õ(k^{2/3}) of the headline (σ = O(√log(1/δ)/ε) for
+``Cnt_BN``). Ungrouped (k' = k) the noise² term is σ k^{3/4}/(α(2β)^{1/4}).
+:func:`optimal_groups` minimizes the exact stated n over every integer k' ∈ [min(k, 16), k]
+(ties to the smaller k': fewer messages per user). At k = 4096, α = 0.25, β = 0.1 it picks
+k' = 512 (n = 12 545 vs 16 566 ungrouped) for AUT's counter noise at ε = 2 (σ² ≈ 22.8), and
+k' = 47 (n = 44 690 vs 98 008) at σ² = 1000.
 """
 
 from __future__ import annotations
@@ -64,43 +95,147 @@ from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, build_protocol, protocol_names, register_protocol
 
-__all__ = ["UniformityDecision", "UniformityTester", "null_variance", "uniformity_min_samples"]
+__all__ = [
+    "UniformityDecision",
+    "UniformityTester",
+    "group_partition",
+    "null_variance",
+    "optimal_groups",
+    "uniformity_min_samples",
+]
 
-#: Largest domain: every user runs one counter per value.
+#: Largest domain: every user runs one counter per group, and k' ≤ k.
 MAX_DOMAIN = 1 << 16
 
-
-def null_variance(n: int, k: int, noise_var: npt.ArrayLike) -> float:
-    """Var₀[Z] ≈ 2(k − 1) + Σ_j (4σ_j²λ + 2σ_j⁴)/λ² with λ = n/k (module docstring)."""
-    lam = n / k
-    s2 = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), (k,))
-    return float(2.0 * (k - 1) + np.sum((4.0 * s2 * lam + 2.0 * s2**2) / lam**2))
+#: Smallest number of groups the optimizer picks (module doc: partition fluctuation).
+MIN_GROUPS = 16
 
 
-def uniformity_min_samples(k: int, alpha: float, beta: float, noise_var: float) -> int:
+def group_partition(k: int, groups: int, seed: int) -> npt.NDArray[np.int64]:
+    """Public-coin partition of [k] into ``groups`` near-equal groups: value → group.
+
+    Group j holds π(i) for every i ≡ j (mod k'), π a permutation of [k] drawn from
+    ``numpy.random.default_rng(seed)``, so sizes are ⌊k/k'⌋ or ⌈k/k'⌉. ``groups == k`` is
+    the identity (no grouping). Deterministic given (k, k', seed): users and analyzer derive
+    the same partition from the public seed.
+    """
+    k = check_n(k, "k", 2)
+    groups = _check_groups(groups, k)
+    if groups == k:
+        return np.arange(k, dtype=np.int64)
+    perm = np.random.default_rng(seed).permutation(k)
+    out = np.empty(k, dtype=np.int64)
+    out[perm] = np.arange(k, dtype=np.int64) % groups
+    return out
+
+
+def _check_groups(groups: object, k: int) -> int:
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer, float)):
+        raise ParameterError(f"groups must be an integer in [2, k={k}], got {groups!r}")
+    g = int(groups)
+    if g != groups or not 2 <= g <= k:
+        raise ParameterError(f"groups must be an integer in [2, k={k}], got {groups!r}")
+    return g
+
+
+def _group_sizes(k: int, groups: int) -> tuple[int, int, int]:
+    """(small size, large size, number of large groups) of the near-equal partition."""
+    small, large_count = divmod(k, groups)
+    return small, small + 1, large_count
+
+
+def null_variance(n: int, k: int, noise_var: npt.ArrayLike, groups: int | None = None) -> float:
+    """Var₀[Z] ≈ 2(k' − 1) + Σ_j ((4λ_j + 1)σ_j² + 2σ_j⁴)/λ_j² (module docstring).
+
+    Args:
+        n: number of samples.
+        k: domain size.
+        noise_var: σ_j² per group (length k') or one value for all.
+        groups: k' (default k: no grouping); λ_j = n s_j/k with the near-equal sizes s_j.
+    """
+    g = k if groups is None else groups
+    small, large, n_large = _group_sizes(k, g)
+    sizes = np.full(g, small, dtype=np.float64)
+    sizes[:n_large] = large
+    lam = n * sizes / k
+    s2 = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), (g,))
+    return float(2.0 * (g - 1) + np.sum(((4.0 * lam + 1.0) * s2 + 2.0 * s2**2) / lam**2))
+
+
+def _threshold(n: npt.ArrayLike, k: int, groups: npt.ArrayLike, alpha: float) -> Any:
+    """τ = 2(n − 1)α²(k' − 1)/(k − 1): half the least expected Z at TV distance α."""
+    return 2.0 * (np.asarray(n) - 1.0) * alpha**2 * (np.asarray(groups) - 1.0) / (k - 1.0)
+
+
+def _min_samples_many(
+    k: int, groups: npt.NDArray[np.int64], alpha: float, beta: float, noise_var: float
+) -> npt.NDArray[np.int64]:
+    """Smallest n with Var₀ ≤ β τ², for every k' in ``groups`` at once (integer bisection).
+
+    Var₀ falls and τ grows with n, so feasibility is monotone in n. Equal-size groups are
+    treated through the two size classes of the near-equal partition.
+    """
+    g = groups.astype(np.float64)
+    small = np.floor(k / g)
+    n_large = k - small * g
+    s2 = float(noise_var)
+
+    def ok(n: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+        noise = np.zeros_like(n)
+        for size, count in ((small, g - n_large), (small + 1.0, n_large)):
+            lam = n * size / k
+            noise += count * ((4.0 * lam + 1.0) * s2 + 2.0 * s2 * s2) / lam**2
+        tau = _threshold(n, k, g, alpha)
+        return np.asarray(2.0 * (g - 1.0) + noise <= beta * tau * tau)
+
+    lo = np.ones_like(g)  # n = 1: τ = 0, never feasible
+    hi = np.full_like(g, 2.0)
+    bad = ~ok(hi)
+    while bad.any():
+        lo = np.where(bad, hi, lo)
+        hi = np.where(bad, 2.0 * hi, hi)
+        if hi.max() > 2.0**62:
+            raise ParameterError("uniformity: no sample size below 2^62 meets the bound")
+        bad = ~ok(hi)
+    while np.any(hi - lo > 1):
+        mid = np.floor((lo + hi) / 2.0)
+        good = ok(mid)
+        hi = np.where(good, mid, hi)
+        lo = np.where(good, lo, mid)
+    return hi.astype(np.int64)
+
+
+def uniformity_min_samples(
+    k: int, alpha: float, beta: float, noise_var: float, groups: int | None = None
+) -> int:
     """Smallest n whose Chebyshev type I bound Var₀/τ² is ≤ β, for constant noise σ².
 
     Args:
         k: domain size.
         alpha: distance (total variation) the tester must detect.
         beta: allowed type I error.
-        noise_var: per-bin noise variance σ² of the counter (assumed independent of n).
+        noise_var: per-group noise variance σ² of the counter (assumed independent of n).
+        groups: k' (default k: the ungrouped tester).
     """
     k = check_n(k, "k", 2)
     _check_alpha_beta(alpha, beta)
+    g = k if groups is None else _check_groups(groups, k)
+    return int(_min_samples_many(k, np.array([g]), float(alpha), float(beta), noise_var)[0])
 
-    def ok(n: int) -> bool:
-        tau = 2.0 * (n - 1) * alpha**2
-        return null_variance(n, k, noise_var) <= beta * tau * tau
 
-    hi = 2
-    while not ok(hi):
-        hi *= 2
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+def optimal_groups(k: int, alpha: float, beta: float, noise_var: float) -> tuple[int, int]:
+    """The k' ∈ [min(k, 16), k] with the smallest stated sample size, and that size.
+
+    Evaluates :func:`uniformity_min_samples` for every such k' (vectorized) and returns the
+    smallest minimizer (fewer groups: fewer messages per user).
+    """
+    k = check_n(k, "k", 2)
+    _check_alpha_beta(alpha, beta)
+    cand = np.arange(min(k, MIN_GROUPS), k + 1, dtype=np.int64)
+    cand = cand[cand >= 2]
+    n = _min_samples_many(k, cand, float(alpha), float(beta), noise_var)
+    best = int(np.argmin(n))  # first minimizer = smallest k'
+    return int(cand[best]), int(n[best])
 
 
 def _check_alpha_beta(alpha: float, beta: float) -> None:
@@ -116,7 +251,7 @@ class UniformityDecision:
 
     Attributes:
         statistic: Z (module docstring).
-        threshold: τ = 2(n − 1)α².
+        threshold: τ = 2(n − 1)α²(k' − 1)/(k − 1).
         uniform: the decision, Z ≤ τ.
         null_std: √Var₀[Z], the statistic's standard deviation under uniformity.
         type_i_bound: Chebyshev bound min(1, Var₀/τ²) on the false-rejection probability.
@@ -130,17 +265,21 @@ class UniformityDecision:
 
 
 class UniformityTester(ShuffleProtocol):
-    """One-hot + a registered counter per value + the centered chi-square statistic.
+    """Public random grouping + one-hot + a registered counter per group + chi-square.
 
     Args:
         counter: registered name of a BINARY counting protocol (``cnt_sgm`` for PUT,
             ``cnt_bn`` for AUT; any counter works, e.g. ``cnt_rr`` in tests).
         domain: k.
-        epsilon: total ε of the test (each coordinate's counter gets ε/2).
+        epsilon: total ε of the test (each group's counter gets ε/2).
         delta: total δ (each counter gets δ/2).
         n: number of users (samples).
         alpha: total-variation distance to detect.
-        beta: target error probability (used by :attr:`sample_complexity`).
+        beta: target error probability (sets the default k' and :attr:`min_samples`).
+        fake_reports: passed to the counter's specification.
+        groups: k' ∈ [2, k]; None (default) picks :func:`optimal_groups` for the counter's
+            noise variance at this n; k means no grouping.
+        partition_seed: public seed of the random partition (shared by users and analyzer).
     """
 
     name: ClassVar[str] = "uniformity"
@@ -157,6 +296,8 @@ class UniformityTester(ShuffleProtocol):
         alpha: float = 0.25,
         beta: float = 1.0 / 3.0,
         fake_reports: int = 0,
+        groups: int | None = None,
+        partition_seed: int = 0,
     ) -> None:
         k = check_n(domain, "domain", 2)
         if k > MAX_DOMAIN:
@@ -165,6 +306,9 @@ class UniformityTester(ShuffleProtocol):
         delta = check_delta(delta)
         n = check_n(n, "n", 2)
         _check_alpha_beta(alpha, beta)
+        if groups is not None:
+            groups = _check_groups(groups, k)
+        seed = check_n(partition_seed, "partition_seed", 0)
         if counter not in protocol_names():
             raise ParameterError(
                 f"{self.name}: counter {counter!r} is not registered; "
@@ -181,8 +325,28 @@ class UniformityTester(ShuffleProtocol):
         self._counter = inner
         self._k, self._eps, self._delta, self._n = k, eps, delta, n
         self._alpha, self._beta = float(alpha), float(beta)
-        self._label_size = uint_codec_size(k)
+        self._noise_var = self._design_noise_var()
+        if groups is None:
+            groups, _ = optimal_groups(k, self._alpha, self._beta, self._noise_var)
+        self._groups = groups
+        self._seed = seed
+        self._group_of = group_partition(k, groups, seed)
+        self._q = np.bincount(self._group_of, minlength=groups) / k
+        self._label_size = uint_codec_size(groups)
         self.share_spec = inner.share_spec
+
+    def _design_noise_var(self) -> float:
+        """σ² of one group's counter at this n, from its own ``expected_std``.
+
+        Counters state their std through ``estimate``; it is read off one run on a fixed
+        synthetic column (n/k ones, seed 0) — exact for counters whose noise does not depend
+        on the data (``cnt_bn``, ``cnt_sgm``), the null level for the others.
+        """
+        x = np.zeros(self._n, dtype=np.int64)
+        x[: max(1, self._n // self._k)] = 1
+        msgs = np.asarray(self._counter.randomize(x, rng=np.random.default_rng(0)))
+        std = self._counter.estimate(msgs, n=self._n, n_fakes=0).expected_std[0]
+        return float(std) ** 2
 
     # --- parameters -------------------------------------------------------------------
     @property
@@ -194,8 +358,30 @@ class UniformityTester(ShuffleProtocol):
         return self._k
 
     @property
+    def groups(self) -> int:
+        """k', the number of groups the domain is partitioned into."""
+        return self._groups
+
+    @property
+    def partition(self) -> npt.NDArray[np.int64]:
+        """The public value → group map (read-only copy)."""
+        return self._group_of.copy()
+
+    @property
     def alpha(self) -> float:
         return self._alpha
+
+    @property
+    def noise_var(self) -> float:
+        """σ² the design (k' and :attr:`min_samples`) assumed for each group's counter."""
+        return self._noise_var
+
+    @property
+    def min_samples(self) -> int:
+        """The stated sample size at this k': smallest n with Var₀ ≤ β τ² (module doc)."""
+        return uniformity_min_samples(
+            self._k, self._alpha, self._beta, self._noise_var, self._groups
+        )
 
     @property
     def message_size(self) -> int:
@@ -203,7 +389,7 @@ class UniformityTester(ShuffleProtocol):
 
     @property
     def messages_per_user(self) -> float:
-        return self._k * self._counter.messages_per_user
+        return self._groups * self._counter.messages_per_user
 
     @property
     def privacy(self) -> PrivacyGuarantee:
@@ -216,22 +402,23 @@ class UniformityTester(ShuffleProtocol):
         )
 
     def threshold(self, n: int) -> float:
-        """τ = 2(n − 1)α²: half the smallest mean of Z at TV distance α."""
-        return 2.0 * (n - 1) * self._alpha**2
+        """τ = 2(n − 1)α²(k' − 1)/(k − 1): half the least mean of Z at TV distance α."""
+        return float(_threshold(n, self._k, self._groups, self._alpha))
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(counter={self._counter.name!r}, domain={self._k}, "
-            f"epsilon={self._eps:.6g}, delta={self._delta:g}, n={self._n}, alpha={self._alpha})"
+            f"groups={self._groups}, epsilon={self._eps:.6g}, delta={self._delta:g}, "
+            f"n={self._n}, alpha={self._alpha})"
         )
 
     # --- client ------------------------------------------------------------------------
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        x = self.validate_values(values).astype(np.int64, copy=False)
+        g = self._group_of[self.validate_values(values).astype(np.int64, copy=False)]
         parts = []
-        # A loop over the k coordinates (each vectorized over users), not over users.
-        for j in range(self._k):
-            msgs = np.asarray(self._counter.randomize((x == j).astype(np.int64), rng=rng))
+        # A loop over the k' groups (each vectorized over users), not over users.
+        for j in range(self._groups):
+            msgs = np.asarray(self._counter.randomize((g == j).astype(np.int64), rng=rng))
             parts.append(self._label(j, msgs))
         return np.concatenate(parts)
 
@@ -265,7 +452,7 @@ class UniformityTester(ShuffleProtocol):
         rows = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
         labels = decode_uints(rows[:, : self._label_size], self._label_size)
         body, ok = self._counter.decode(np.ascontiguousarray(rows[:, self._label_size :]))
-        return self._label_all(labels, np.asarray(body)), ok & (labels < self._k)
+        return self._label_all(labels, np.asarray(body)), ok & (labels < self._groups)
 
     @classmethod
     def _label_all(cls, labels: npt.NDArray[Any], body: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -274,7 +461,7 @@ class UniformityTester(ShuffleProtocol):
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         count = check_n(count, "count", 0)
-        labels = rng.integers(0, self._k, size=count)
+        labels = rng.integers(0, self._groups, size=count)
         body = np.asarray(self._counter.sample_fakes(count, rng=rng))
         return self._label_all(labels, body)
 
@@ -282,17 +469,18 @@ class UniformityTester(ShuffleProtocol):
     def counts(
         self, messages: npt.NDArray[Any], *, n: int, n_fakes: int
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Per-value count estimates ĉ_j and their standard deviations σ_j."""
+        """Per-group count estimates ĉ_j and their standard deviations σ_j."""
         labels, body = self._unlabel(messages)
+        kk = self._groups
         order = np.argsort(labels, kind="stable")
-        bounds = np.searchsorted(labels[order], np.arange(self._k + 1))
+        bounds = np.searchsorted(labels[order], np.arange(kk + 1))
         # Fakes carry uniform labels; the counter's estimator is affine in its fake count,
-        # so interpolating between floor and ceil of n_f/k keeps it unbiased.
-        per = n_fakes / self._k
+        # so interpolating between floor and ceil of n_f/k' keeps it unbiased.
+        per = n_fakes / kk
         lo, w = math.floor(per), per - math.floor(per)
-        est = np.empty(self._k)
-        std = np.empty(self._k)
-        for j in range(self._k):
+        est = np.empty(kk)
+        std = np.empty(kk)
+        for j in range(kk):
             mine = body[order[bounds[j] : bounds[j + 1]]]
             e_lo = self._counter.estimate(mine, n=n, n_fakes=lo)
             if w > 0:
@@ -304,18 +492,18 @@ class UniformityTester(ShuffleProtocol):
         return est, std
 
     def statistic(self, counts: npt.ArrayLike, noise_var: npt.ArrayLike, *, n: int) -> float:
-        """Z = Σ_j ((ĉ_j − λ)² − σ_j²)/λ − (k − 1), λ = n/k."""
-        lam = n / self._k
+        """Z = Σ_j ((ĉ_j − λ_j)² − ĉ_j − σ_j²)/λ_j + 1, λ_j = n q_j (module doc)."""
+        lam = n * self._q
         c = np.asarray(counts, dtype=np.float64)
         s2 = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), c.shape)
-        return float(np.sum((c - lam) ** 2 - s2) / lam - (self._k - 1))
+        return float(np.sum(((c - lam) ** 2 - c - s2) / lam) + 1.0)
 
     def test(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> UniformityDecision:
         """Run the test on the shuffled messages of n users (+ n_fakes fakes)."""
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
         z = self.statistic(est, std**2, n=n)
         tau = self.threshold(n)
-        var0 = null_variance(n, self._k, std**2)
+        var0 = null_variance(n, self._k, std**2, self._groups)
         return UniformityDecision(
             statistic=z,
             threshold=tau,
@@ -335,36 +523,41 @@ class UniformityTester(ShuffleProtocol):
                 "threshold": dec.threshold,
                 "type_i_bound": dec.type_i_bound,
                 "alpha": self._alpha,
+                "groups": self._groups,
             },
         )
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """The noiseless statistic Z computed on the exact counts."""
+        """The noiseless statistic Z computed on the exact group counts."""
         x = self.validate_values(values)
-        c = np.bincount(x, minlength=self._k)
+        c = np.bincount(self._group_of[x], minlength=self._groups)
         return np.array([self.statistic(c, 0.0, n=x.shape[0])])
 
 
 def _build(counter: str, spec: ProtocolSpec) -> ShuffleProtocol:
+    opts = spec.options
+    groups = opts.get("groups")
     return UniformityTester(
         counter=counter,
         domain=spec.domain,
         epsilon=spec.epsilon,
         delta=spec.delta,
         n=spec.n,
-        alpha=float(spec.options.get("alpha", 0.25)),
-        beta=float(spec.options.get("beta", 1.0 / 3.0)),
+        alpha=float(opts.get("alpha", 0.25)),
+        beta=float(opts.get("beta", 1.0 / 3.0)),
         fake_reports=spec.fake_reports,
+        groups=None if groups is None else groups,  # type: ignore[arg-type]
+        partition_seed=opts.get("partition_seed", 0),  # type: ignore[arg-type]
     )
 
 
 @register_protocol("put")
 def _build_put(spec: ProtocolSpec) -> ShuffleProtocol:
-    """``PUT``: one-hot + ``Cnt_SGM`` per value (robust pure shuffle privacy)."""
+    """``PUT``: grouping + one-hot + ``Cnt_SGM`` per group (robust pure shuffle privacy)."""
     return _build("cnt_sgm", spec)
 
 
 @register_protocol("aut")
 def _build_aut(spec: ProtocolSpec) -> ShuffleProtocol:
-    """``AUT``: one-hot + ``Cnt_BN`` per value (robust approximate shuffle privacy)."""
+    """``AUT``: grouping + one-hot + ``Cnt_BN`` per group (robust approximate privacy)."""
     return _build("cnt_bn", spec)
