@@ -39,6 +39,7 @@ import numpy.typing as npt
 from ._base import (
     Estimate,
     InputKind,
+    MessageTally,
     PrivacyGuarantee,
     ShuffleProtocol,
     check_epsilon,
@@ -198,16 +199,33 @@ class CntPURE(ShuffleProtocol):
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         return (rng.random(check_n(count, "count", 0)) < 0.5).astype(np.uint8)
 
-    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """The number of ones (all the estimator reads besides the message count)."""
         m = np.asarray(messages).reshape(-1)
-        ones = int(np.count_nonzero(m == 1))
-        est = self.bit.debias(ones, n=n, received=int(m.size))
-        fakes = max(int(m.size) - n * self.bit.tau, 0)
+        return MessageTally(np.array([np.count_nonzero(m == 1)], dtype=np.int64), int(m.size))
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """Each user's number of ones is drawn as :meth:`randomize` does; the nτ one-bit
+        messages are never written out."""
+        x = self.validate_values(values).astype(np.int64, copy=False)
+        ones = int(self.bit.ones(x, rng=rng).sum())
+        return MessageTally(np.array([ones], dtype=np.int64), int(x.size) * self.bit.tau)
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        count = check_n(count, "count", 0)
+        return MessageTally(np.array([rng.binomial(count, 0.5)], dtype=np.int64), count)
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        est = self.bit.debias(int(tally.counts[0]), n=n, received=tally.messages)
+        fakes = max(tally.messages - n * self.bit.tau, 0)
         var = self.bit.variance(n=n, count=min(max(est, 0.0), float(n)), fakes=fakes)
         return Estimate(
             values=np.array([est]),
             expected_std=np.array([math.sqrt(var)]),
-            messages_used=int(m.size),
+            messages_used=tally.messages,
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:

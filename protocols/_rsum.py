@@ -31,8 +31,10 @@ import numpy.typing as npt
 
 from ._amplification import BOUNDS, krr_lambda, largest_local
 from ._base import (
+    TALLY_BLOCK,
     Estimate,
     InputKind,
+    MessageTally,
     PrivacyGuarantee,
     ShareSpec,
     ShuffleProtocol,
@@ -873,7 +875,8 @@ class RSumPURE(ShuffleProtocol):
     Σ_j 4^j Var ĉ_j / (2^p − 1)² + Σ f(1−f)/(2^p − 1)².
     Inherits the DEVIATION of :mod:`protocols._cnt_pure`: each digit's counter is calibrated
     to its local pure guarantee, so the error is O(√n · p / ε), not the paper's O_ε(1), and
-    p·τ messages per user (p·(2⌈log₂ n⌉+1)) make it impractical at large n.
+    p·τ messages per user (p·(2⌈log₂ n⌉+1), 1 640 at n = 10^6) make it impractical at large
+    n; with ``--crypto ideal`` it runs as a tally (per position: messages and ones).
     """
 
     name: ClassVar[str] = "rsum_pure"
@@ -958,20 +961,51 @@ class RSumPURE(ShuffleProtocol):
         out[:, 1] = rng.integers(0, 2, size=count)
         return out
 
-    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """Per digit position j: (messages received, ones among them), flattened."""
         msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
+        received = np.bincount(msgs[:, 0], minlength=self.bits)[: self.bits]
+        ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=self.bits)[: self.bits]
+        counts = np.stack([received, ones.astype(np.int64)], axis=1).reshape(-1)
+        return MessageTally(counts.astype(np.int64), int(msgs.shape[0]))
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """Each user's number of ones per position is drawn (as :meth:`randomize` does);
+        only the p·τ messages per user are never written out."""
+        x = _check_reals(self, values)
+        ones = np.zeros(self.bits, dtype=np.int64)
+        for s in range(0, x.size, TALLY_BLOCK):
+            digits = self._digits(x[s : s + TALLY_BLOCK], rng=rng)
+            for j in range(self.bits):
+                ones[j] += int(self.bit.ones(digits[:, j], rng=rng).sum())
+        received = np.full(self.bits, x.size * self.bit.tau, dtype=np.int64)
+        counts = np.stack([received, ones], axis=1).reshape(-1)
+        return MessageTally(counts, int(received.sum()))
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        count = check_n(count, "count", 0)
+        cells = rng.multinomial(count, np.full(2 * self.bits, 1.0 / (2 * self.bits)))
+        per = cells.reshape(self.bits, 2)  # (position, bit) uniform, as sample_fakes
+        counts = np.stack([per.sum(axis=1), per[:, 1]], axis=1).reshape(-1)
+        return MessageTally(counts.astype(np.int64), count)
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        per = tally.counts.reshape(self.bits, 2)
         total, var = 0.0, n / 4.0 / self.scale**2
         for j in range(self.bits):
-            col = msgs[msgs[:, 0] == j, 1]
-            c_hat = self.bit.debias(int(col.sum()), n=n, received=int(col.size))
+            received, ones = int(per[j, 0]), int(per[j, 1])
+            c_hat = self.bit.debias(ones, n=n, received=received)
             total += (1 << j) * c_hat
-            fakes = max(int(col.size) - n * self.bit.tau, 0)
+            fakes = max(received - n * self.bit.tau, 0)
             count = min(max(c_hat, 0.0), float(n))
             var += 4.0**j * self.bit.variance(n=n, count=count, fakes=fakes) / self.scale**2
         return Estimate(
             values=np.array([total / self.scale]),
             expected_std=np.array([math.sqrt(var)]),
-            messages_used=int(msgs.shape[0]),
+            messages_used=tally.messages,
             extra={"bits": self.bits},
         )
 

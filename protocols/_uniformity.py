@@ -513,14 +513,30 @@ class UniformityTester(ShuffleProtocol):
         )
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        """The statistic Z; its stated std is Z's spread around :meth:`truth` (the noiseless
+        statistic of these data), not the null std the test uses (in ``extra``).
+
+        With ĉ_j = c_j + e_j, e_j of mean 0 and variance σ_j² (symmetric, near-Gaussian),
+        Z − Z_true = Σ_j (2 a_j e_j + e_j² − e_j − σ_j²)/λ_j with a_j = c_j − λ_j, so
+            Var[Z | data] ≈ Σ_j (σ_j² (2 a_j − 1)² + 2 σ_j⁴) / λ_j²,
+        evaluated at â_j = ĉ_j − λ_j. Under uniformity this is about the null variance's
+        noise part; on skewed data it grows with the signal (the null std alone understated
+        the error 60× at n = 10^5 on Zipf data).
+        """
         dec = self.test(messages, n=n, n_fakes=n_fakes)
+        est, std = self.counts(messages, n=n, n_fakes=n_fakes)
+        lam = n * self._q
+        s2 = np.broadcast_to(np.asarray(std, dtype=np.float64) ** 2, np.shape(est))
+        a = np.asarray(est, dtype=np.float64) - lam
+        var = float(np.sum((s2 * (2 * a - 1) ** 2 + 2 * s2**2) / lam**2))
         return Estimate(
             values=np.array([dec.statistic]),
-            expected_std=np.array([dec.null_std]),
+            expected_std=np.array([math.sqrt(var)]),
             messages_used=int(np.asarray(messages).shape[0]),
             extra={
                 "uniform": dec.uniform,
                 "threshold": dec.threshold,
+                "null_std": dec.null_std,
                 "type_i_bound": dec.type_i_bound,
                 "alpha": self._alpha,
                 "groups": self._groups,
