@@ -550,10 +550,23 @@ class UniformityTester(ShuffleProtocol):
         return np.array([self.statistic(c, 0.0, n=x.shape[0])])
 
 
+class PUT(UniformityTester):
+    """``PUT``: the tester on ``Cnt_SGM`` counters (robust pure shuffle privacy)."""
+
+    name: ClassVar[str] = "put"
+
+
+class AUT(UniformityTester):
+    """``AUT``: the tester on ``Cnt_BN`` counters (robust approximate shuffle privacy)."""
+
+    name: ClassVar[str] = "aut"
+
+
 def _build(counter: str, spec: ProtocolSpec) -> ShuffleProtocol:
     opts = spec.options
     groups = opts.get("groups")
-    return UniformityTester(
+    cls = {"cnt_sgm": PUT, "cnt_bn": AUT}[counter]
+    return cls(
         counter=counter,
         domain=spec.domain,
         epsilon=spec.epsilon,
