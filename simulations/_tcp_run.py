@@ -337,6 +337,13 @@ def run_tcp(
     Raises:
         esa.ESAError: a party failed to start, or the run did not finish in ``timeout``.
     """
+    if protocol.channels != 1:
+        # The services run one chain into one analyzer; a protocol that needs one chain per
+        # channel (RSum_RM: per precision) would silently lose that separation here.
+        raise esa.ConfigError(
+            f"{protocol.name} sends its messages through {protocol.channels} shuffler chains; "
+            "--transport tcp runs a single chain, use --transport inproc"
+        )
     x = protocol.validate_values(values)
     n = int(x.shape[0])
     m = config.shufflers

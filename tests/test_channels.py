@@ -57,3 +57,12 @@ def test_each_precision_chain_adds_only_its_own_fakes(crypto: str) -> None:
     assert all(h.fakes_added == per for h in shufflers)
     # Fakes are removed: the estimate stays within 5 stated std of the truth.
     assert abs(r.estimate.values[0] - r.truth[0]) < 5 * r.estimate.expected_std[0]
+
+
+def test_tcp_transport_refuses_multi_chain_protocols(capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--protocol", "rsum_rm", "--transport", "tcp", "--n", "3000"])
+    assert exc.value.code == 2
+    assert "runs a single chain" in capsys.readouterr().err
