@@ -16,12 +16,14 @@ from ._codec import make_codec as make_codec
 # Network services (trio TCP, durable inboxes): see docs/network.md.
 from ._config import Address as Address
 from ._config import PartyConfig as PartyConfig
+from ._config import chain_route as chain_route
 from ._config import load_config as load_config
 from ._config import parse_address as parse_address
 from ._errors import ConfigError as ConfigError
 from ._errors import ESAError as ESAError
 from ._errors import ReplayedReport as ReplayedReport
 from ._errors import ThresholdNotMet as ThresholdNotMet
+from ._net import SubmitStats as SubmitStats
 from ._net import TrapSet as TrapSet
 from ._net import close_epoch as close_epoch
 from ._net import commit_traps as commit_traps

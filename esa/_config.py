@@ -4,7 +4,9 @@ One file per party. Relative paths are relative to the file's directory. Example
 of two shufflers)::
 
     role = "shuffler"            # or "analyzer"
-    hop = 0                      # 0-based position; the analyzer's hop is m
+    hop = 0                      # 0-based position in its chain; the analyzer's hop is m
+    channels = 1                 # shuffler chains of the deployment (optional, default 1)
+    channel = 0                  # shufflers only: which chain this one belongs to
     state_dir = "state/shuffler-1"
     crypto = "onion"             # or "ideal" (plaintext stand-in, simulations only)
 
@@ -54,16 +56,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from crypto import MAX_FRAME_SIZE
+from crypto import MAX_FRAME_SIZE, KeyDirectory, PartyPublic
 
 from ._errors import ConfigError
 
-__all__ = ["Address", "EpochRule", "Limits", "PartyConfig", "load_config", "parse_address"]
+__all__ = [
+    "Address",
+    "EpochRule",
+    "Limits",
+    "PartyConfig",
+    "chain_route",
+    "load_config",
+    "parse_address",
+]
 
 _ROLES: Final = ("shuffler", "analyzer")
 _TOP_KEYS: Final = {
     "role",
     "hop",
+    "channel",
+    "channels",
     "state_dir",
     "crypto",
     "listen",
@@ -143,6 +155,8 @@ class PartyConfig:
     workers: int | None = 1
     limits: Limits = field(default_factory=Limits)
     simulation: Mapping[str, Any] = field(default_factory=dict)
+    channels: int = 1
+    channel: int = 0
 
     @property
     def inbox_path(self) -> Path:
@@ -155,6 +169,33 @@ class PartyConfig:
 
 
 _DEFAULTS: Final = Limits()
+
+
+def chain_route(keys: KeyDirectory, *, channels: int, channel: int) -> list[PartyPublic]:
+    """The public keys of chain ``channel`` in report order: its m shufflers, then the analyzer.
+
+    A deployment of C chains of m shufflers each (RSum_RM: one chain per precision, all
+    ending at one analyzer) uses one key directory of C·m shufflers (``esa keygen
+    --shufflers m --channels C``): hop i of chain c is ``shuffler-{c·m + i + 1}``, so every
+    chain's shufflers have their own keys and a single chain keeps the names
+    ``shuffler-1 … shuffler-m``.
+
+    Raises:
+        ConfigError: the directory's shuffler count is not a multiple of ``channels``, or
+            ``channel`` is outside [0, channels).
+    """
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ConfigError(f"channels must be an integer >= 1, got {channels!r}")
+    if not 0 <= channel < channels:
+        raise ConfigError(f"channel must lie in [0, {channels}), got {channel!r}")
+    total = keys.shufflers
+    if total % channels:
+        raise ConfigError(
+            f"{keys.path} holds {total} shufflers, not a multiple of channels={channels}"
+        )
+    m = total // channels
+    route = keys.route()
+    return [*route[channel * m : (channel + 1) * m], route[-1]]
 
 
 def _table(doc: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
@@ -199,6 +240,10 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
     if role not in _ROLES:
         raise ConfigError(f"role must be one of {list(_ROLES)}, got {role!r}")
     hop = _int(doc.get("hop"), "hop", 0, 254)
+    channels = _int(doc.get("channels", 1), "channels", 1, 255)
+    if role == "analyzer" and "channel" in doc:
+        raise ConfigError("the analyzer ends every chain: it takes no channel (give channels)")
+    channel = _int(doc.get("channel", 0), "channel", 0, channels - 1)
     crypto_mode = doc.get("crypto", "onion")
     if crypto_mode not in ("onion", "ideal"):
         raise ConfigError(f"crypto must be 'onion' or 'ideal', got {crypto_mode!r}")
@@ -291,6 +336,8 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
         workers=workers or None,
         limits=limits,
         simulation=dict(sim),
+        channels=channels,
+        channel=channel,
     )
 
 

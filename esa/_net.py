@@ -305,7 +305,13 @@ class TrapSet:
 
 
 def make_traps(
-    protocol: Any, route: Sequence[bytes], *, count: int, key_epoch: int, crowd_id: int = 0
+    protocol: Any,
+    route: Sequence[bytes],
+    *,
+    count: int,
+    key_epoch: int,
+    crowd_id: int = 0,
+    channel: int = 0,
 ) -> TrapSet:
     """Build ``count`` trap reports an auditor commits to before an epoch.
 
@@ -316,12 +322,16 @@ def make_traps(
     fraction f of its reports loses each trap with probability f; after the epoch the
     auditor opens the commitment and the analyzer checks that each kept ciphertext arrived.
     Values come from the OS CSPRNG: traps are part of a live audit, not of the statistics.
+    In a deployment of several chains, ``route`` is chain ``channel``'s route
+    (:func:`esa._config.chain_route`) and the traps are that chain's fakes
+    (``sample_channel_fakes``), so they look like the chain's honest traffic.
     """
     import crypto
 
     from ._roles import split_messages
 
-    msgs = split_messages(protocol, protocol.sample_fakes(count, rng=crypto.csprng_generator()))
+    fakes = protocol.sample_channel_fakes(count, channel=channel, rng=crypto.csprng_generator())
+    msgs = split_messages(protocol, fakes)
     payloads = crypto.pad_rows(protocol.encode(msgs), protocol.message_size)
     m = len(route) - 1
     crowds = [crowd_id] * len(payloads)

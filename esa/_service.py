@@ -53,6 +53,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 import crypto
 from crypto import (
     Ack,
+    BadSignature,
     BatchChunk,
     ControlCommand,
     CountsFrame,
@@ -76,7 +77,7 @@ from crypto import (
 from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 
 from ._codec import HopCodec, OnionCodec, make_codec
-from ._config import PartyConfig
+from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
 from ._inbox import EpochRecord, Inbox, InboxError
 from ._net import FrameStream, PeerClosed, ReadTimeout, expect_ack
@@ -223,27 +224,43 @@ class PartyService:
         self.protocol = protocol if protocol is not None else load_protocol(dict(config.protocol))
         self.keys: dict[int, PartyKeys] = {}
         self.routes: dict[int, list[bytes]] = {}
+        # verify_keys: this party's own chain; chain_verify_keys: every chain (the analyzer
+        # takes batches from the last shuffler of each).
         self.verify_keys: dict[int, list[Ed25519PublicKey]] = {}
+        self.chain_verify_keys: dict[int, list[list[Ed25519PublicKey]]] = {}
+        self.channels = config.channels
+        self.channel = config.channel
+        if self.protocol.channels != self.channels:
+            # One chain for a protocol that needs one per channel (or the reverse) would
+            # silently mix what the protocol keeps apart: refuse to start.
+            raise ConfigError(
+                f"{self.protocol.name} sends its messages through {self.protocol.channels} "
+                f"shuffler chain(s), but the config says channels = {self.channels}"
+            )
         shufflers = None
+        name = crypto.analyzer_name()
         for key_epoch, directory in sorted(config.key_epochs.items()):
             kd = KeyDirectory.load(directory)
-            if shufflers is not None and kd.shufflers != shufflers:
+            chains = [
+                chain_route(kd, channels=self.channels, channel=c) for c in range(self.channels)
+            ]
+            m = len(chains[0]) - 1
+            if shufflers is not None and m != shufflers:
                 raise ConfigError("every key epoch must have the same number of shufflers")
-            shufflers = kd.shufflers
-            name = crypto.analyzer_name() if config.role == "analyzer" else None
+            shufflers = m
+            own = chains[self.channel]
             if config.role == "shuffler":
-                if config.hop >= kd.shufflers:
-                    raise ConfigError(
-                        f"hop {config.hop} >= {kd.shufflers} shufflers in {directory}"
-                    )
-                name = crypto.shuffler_name(config.hop)
-            elif config.hop != kd.shufflers:
-                raise ConfigError(f"the analyzer's hop is {kd.shufflers}, got {config.hop}")
-            assert name is not None
+                if config.hop >= m:
+                    raise ConfigError(f"hop {config.hop} >= {m} shufflers per chain in {directory}")
+                name = own[config.hop].name
+            elif config.hop != m:
+                raise ConfigError(f"the analyzer's hop is {m}, got {config.hop}")
             self.keys[key_epoch] = kd.private(name)
-            self.routes[key_epoch] = [p.layer_public for p in kd.route()]
-            self.verify_keys[key_epoch] = [p.verify_key() for p in kd.route()]
+            self.routes[key_epoch] = [p.layer_public for p in own]
+            self.chain_verify_keys[key_epoch] = [[p.verify_key() for p in c] for c in chains]
+            self.verify_keys[key_epoch] = self.chain_verify_keys[key_epoch][self.channel]
         assert shufflers is not None
+        self._name = name
         self.shufflers = shufflers
         self.codec: HopCodec = make_codec(
             config.crypto, message_size=self.protocol.message_size, layers=shufflers + 1
@@ -295,9 +312,8 @@ class PartyService:
 
     @property
     def party_name(self) -> str:
-        if self.config.role == "analyzer":
-            return crypto.analyzer_name()
-        return crypto.shuffler_name(self.hop)
+        """The party's key name (``shuffler-{c·m + hop + 1}`` in chain c; see chain_route)."""
+        return self._name
 
     @property
     def is_first(self) -> bool:
@@ -471,7 +487,9 @@ class PartyService:
         # The header only chooses which key to verify with; nothing is used before that.
         key_epoch = unverified_key_epoch(payload)
         self._check_key_epoch(key_epoch)
-        chunk = verify_batch(payload, self.verify_keys[key_epoch][self.hop - 1])
+        channel, chunk = self._verify_upstream(
+            payload, key_epoch, lambda keys: verify_batch(payload, keys[self.hop - 1])
+        )
         if chunk.receiver_hop != self.hop or chunk.sender_hop != self.hop - 1:
             raise _Rejected(
                 RejectReason.WRONG_HOP,
@@ -483,7 +501,7 @@ class PartyService:
             stored, dups, new = await self._db(
                 self.inbox.add_chunk,
                 batch_id=chunk.batch_id,
-                epoch=chunk.epoch,
+                epoch=self._inbox_epoch(chunk.epoch, channel),
                 key_epoch=chunk.key_epoch,
                 chunk_index=chunk.chunk_index,
                 chunk_count=chunk.chunk_count,
@@ -500,12 +518,40 @@ class PartyService:
         self._kick()
         return Ack(stored, dups).to_bytes()
 
+    def _verify_upstream(
+        self, payload: bytes, key_epoch: int, verify: Callable[[list[Ed25519PublicKey]], T]
+    ) -> tuple[int, T]:
+        """Verify an upstream frame with its chain's keys; returns ``(channel, frame)``.
+
+        A shuffler takes frames from its own chain only. The analyzer ends every chain, and
+        the signature says which chain a frame comes from: each chain's shufflers have their
+        own keys, so it verifies under at most one chain's keys (tried in turn).
+        """
+        if self.config.role == "shuffler" or self.channels == 1:
+            return self.channel, verify(self.verify_keys[key_epoch])
+        error: WireError | None = None
+        for channel, keys in enumerate(self.chain_verify_keys[key_epoch]):
+            try:
+                return channel, verify(keys)
+            except BadSignature as exc:
+                error = exc
+        assert error is not None
+        raise error
+
+    def _inbox_epoch(self, epoch: int, channel: int) -> int:
+        """Where the analyzer files chain ``channel``'s batch of ``epoch``: its inbox holds
+        one upstream batch per epoch id, so chain c's epoch e is ``e·C + c`` (the identity
+        for one chain). The chains' batches of epoch e are joined by :meth:`_process`."""
+        return epoch * self.channels + channel if self.config.role == "analyzer" else epoch
+
     async def _on_counts(self, payload: bytes) -> bytes:
         if self.is_first:
             raise _Rejected(RejectReason.WRONG_HOP, "hop 0 takes reports from clients only")
         key_epoch = unverified_key_epoch(payload)
         self._check_key_epoch(key_epoch)
-        frame = verify_counts(payload, self.verify_keys[key_epoch][: self.hop])
+        _, frame = self._verify_upstream(
+            payload, key_epoch, lambda keys: verify_counts(payload, keys[: self.hop])
+        )
         last = frame.statements[-1]
         if last.hop != self.hop - 1:
             raise _Rejected(RejectReason.WRONG_HOP, f"counts end at hop {last.hop}")
@@ -611,6 +657,8 @@ class PartyService:
         return {
             "party": self.party_name,
             "hop": self.hop,
+            "channel": self.channel,
+            "channels": self.channels,
             "counters": dict(self.counters),
             "rejected": dict(self.rejected),
             "epochs": {s: by_state.get(s, 0) for s in ("closed", "processed", "forwarded")},
@@ -666,7 +714,7 @@ class PartyService:
                 except (ESAError, ValueError, ArithmeticError) as exc:
                     # Leave the epoch closed (its reports stay durable) and go on with the
                     # others; it is retried after a restart, e.g. with a fixed config.
-                    self._failed_epochs.add(rec.epoch)
+                    self._failed_epochs.update(self._epoch_group(rec.epoch))
                     self.counters["epochs_failed"] += 1
                     _log(f"epoch {rec.epoch} failed to process: {exc!r}")
             ok = True
@@ -681,17 +729,57 @@ class PartyService:
                 with trio.move_on_after(backoff):
                     await self._wake_work.wait()
 
+    def _epoch_group(self, epoch: int) -> range:
+        """The inbox epoch ids processed together with ``epoch``: at the analyzer, every
+        chain's batch of one epoch (see :meth:`_inbox_epoch`); elsewhere just ``epoch``."""
+        if self.config.role != "analyzer":
+            return range(epoch, epoch + 1)
+        lead = epoch - epoch % self.channels
+        return range(lead, lead + self.channels)
+
     async def _process(self, rec: EpochRecord) -> None:
+        if self.config.role == "analyzer":
+            await self._process_group(rec)
+            return
         reports = await self._db(self.inbox.epoch_reports, rec.epoch)
         dups = await self._db(self.inbox.upstream_duplicates, rec.epoch)
-        if self.config.role == "shuffler":
-
-            def fn() -> dict[str, Any]:
-                return self._shuffle_epoch(rec, reports, dups)
-        else:
-            fn = lambda: self._analyze_epoch(rec, reports, dups)  # noqa: E731
-        commit = await trio.to_thread.run_sync(fn)
+        commit = await trio.to_thread.run_sync(lambda: self._shuffle_epoch(rec, reports, dups))
         await self._db(self.inbox.commit_processed, rec.epoch, **commit)
+        self.counters["epochs_processed"] += 1
+
+    async def _process_group(self, rec: EpochRecord) -> None:
+        """Analyze one epoch once every chain has delivered (closed) its batch of it.
+
+        The whole group's output and statistics commit in ONE transaction, on the first
+        chain's epoch id (the lead); the other chains' ids are then marked processed (their
+        input dropped) one transaction each. A crash in between leaves the lead processed
+        and some others closed: those are only marked on restart, never analyzed again, so
+        every report is still counted exactly once. With one chain the group is the epoch.
+        """
+        group = self._epoch_group(rec.epoch)
+        by_id = {r.epoch: r for r in await self._db(self.inbox.epochs)}
+        members = [by_id.get(i) for i in group]
+        lead = members[0]
+        if lead is not None and lead.state != "closed":
+            for r in members[1:]:
+                if r is not None and r.state == "closed":
+                    await self._db(
+                        self.inbox.commit_processed, r.epoch, stats={"merged_into": lead.epoch}
+                    )
+            return
+        ready = [r for r in members if r is not None]
+        if len(ready) < len(members):
+            return  # a chain has not delivered this epoch yet; its batch wakes us up
+        if any(r.state != "closed" for r in ready):
+            raise ESAError(f"epoch group {list(group)}: a member was processed before its lead")
+        reports = [await self._db(self.inbox.epoch_reports, r.epoch) for r in ready]
+        dups = [await self._db(self.inbox.upstream_duplicates, r.epoch) for r in ready]
+        commit = await trio.to_thread.run_sync(lambda: self._analyze_epoch(ready, reports, dups))
+        await self._db(self.inbox.commit_processed, ready[0].epoch, **commit)
+        for r in ready[1:]:
+            await self._db(
+                self.inbox.commit_processed, r.epoch, stats={"merged_into": ready[0].epoch}
+            )
         self.counters["epochs_processed"] += 1
 
     def _as_batch(self, reports: list[bytes]) -> Any:
@@ -701,11 +789,12 @@ class PartyService:
             return arr
         return reports  # the ideal codec parses a list of row bytes itself
 
-    def _upstream(self, rec: EpochRecord) -> tuple[CountStatement, ...]:
+    def _upstream(self, rec: EpochRecord, channel: int | None = None) -> tuple[CountStatement, ...]:
         if rec.upstream_counts is None:
             return ()
         # Verified on receipt; checked again (m signatures, cheap) rather than trusted.
-        keys = self.verify_keys[rec.key_epoch][: self.hop]
+        chain = self.channel if channel is None else channel
+        keys = self.chain_verify_keys[rec.key_epoch][chain][: self.hop]
         return verify_counts(rec.upstream_counts, keys).statements
 
     def _shuffle_epoch(self, rec: EpochRecord, reports: list[bytes], dups: int) -> dict[str, Any]:
@@ -720,6 +809,7 @@ class PartyService:
             fake_reports=self.config.fake_reports,
             fake_rng=self.fake_rng,
             workers=self.config.workers,
+            channel=self.channel,  # its fakes look like this chain's traffic
         )
         out, c = shuffler.process(self._as_batch(reports), epoch=rec.key_epoch)
         items = [bytes(r) if isinstance(r, bytes) else r.tobytes() for r in out]
@@ -747,35 +837,63 @@ class PartyService:
         chain = CountsFrame((*self._upstream(rec), statement)).to_bytes()
         return {"stats": _statement_json(statement), "counts": chain, "outbox": outbox}
 
-    def _analyze_epoch(self, rec: EpochRecord, reports: list[bytes], dups: int) -> dict[str, Any]:
-        keys = self.keys[rec.key_epoch]
-        analyzer = Analyzer(
-            hop=self.hop,
-            codec=self.codec,
-            key=keys.layer if isinstance(self.codec, OnionCodec) else None,
-            protocol=self.protocol,
-            workers=self.config.workers,
-        )
-        # The per-epoch estimate is discarded: the RESULT query estimates over all epochs.
-        out = analyzer.process(
-            self._as_batch(reports), epoch=rec.key_epoch, n_users=max(1, len(reports)), n_fakes=0
-        )
-        chain = self._upstream(rec)
-        counters = out.counters.to_json()
-        counters["received"] += dups
-        counters["replayed"] += dups
-        problems = check_chain(
-            chain, hops=self.shufflers, epoch=rec.epoch, received=len(reports) + dups
-        )
-        rows = (
-            self.protocol.encode(out.messages) if len(out.messages) else np.zeros((0, 1), np.uint8)
-        )
-        stats = {
+    def _analyze_epoch(
+        self, members: list[EpochRecord], reports: list[list[bytes]], dups: list[int]
+    ) -> dict[str, Any]:
+        """Analyze every chain's batch of one epoch (``members[c]`` from chain c).
+
+        Each batch is opened with the analyzer key of its own key epoch; counters add up and
+        messages are concatenated, which is what the in-process analyzer computes on the
+        concatenated batches (a report repeated across chains never reaches this point: the
+        inbox keeps one copy per key epoch and counts the rest as replayed).
+        """
+        counters: dict[str, Any] = {}
+        messages = []
+        chains = []
+        problems: list[str] = []
+        for c, (rec, batch, dup) in enumerate(zip(members, reports, dups, strict=True)):
+            keys = self.keys[rec.key_epoch]
+            analyzer = Analyzer(
+                hop=self.hop,
+                codec=self.codec,
+                key=keys.layer if isinstance(self.codec, OnionCodec) else None,
+                protocol=self.protocol,
+                workers=self.config.workers,
+            )
+            # The per-epoch estimate is discarded: the RESULT query estimates over all epochs.
+            out = analyzer.process(
+                self._as_batch(batch), epoch=rec.key_epoch, n_users=max(1, len(batch)), n_fakes=0
+            )
+            got = out.counters.to_json()
+            got["received"] += dup
+            got["replayed"] += dup
+            if not counters:
+                counters = got
+            else:
+                for k in _COUNTS:
+                    counters[k] += got[k]
+            messages.append(out.messages)
+            chain = self._upstream(rec, c)
+            chains.append([_statement_json(s) for s in chain])
+            found = check_chain(
+                chain,
+                hops=self.shufflers,
+                epoch=rec.epoch // self.channels,
+                received=len(batch) + dup,
+            )
+            problems += found if self.channels == 1 else [f"chain {c + 1}: {p}" for p in found]
+        msgs = np.concatenate(messages) if len(messages) > 1 else messages[0]
+        rows = self.protocol.encode(msgs) if len(msgs) else np.zeros((0, 1), np.uint8)
+        stats: dict[str, Any] = {
             "analyzer": counters,
-            "chain": [_statement_json(s) for s in chain],
             "problems": problems,
-            "fakes": sum(s.fakes_added for s in chain),
+            "fakes": sum(int(s["fakes_added"]) for chain in chains for s in chain),
         }
+        # One chain keeps the stats format of existing inboxes.
+        if self.channels == 1:
+            stats["chain"] = chains[0]
+        else:
+            stats["chains"] = chains
         return {"stats": stats, "output": [r.tobytes() for r in rows]}
 
     async def _forward(self, rec: EpochRecord) -> bool:
@@ -807,7 +925,8 @@ class PartyService:
 
     def result(self, params: dict[str, Any]) -> dict[str, Any]:
         """The estimate over every processed epoch (runs in a worker thread)."""
-        outputs = self.inbox.outputs()
+        # Records merged into their epoch's lead (the other chains' ids) carry no output.
+        outputs = [(r, msgs) for r, msgs in self.inbox.outputs() if "merged_into" not in r.stats]
         rows = [m for _, msgs in outputs for m in msgs]
         size = self.protocol.message_size
         arr = (
@@ -834,21 +953,18 @@ class PartyService:
         problems: list[str] = []
         for rec, _ in outputs:
             problems += [f"epoch {rec.epoch}: {p}" for p in rec.stats.get("problems", [])]
+            # Every chain's shufflers in chain order, then the analyzer (run_pipeline's order).
+            chains = rec.stats["chains"] if "chains" in rec.stats else [rec.stats["chain"]]
             per_hop = [
-                {"hop": s["hop"], "role": "shuffler", **_counts(s)} for s in rec.stats["chain"]
+                {"hop": s["hop"], "role": "shuffler", "channel": c, **_counts(s)}
+                for c, chain in enumerate(chains)
+                for s in chain
             ] + [rec.stats["analyzer"]]
             if not hops:
                 hops = [dict(h) for h in per_hop]
             else:
                 for acc, h in zip(hops, per_hop, strict=False):
-                    for k in (
-                        "received",
-                        "invalid",
-                        "replayed",
-                        "held",
-                        "fakes_added",
-                        "forwarded",
-                    ):
+                    for k in _COUNTS:
                         acc[k] += h[k]
         body: dict[str, Any] = {
             "estimate": est.values,
@@ -911,9 +1027,11 @@ def _log(message: str) -> None:
     print(f"esa serve: {message}", file=sys.stderr, flush=True)
 
 
+_COUNTS = ("received", "invalid", "replayed", "held", "fakes_added", "forwarded")
+
+
 def _counts(s: dict[str, Any]) -> dict[str, int]:
-    keys = ("received", "invalid", "replayed", "held", "fakes_added", "forwarded")
-    return {k: int(s[k]) for k in keys}
+    return {k: int(s[k]) for k in _COUNTS}
 
 
 def serve(config: PartyConfig) -> int:

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa import Address, HopCounters, close_epoch, query, submit_reports
+from esa import Address, HopCounters, SubmitStats, close_epoch, query, submit_reports
 from protocols import Estimate, ShuffleProtocol
 
 __all__ = ["Chain", "PartyProcess", "run_tcp", "start_chain"]
@@ -75,17 +75,30 @@ class PartyProcess:
 
 @dataclass
 class Chain:
-    """A deployment of m shufflers + analyzer running as local processes."""
+    """A deployment running as local processes: ``channels`` chains of m shufflers each,
+    all ending at one analyzer. ``parties`` lists chain 0's shufflers in hop order, then
+    chain 1's, …, then the analyzer."""
 
     root: Path
     parties: list[PartyProcess]
     operator: Ed25519PrivateKey
     key_epoch: int
     configs: list[dict[str, Any]] = field(default_factory=list)
+    channels: int = 1
+
+    @property
+    def shufflers(self) -> int:
+        """Shufflers per chain (m)."""
+        return (len(self.parties) - 1) // self.channels
 
     @property
     def first(self) -> PartyProcess:
         return self.parties[0]
+
+    @property
+    def firsts(self) -> list[PartyProcess]:
+        """The first shuffler of every chain, in channel order (where clients submit)."""
+        return [self.parties[c * self.shufflers] for c in range(self.channels)]
 
     @property
     def analyzer(self) -> PartyProcess:
@@ -211,32 +224,39 @@ def start_chain(
     start_timeout: float = 60.0,
     keydir: Path | None = None,
     workers: int | None = 1,
+    channels: int = 1,
 ) -> Chain:
     """Write keys and configs under ``root`` and start every party (analyzer first).
 
-    ``keydir`` reuses an existing key directory (default: a fresh one in ``root/keys``).
+    ``channels`` chains of ``shufflers`` shufflers each are started, all forwarding to one
+    analyzer (one chain per channel of the protocol, as :func:`esa.run_pipeline` runs them);
+    chain c's hop i is ``shuffler-{c·m + i + 1}`` (:func:`esa.chain_route`), and
+    ``fake_rng_states[c·m + i]`` seeds its fakes. ``keydir`` reuses an existing key
+    directory (default: a fresh one in ``root/keys``).
     """
     root.mkdir(parents=True, exist_ok=True)
     if keydir is None:
         keydir = root / "keys"
-        crypto.KeyDirectory.create(keydir, shufflers=shufflers)
+        crypto.KeyDirectory.create(keydir, shufflers=shufflers * channels)
     with open(root / "protocol.pickle", "wb") as fh:
         pickle.dump(protocol, fh)
     operator = Ed25519PrivateKey.generate()
-    names = [crypto.shuffler_name(i) for i in range(shufflers)] + [crypto.analyzer_name()]
+    total = shufflers * channels
+    names = [crypto.shuffler_name(i) for i in range(total)] + [crypto.analyzer_name()]
     configs: list[dict[str, Any]] = [{} for _ in names]
-    chain = Chain(root, [], operator, key_epoch, configs)
+    chain = Chain(root, [], operator, key_epoch, configs, channels)
     # Every party starts at once on ports picked just before; another program could take
     # one in between, so a start that fails on a taken port is retried with fresh ports.
     for attempt in range(3):
         ports = _free_ports(len(names))
-        for hop, name in enumerate(names):
+        for index, name in enumerate(names):
+            channel, hop = divmod(index, shufflers) if index < total else (0, shufflers)
             doc: dict[str, Any] = {
-                "role": "analyzer" if hop == shufflers else "shuffler",
+                "role": "analyzer" if index == total else "shuffler",
                 "hop": hop,
                 "state_dir": f"state/{name}",
                 "crypto": crypto_mode,
-                "listen": {"host": "127.0.0.1", "port": ports[hop]},
+                "listen": {"host": "127.0.0.1", "port": ports[index]},
                 "keys": {"epochs": {str(key_epoch): str(keydir.resolve())}},
                 "operator": {
                     "public_key": operator.public_key().public_bytes_raw().hex(),
@@ -257,13 +277,19 @@ def start_chain(
                 # Children exit by themselves if this process dies without stopping them.
                 "simulation": {"parent_pid": os.getpid()},
             }
-            if hop < shufflers:
-                doc["next"] = {"host": "127.0.0.1", "port": ports[hop + 1]}
-                state = fake_rng_states[hop] if fake_rng_states else None
+            if channels > 1:
+                doc["channels"] = channels
+                if index < total:
+                    doc["channel"] = channel
+            if index < total:
+                # The last shuffler of every chain forwards to the analyzer.
+                nxt = index + 1 if hop + 1 < shufflers else total
+                doc["next"] = {"host": "127.0.0.1", "port": ports[nxt]}
+                state = fake_rng_states[index] if fake_rng_states else None
                 if state is not None:
                     doc["simulation"]["fake_rng_state"] = state
             _write_toml(root / f"{name}.toml", doc)
-            configs[hop] = doc
+            configs[index] = doc
         chain.parties = []
         try:
             for name in names:
@@ -292,14 +318,18 @@ def running_chain(root: Path, protocol: ShuffleProtocol, **kwargs: Any) -> Itera
 
 
 async def wait_processed(chain: Chain, *, timeout: float) -> dict[str, Any]:
-    """Wait until the analyzer has processed every epoch the first shuffler closed."""
+    """Wait until the analyzer has processed every epoch the first shufflers closed.
+
+    The analyzer files chain c's epoch e under its own id (one per chain and epoch), so it
+    is done when its processed ids match the epochs closed over every chain.
+    """
     with trio.fail_after(timeout):
         while True:
-            first = await query(chain.first.address, crypto.QueryKind.STATUS)
+            firsts = [await query(p.address, crypto.QueryKind.STATUS) for p in chain.firsts]
             last = await query(chain.analyzer.address, crypto.QueryKind.STATUS)
-            closed = sum(first["epochs"].values())  # durable: survives restarts
+            closed = sum(sum(f["epochs"].values()) for f in firsts)  # durable: survives restarts
             done = last["epochs"]["processed"]
-            if first["open_reports"] == 0 and closed and done >= closed:
+            if all(f["open_reports"] == 0 for f in firsts) and closed and done >= closed:
                 return last
             await trio.sleep(0.05)
 
@@ -308,6 +338,16 @@ def _report_bytes(batch: Any) -> list[bytes]:
     if isinstance(batch, np.ndarray) and batch.dtype == np.uint8:
         return [r.tobytes() for r in batch]
     return [bytes(r) for r in batch]
+
+
+def _merge_submits(parts: list[SubmitStats], *, seconds: float) -> SubmitStats:
+    """One chain's submitter counters per chain, added up (``seconds``: the wall time)."""
+    out = SubmitStats(seconds=seconds)
+    for p in parts:
+        for name in ("reports", "acknowledged", "stored", "duplicates", "frames", "retries"):
+            setattr(out, name, getattr(out, name) + getattr(p, name))
+        out.failed_frames += p.failed_frames
+    return out
 
 
 def run_tcp(
@@ -337,17 +377,12 @@ def run_tcp(
     Raises:
         esa.ESAError: a party failed to start, or the run did not finish in ``timeout``.
     """
-    if protocol.channels != 1:
-        # The services run one chain into one analyzer; a protocol that needs one chain per
-        # channel (RSum_RM: per precision) would silently lose that separation here.
-        raise esa.ConfigError(
-            f"{protocol.name} sends its messages through {protocol.channels} shuffler chains; "
-            "--transport tcp runs a single chain, use --transport inproc"
-        )
     x = protocol.validate_values(values)
     n = int(x.shape[0])
     m = config.shufflers
-    stats_rng, *fake_rngs = rng.spawn(m + 1)
+    channels = protocol.channels
+    # run_pipeline's order: the statistics first, then chain c hop i's fakes at c·m + i.
+    stats_rng, *fake_rngs = rng.spawn(m * channels + 1)
     states = [json.dumps(g.bit_generator.state) if config.seeded_fakes else None for g in fake_rngs]
     seconds: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -358,6 +393,7 @@ def run_tcp(
             root,
             protocol,
             shufflers=m,
+            channels=channels,
             crypto_mode=config.crypto,
             key_epoch=config.epoch,
             threshold=config.threshold,
@@ -369,27 +405,53 @@ def run_tcp(
             seconds["start"] = time.perf_counter() - t
             keydir = crypto.KeyDirectory.load(root / "keys")
             codec = esa.make_codec(config.crypto, message_size=protocol.message_size, layers=m + 1)
-            route = [p.layer_public for p in keydir.route()]
+            routes = [
+                [p.layer_public for p in esa.chain_route(keydir, channels=channels, channel=c)]
+                for c in range(channels)
+            ]
             t = time.perf_counter()
-            encoder = esa.Encoder(protocol, codec, route, workers=config.workers)
-            batch = encoder.encode(x, rng=stats_rng, epoch=config.epoch, crowd_id=config.crowd_id)
-            reports = _report_bytes(batch)
+            # As run_pipeline: randomize every user once, then seal each channel's messages
+            # for its own chain.
+            encoder = esa.Encoder(protocol, codec, routes[0], workers=config.workers)
+            messages = encoder.messages(x, rng=stats_rng)
+            channel_of = protocol.channel_of(messages) if channels > 1 else None
+            per_chain: list[list[bytes]] = []
+            for c in range(channels):
+                part = messages if channel_of is None else messages[channel_of == c]
+                if not len(part):
+                    # The analyzer joins the chains' epochs by number: a chain that closes
+                    # no epoch would hold every other chain's batch back forever.
+                    raise esa.ESAError(f"chain {c + 1} of {protocol.name} carries no messages")
+                sealed = esa.Encoder(protocol, codec, routes[c], workers=config.workers)
+                batch = sealed.seal_messages(
+                    part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
+                )
+                per_chain.append(_report_bytes(batch))
             seconds["encode"] = time.perf_counter() - t
 
-            async def drive() -> tuple[Any, dict[str, Any]]:
+            async def drive() -> tuple[SubmitStats, dict[str, Any]]:
                 with trio.fail_after(timeout):
                     t0 = time.perf_counter()
-                    sub = await submit_reports(
-                        chain.first.address,
-                        reports,
-                        key_epoch=config.epoch,
-                        connections=connections,
-                    )
-                    seconds["submit"] = time.perf_counter() - t0
+                    subs: list[SubmitStats] = [SubmitStats() for _ in range(channels)]
+
+                    async def submit(c: int) -> None:
+                        subs[c] = await submit_reports(
+                            chain.firsts[c].address,
+                            per_chain[c],
+                            key_epoch=config.epoch,
+                            connections=max(1, connections // channels),
+                        )
+
+                    async with trio.open_nursery() as nursery:
+                        for c in range(channels):
+                            nursery.start_soon(submit, c)
+                    sub = _merge_submits(subs, seconds=time.perf_counter() - t0)
+                    seconds["submit"] = sub.seconds
                     if sub.failed_frames:
                         raise esa.ESAError(f"{sub.failed_frames} frames were never acknowledged")
                     t0 = time.perf_counter()
-                    await close_epoch(chain.first.address, chain.operator)
+                    for first in chain.firsts:
+                        await close_epoch(first.address, chain.operator)
                     await wait_processed(chain, timeout=timeout)
                     res = await query(
                         chain.analyzer.address,

@@ -59,10 +59,24 @@ def test_each_precision_chain_adds_only_its_own_fakes(crypto: str) -> None:
     assert abs(r.estimate.values[0] - r.truth[0]) < 5 * r.estimate.expected_std[0]
 
 
-def test_tcp_transport_refuses_multi_chain_protocols(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow
+def test_tcp_transport_runs_one_chain_per_channel(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
     from simulations.cli import main
 
-    with pytest.raises(SystemExit) as exc:
-        main(["simulate", "--protocol", "rsum_rm", "--transport", "tcp", "--n", "3000"])
-    assert exc.value.code == 2
-    assert "runs a single chain" in capsys.readouterr().err
+    argv = ["simulate", "--protocol", "rsum_rm", "--transport", "tcp", "--n", "3000"]
+    assert main([*argv, "--shufflers", "2", "--fake-reports", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["transport"] == "tcp"
+    assert out["drop_check"] == {"ok": True, "problems": []}
+    hops = [(h["role"], h["channel"], h["hop"]) for h in out["hops"]]
+    # Both precisions' chains of 2 shufflers, then the one analyzer (run_pipeline's order).
+    assert hops == [
+        ("shuffler", 0, 0),
+        ("shuffler", 0, 1),
+        ("shuffler", 1, 0),
+        ("shuffler", 1, 1),
+        ("analyzer", 0, 2),
+    ]
+    assert [h["received"] for h in out["hops"]] == [3000, 3002, 3000, 3002, 6008]
