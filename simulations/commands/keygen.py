@@ -1,4 +1,4 @@
-"""``esa keygen``: a key directory for m shufflers and an analyzer."""
+"""``esa keygen``: a key directory for m shufflers (per chain) and an analyzer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from crypto import KeyDirectory
 
-from .._common import emit_json, print_table
+from .._common import UsageError, emit_json, print_table
 
 
 def register(sub: Any) -> None:
@@ -18,30 +18,53 @@ def register(sub: Any) -> None:
         "file per party (mode 0600).",
     )
     p.add_argument("--out", required=True, help="directory to create")
-    p.add_argument("--shufflers", type=int, default=3, help="number of shufflers (default 3)")
+    p.add_argument("--shufflers", type=int, default=3, help="shufflers per chain (default 3)")
+    p.add_argument(
+        "--channels",
+        type=int,
+        default=1,
+        help="shuffler chains ending at the one analyzer, e.g. one per precision for "
+        "rsum_rm (default 1); chain c's hop i is shuffler-{c*m+i+1}",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    keys = KeyDirectory.create(args.out, shufflers=args.shufflers)
+    if args.channels < 1 or args.shufflers < 1:
+        raise UsageError(
+            f"--shufflers and --channels must be >= 1, got {args.shufflers}, {args.channels}"
+        )
+    m = args.shufflers
+    # One directory for every chain: each chain's shufflers get their own keys, all chains
+    # share the analyzer (esa.chain_route reads chain c back as shuffler-{c*m+1..c*m+m}).
+    keys = KeyDirectory.create(args.out, shufflers=m * args.channels)
     parties = [
         {
             "name": p.name,
+            "channel": i // m if i < keys.shufflers else None,
+            "hop": i % m if i < keys.shufflers else m,
             "x25519": p.layer_public.hex(),
             "ed25519": p.verify_public.hex(),
             "private_key_file": str(keys.path / f"{p.name}.key"),
         }
-        for p in keys.route()
+        for i, p in enumerate(keys.route())
     ]
     if args.json:
         emit_json({"directory": str(keys.path), "parties": parties})
     else:
         print_table(
             f"keys written to {keys.path}",
-            ["party", "x25519 public", "ed25519 public", "private key file (0600)"],
+            ["party", "chain", "hop", "x25519 public", "ed25519 public", "private key file (0600)"],
             [
-                (p["name"], p["x25519"][:16] + "…", p["ed25519"][:16] + "…", p["private_key_file"])
+                (
+                    p["name"],
+                    "all" if p["channel"] is None else str(p["channel"]),
+                    str(p["hop"]),
+                    p["x25519"][:16] + "…",
+                    p["ed25519"][:16] + "…",
+                    p["private_key_file"],
+                )
                 for p in parties
             ],
         )
