@@ -358,3 +358,15 @@ def test_chain_routes_and_keygen_names(tmp_path: Path, capsys: pytest.CaptureFix
         ("shuffler-4", 1, 0),
         ("shuffler-5", 1, 1),
     ]
+
+
+def test_submit_needs_the_first_shuffler_of_every_chain(
+    keydir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from simulations.cli import main
+
+    argv = ["submit", "--keys", str(keydir / "keys"), "--protocol", "rsum_rm", "--n", "3000"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--to", "127.0.0.1:9"])
+    assert exc.value.code == 2
+    assert "2 shuffler chain(s)" in capsys.readouterr().err

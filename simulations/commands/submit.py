@@ -34,7 +34,13 @@ def register(sub: Any) -> None:
         description="Load generator: encode users' values, submit over many connections "
         "with retry, print what was acknowledged.",
     )
-    p.add_argument("--to", metavar="HOST:PORT", help="the first shuffler (or a party to --query)")
+    p.add_argument(
+        "--to",
+        metavar="HOST:PORT",
+        help="the first shuffler (or a party to --query); for a protocol with several "
+        "shuffler chains (rsum_rm), the first shuffler of every chain, comma-separated in "
+        "chain order",
+    )
     p.add_argument("--keys", help="key directory (public.json is enough)")
     p.add_argument("--key-epoch", type=int, default=1, help="key epoch (default 1)")
     p.add_argument("--protocol", help="protocol name")
@@ -89,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
         return _make_operator_key(args.make_operator_key)
     if not args.to:
         raise UsageError("--to HOST:PORT is required")
-    address = parse_address(args.to)
+    addresses = [parse_address(a.strip()) for a in args.to.split(",")]
+    address = addresses[0]
     if args.query:
+        if len(addresses) != 1:
+            raise UsageError("--query asks one party: give one --to HOST:PORT")
         what = crypto.QueryKind.STATUS if args.query == "status" else crypto.QueryKind.RESULT
         params = {"n": args.n} if args.query == "result" else {}
         emit_json(trio.run(query, address, what, params))
@@ -104,28 +113,53 @@ def run(args: argparse.Namespace) -> int:
     protocol = build_protocol(args.protocol, spec)
     data_rng, stats_rng = np.random.default_rng(args.seed).spawn(2)
     values = generate_values(protocol, args.n, args.distribution, rng=data_rng)
-    m = keydir.shufflers
-    codec = esa.make_codec(args.crypto, message_size=protocol.message_size, layers=m + 1)
-    encoder = esa.Encoder(protocol, codec, [p.layer_public for p in keydir.route()])
-    batch = encoder.encode(values, rng=stats_rng, epoch=args.key_epoch)
-    reports = [r.tobytes() for r in batch] if args.crypto == "ideal" else [bytes(r) for r in batch]
+    channels = protocol.channels
+    if len(addresses) != channels:
+        raise UsageError(
+            f"{protocol.name} sends its messages through {channels} shuffler chain(s): give "
+            f"--to with the first shuffler of each ({channels} comma-separated HOST:PORT), "
+            f"got {len(addresses)}"
+        )
+    # One chain per channel (docs/network.md): each channel's messages are sealed for its
+    # own chain's keys and submitted to that chain's first shuffler.
+    routes = [
+        [p.layer_public for p in esa.chain_route(keydir, channels=channels, channel=c)]
+        for c in range(channels)
+    ]
+    codec = esa.make_codec(args.crypto, message_size=protocol.message_size, layers=len(routes[0]))
+    messages = esa.Encoder(protocol, codec, routes[0]).messages(values, rng=stats_rng)
+    channel_of = protocol.channel_of(messages)
+    per_chain = []
+    for c, route in enumerate(routes):
+        batch = esa.Encoder(protocol, codec, route).seal_messages(
+            messages[channel_of == c], epoch=args.key_epoch, crowd_id=0, first_hop=0
+        )
+        per_chain.append(
+            [r.tobytes() for r in batch] if args.crypto == "ideal" else [bytes(r) for r in batch]
+        )
     operator = None
     if args.close_epoch:
         seed = bytes.fromhex(Path(args.close_epoch).read_text().strip())
         operator = Ed25519PrivateKey.from_private_bytes(seed)
 
     async def main() -> dict[str, Any]:
-        stats = await submit_reports(
-            address,
-            reports,
-            key_epoch=args.key_epoch,
-            connections=args.connections,
-            frame_reports=args.frame_reports,
-            retries=args.retries,
-        )
-        out = stats.to_json()
+        out: dict[str, Any] = {}
+        for to, reports in zip(addresses, per_chain, strict=True):
+            stats = await submit_reports(
+                to,
+                reports,
+                key_epoch=args.key_epoch,
+                connections=args.connections,
+                frame_reports=args.frame_reports,
+                retries=args.retries,
+            )
+            for k, v in stats.to_json().items():
+                out[k] = out.get(k, 0) + v
+        if len(addresses) > 1:  # per-chain rates do not add up; report the overall one
+            out["reports_per_second"] = out["acknowledged"] / out["seconds"]
         if operator is not None:
-            out["epochs_closed"] = (await close_epoch(address, operator)).stored
+            closed = [(await close_epoch(to, operator)).stored for to in addresses]
+            out["epochs_closed"] = sum(closed)
         return out
 
     out = trio.run(main)
