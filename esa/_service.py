@@ -22,6 +22,12 @@ The analyzer does 1–3 with :class:`~esa.Analyzer`, checks the chain of counts 
 detection) and stores the decoded messages; a RESULT query runs the protocol's estimator
 over every processed epoch.
 
+Several chains (``channels`` > 1, e.g. RSum_RM: one per precision). Each shuffler belongs to
+one chain (``channel``), holds that chain's keys (:func:`~esa._config.chain_route`) and adds
+that chain's fakes. The analyzer takes batches from the last shuffler of every chain — the
+signature says which — files chain c's epoch e under inbox epoch ``e·C + c``, and analyzes
+epoch e only when every chain has delivered it (:meth:`PartyService._process_group`).
+
 Hostile input never takes the service down: every rejected frame is answered with a REJECT
 naming its reason and counted under that name (``STATUS`` shows the counters). Framing
 errors (oversized prefix, timeout, mid-frame close) end the connection, since the stream

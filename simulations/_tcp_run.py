@@ -1,17 +1,20 @@
 """``esa simulate --transport tcp``: every party its own OS process on 127.0.0.1.
 
 :func:`run_tcp` writes a key directory and one TOML config per party into a temporary
-directory, starts the analyzer and then the shufflers from last to first (each on a port the
-OS picks, so nothing races for a port), encodes the users' reports in this process, submits
-them to the first shuffler over concurrent connections, closes the epoch as the operator,
-waits for the analyzer to process it and asks for the result. Every child runs in its own
+directory, starts every party (each on a port picked free just before), encodes the users'
+reports in this process, submits them to the first shuffler over concurrent connections,
+closes the epoch as the operator, waits for the analyzer to process it and asks for the
+result. A protocol with several channels (RSum_RM: one per precision) gets one chain of m
+shufflers per channel, all ending at the one analyzer, as in :func:`esa.run_pipeline`: each
+channel's messages are sealed for its chain and submitted to its first shuffler, and the
+epoch is closed on every chain. Every child runs in its own
 session (process group) and is terminated — SIGTERM, then SIGKILL — on success, failure or
 Ctrl-C.
 
 The statistics follow :func:`esa.run_pipeline` exactly (same ``rng.spawn`` order for the
-randomizers and for each shuffler's fakes), so the same seed gives the same estimate over
-TCP as in process; the permutation is from the CSPRNG in both and estimates do not depend on
-it.
+randomizers and for each shuffler's fakes: chain c's hop i takes child ``1 + c·m + i``), so
+the same seed gives the same estimate over TCP as in process; the permutation is from the
+CSPRNG in both and estimates do not depend on it.
 """
 
 from __future__ import annotations
@@ -367,7 +370,8 @@ def run_tcp(
         config: the deployment (shufflers, fakes, threshold, crypto, epoch id).
         rng: seeded generator of the statistics, used exactly as :func:`esa.run_pipeline`
             uses it.
-        connections: concurrent client connections to the first shuffler.
+        connections: concurrent client connections (shared out among the chains' first
+            shufflers).
         timeout: bound on the whole run, in seconds.
 
     Returns:
