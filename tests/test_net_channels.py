@@ -370,3 +370,19 @@ def test_submit_needs_the_first_shuffler_of_every_chain(
         main([*argv, "--to", "127.0.0.1:9"])
     assert exc.value.code == 2
     assert "2 shuffler chain(s)" in capsys.readouterr().err
+
+
+def test_trap_reports_of_a_chain_are_that_chains_fakes(keydir: Path) -> None:
+    protocol = _rm()
+    kd = crypto.KeyDirectory.load(keydir / "keys")
+    route = [p.layer_public for p in esa.chain_route(kd, channels=2, channel=1)]
+    traps = esa.make_traps(protocol, route, count=40, key_epoch=KEY_EPOCH, channel=1)
+    codec = esa.make_codec("onion", message_size=protocol.message_size, layers=M + 1)
+    analyzer = esa.Analyzer(hop=M, codec=codec, key=kd.private("analyzer").layer, protocol=protocol)
+    layers = np.empty(len(traps.analyzer_layers), dtype=object)
+    layers[:] = traps.analyzer_layers
+    out = analyzer.process(layers, epoch=KEY_EPOCH, n_users=1, n_fakes=0)
+    assert out.counters.forwarded == 40
+    # Precision 2's chain carries precision 2's messages only, traps included.
+    assert protocol.channel_of(out.messages).tolist() == [1] * 40
+    assert {len(r) for r in traps.reports} == {codec.expected_size(0)}  # type: ignore[attr-defined]
