@@ -410,6 +410,18 @@ class OneHotFragmenting(AttributeFragmenting):
         return np.bincount(x, minlength=self._d).astype(np.float64)
 
 
+class HistKRFrag(ReportFragmenting):
+    """Report fragmenting of ``Hist_KR``, as registered (``hist_kr_frag``)."""
+
+    name: ClassVar[str] = "hist_kr_frag"
+
+
+class HistRRAttr(OneHotFragmenting):
+    """One-hot attribute fragmenting with ``Cnt_RR`` per bin, as registered (``hist_rr_attr``)."""
+
+    name: ClassVar[str] = "hist_rr_attr"
+
+
 @register_protocol("hist_kr_frag")
 def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
     """Report fragmenting of Hist_KR: backstop ε_lb meets the target ε_c by itself.
@@ -429,7 +441,7 @@ def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
         delta=spec.delta,
         fake_reports=spec.fake_reports,
     )
-    return ReportFragmenting(
+    return HistKRFrag(
         inner,
         fragments=omega,
         epsilon_backstop=eps_lb,
@@ -450,7 +462,7 @@ def _build_hist_rr_attr(spec: ProtocolSpec) -> ShuffleProtocol:
     inner = build_protocol(
         "cnt_rr", ProtocolSpec(epsilon=spec.epsilon / 2.0, delta=spec.delta / 2.0, n=spec.n)
     )
-    proto = OneHotFragmenting(inner, domain=spec.domain)
+    proto = HistRRAttr(inner, domain=spec.domain)
     if not math.isfinite(proto.privacy.epsilon_central):
         raise ParameterError("hist_rr_attr: per-bit bound gave no finite central epsilon")
     return proto
