@@ -1018,6 +1018,15 @@ def write_summary(result: ExperimentResult) -> None:
         "- protocols run (default: every one registered in this category): "
         + (", ".join(result.protocols) or "none"),
         f"- wall time: {result.seconds:.1f} s",
+    ]
+    tallied = sorted({r.method for r in rows if r.representation == "tally"})
+    if tallied:
+        lines.append(
+            "- ran as tallies where their reports exceeded the budget (the hops carried the "
+            "estimator's summary of the message multiset; CSV column `representation`): "
+            + ", ".join(tallied)
+        )
+    lines += [
         "",
         "## At the default point",
         "",
