@@ -982,8 +982,15 @@ def _category_findings(
                     "it to the rounding precision chosen for the optimal bound growing with n).",
                     verdict="agree" if math.isfinite(t) and t > 1.1 else "disagree",
                     evidence=f"rsum_dsg RMSE ×{_fmt(t)} over the n sweep",
-                    why="With a precision that grows with n the sensitivity grows too, and so "
-                    "does the noise; a fixed precision would keep the error flat.",
+                    why=(
+                        "Flat is what the mechanism predicts: the precision p grows with n, but "
+                        "the discrete noise is added at scale p and divided by p again, so its "
+                        "contribution stays ≈ 1/ε_c while the rounding error ∝ √n/p falls. A "
+                        "growing error would need noise that is not rescaled."
+                        if not (math.isfinite(t) and t > 1.1)
+                        else "The rounding error ∝ √n/p or the wrap-around correction grows "
+                        "faster than p here."
+                    ),
                 )
             )
     return out
