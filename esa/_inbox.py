@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,7 +210,8 @@ class Inbox:
     def close_epoch(self, key_epoch: int) -> int | None:
         """Put every open report of ``key_epoch`` into a new closed epoch; returns its id.
 
-        Returns ``None`` (and creates nothing) when no report of ``key_epoch`` is open.
+        Returns ``None`` (and creates nothing) when no report of ``key_epoch`` is open; an
+        operator's close that must always produce an epoch uses :meth:`close_epochs`.
         """
         with self._txn() as db:
             (count,) = db.execute(
@@ -229,6 +230,53 @@ class Inbox:
                 (epoch, key_epoch),
             )
         return int(epoch)
+
+    def close_epochs(
+        self,
+        key_epochs: Sequence[int],
+        *,
+        empty: Collection[int] = (),
+        if_none_open: int | None = None,
+    ) -> list[int]:
+        """Close one epoch per key epoch in ONE transaction; returns the new epoch ids.
+
+        For each of ``key_epochs`` in order, its open reports go into a new closed epoch.
+        A key epoch with no open report gets an *empty* closed epoch only if it is in
+        ``empty``, or if it is ``if_none_open`` and no report of any of ``key_epochs`` is
+        open. An empty epoch is an epoch like any other: it moves ``closed → processed →
+        forwarded`` and its (empty) batch is forwarded once — that is what lets an
+        operator's close reach the analyzer when nobody submitted anything.
+        """
+        created = []
+        with self._txn() as db:
+            counts = {
+                k: int(
+                    db.execute(
+                        "SELECT COUNT(*) FROM reports WHERE epoch IS NULL AND key_epoch = ?",
+                        (k,),
+                    ).fetchone()[0]
+                )
+                for k in key_epochs
+            }
+            nothing_open = not any(counts.values())
+            for key_epoch in key_epochs:
+                if not (
+                    counts[key_epoch]
+                    or key_epoch in empty
+                    or (nothing_open and key_epoch == if_none_open)
+                ):
+                    continue
+                (epoch,) = db.execute("SELECT COALESCE(MAX(epoch), -1) + 1 FROM epochs").fetchone()
+                db.execute(
+                    "UPDATE reports SET epoch = ? WHERE epoch IS NULL AND key_epoch = ?",
+                    (epoch, key_epoch),
+                )
+                db.execute(
+                    "INSERT INTO epochs (epoch, key_epoch, state) VALUES (?, ?, 'closed')",
+                    (epoch, key_epoch),
+                )
+                created.append(int(epoch))
+        return created
 
     # ------------------------------------------------------------------ later hops
 
@@ -356,6 +404,11 @@ class Inbox:
             "SELECT body FROM reports WHERE epoch = ? ORDER BY id", (epoch,)
         ).fetchall()
         return [bytes(r[0]) for r in rows]
+
+    def epoch_size(self, epoch: int) -> int:
+        """How many input reports a closed epoch holds (0 for an empty epoch)."""
+        row = self._db.execute("SELECT COUNT(*) FROM reports WHERE epoch = ?", (epoch,)).fetchone()
+        return int(row[0])
 
     def commit_processed(
         self,

@@ -589,7 +589,7 @@ class PartyService:
         if frame.command is ControlCommand.CLOSE_EPOCH:
             if not self.is_first:
                 raise _Rejected(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")
-            closed = await self._close_open_epochs()
+            closed = await self._close_open_epochs(operator=True)
             return Ack(closed, 0).to_bytes()
         raise _Rejected(RejectReason.UNEXPECTED_KIND, f"command {frame.command}")
 
@@ -674,15 +674,29 @@ class PartyService:
 
     # ------------------------------------------------------------------ epochs
 
-    async def _close_open_epochs(self) -> int:
-        closed = 0
-        for key_epoch in sorted((await self._db(self.inbox.open_count)).keys()):
-            if await self._db(self.inbox.close_epoch, key_epoch) is not None:
-                closed += 1
+    async def _close_open_epochs(self, *, operator: bool = False) -> int:
+        """Close the open reports into one epoch per key epoch; returns how many epochs.
+
+        The size/deadline rule closes only key epochs with open reports. An operator's
+        close always produces at least one epoch, empty if nobody submitted: its empty
+        batch flows down the chain, so the analyzer records the epoch instead of waiting
+        for it. With several chains the analyzer joins the chains' epochs by number, so an
+        operator's close then closes one epoch per key epoch in service, open reports or
+        not: every chain's numbering advances alike (given the same ``[keys.epochs]``).
+        """
+        served = sorted(self.keys)
+        if not operator:
+            closed = await self._db(self.inbox.close_epochs, served)
+        elif self.channels > 1:
+            closed = await self._db(self.inbox.close_epochs, served, empty=served)
+        else:
+            closed = await self._db(self.inbox.close_epochs, served, if_none_open=served[-1])
         if closed:
-            self.counters["epochs_closed"] += closed
+            self.counters["epochs_closed"] += len(closed)
+            sizes = [await self._db(self.inbox.epoch_size, e) for e in closed]
+            self.counters["empty_epochs_closed"] += sizes.count(0)
             self._kick()
-        return closed
+        return len(closed)
 
     async def _epoch_loop(self) -> None:
         """Hop 0: close the open batch at ``max_reports`` or at its deadline."""
@@ -980,6 +994,13 @@ class PartyService:
             "n": n,
             "n_fakes": n_fakes,
             "epochs": len(outputs),
+            # Epochs closed with no report on any chain (an operator's close of an epoch
+            # nobody submitted to): recorded, so the operator sees the close went through.
+            "empty_epochs": [
+                rec.epoch // self.channels
+                for rec, _ in outputs
+                if not rec.stats.get("analyzer", {}).get("received", 0)
+            ],
             "hops": hops,
             "drop_check": {"ok": not problems and trap_arrived == trap_total, "problems": problems},
             "traps": {

@@ -1,0 +1,223 @@
+"""Closing an epoch nobody submitted to: an empty batch flows down the chain.
+
+An operator's CLOSE_EPOCH on a first shuffler with no open report records an empty closed
+epoch; the shuffler forwards an empty signed batch (counters all zero, no fakes: fakes are
+added per released crowd and there is none), and the analyzer records the epoch — with
+several chains it counts that chain as delivered and estimates over the others.
+
+Every party runs as a :class:`PartyService` in the test's own trio loop, speaking real TCP
+on 127.0.0.1 (no child processes); a crash is the service's task dying at a chosen point,
+which leaves the inbox exactly as a SIGKILL would (every step is one committed SQLite
+transaction). One child process is SIGKILLed right after the empty epoch's commit, to
+show that the commit itself survives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import crypto
+import esa
+from crypto import _wire as w
+from esa._config import Address, config_from_dict
+from esa._net import query, request, submit_reports
+from esa._service import PartyService
+from protocols import ProtocolSpec, RSumRM, ShuffleProtocol, build_protocol
+
+KEY_EPOCH = 1
+M = 2  # shufflers per chain
+N_R = 2  # fakes per released crowd, per shuffler
+OPERATOR = Ed25519PrivateKey.generate()
+HIST = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
+
+
+def _rm() -> RSumRM:
+    p = RSumRM(epsilon=1.0, delta=1e-6, n=3000, messages=2)
+    assert p.channels == 2
+    return p
+
+
+@pytest.fixture(scope="module")
+def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("empty-epoch")
+    crypto.KeyDirectory.create(root / "keys1", shufflers=M)  # one chain
+    crypto.KeyDirectory.create(root / "keys2", shufflers=2 * M)  # two chains
+    return root
+
+
+def _config(
+    root: Path, state: Path, *, hop: int, channels: int, channel: int = 0, next_port: int = 0
+) -> Any:
+    role = "analyzer" if hop == M else "shuffler"
+    doc: dict[str, Any] = {
+        "role": role,
+        "hop": hop,
+        "channels": channels,
+        "state_dir": str(state / (f"{role}-{channel}-{hop}" if role == "shuffler" else role)),
+        "listen": {"host": "127.0.0.1", "port": 0},
+        "keys": {"epochs": {str(KEY_EPOCH): f"keys{channels}"}},
+        "protocol": {"name": "unused-here", "epsilon": 1.0, "delta": 1e-6, "n": 1},
+        "limits": {"read_timeout_seconds": 10.0},
+    }
+    if role == "shuffler":
+        doc["channel"] = channel
+        doc["next"] = {"host": "127.0.0.1", "port": next_port}
+        doc["shuffle"] = {"fake_reports": N_R}
+        if hop == 0:
+            doc["operator"] = {"public_key": OPERATOR.public_key().public_bytes_raw().hex()}
+    return config_from_dict(doc, base=root)
+
+
+def _party(root: Path, state: Path, protocol: ShuffleProtocol, **kwargs: Any) -> PartyService:
+    return PartyService(_config(root, state, **kwargs), protocol=protocol)
+
+
+_last_ms = 0
+
+
+def _close_frame() -> bytes:
+    # Strictly increasing time stamps: a party accepts each operator command once.
+    global _last_ms
+    _last_ms = max(_last_ms + 1, int(time.time() * 1000))
+    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, _last_ms).sign(OPERATOR)
+
+
+async def _close(svc: PartyService) -> w.Ack:
+    assert svc.port is not None
+    (resp,) = await request(Address("127.0.0.1", svc.port), [_close_frame()], timeout=10)
+    return w.parse_ack(resp)
+
+
+async def _status(svc: PartyService, *, forwarded: int) -> dict[str, Any]:
+    """A shuffler's STATUS once ``forwarded`` epochs are marked forwarded."""
+    with trio.fail_after(20):
+        while True:
+            st = await query(_addr(svc), w.QueryKind.STATUS)
+            if st["epochs"]["forwarded"] >= forwarded:
+                return st
+            await trio.sleep(0.02)
+
+
+def _addr(svc: PartyService) -> Address:
+    assert svc.port is not None
+    return Address("127.0.0.1", svc.port)
+
+
+async def _processed(svc: PartyService, count: int) -> None:
+    """Wait until the analyzer has analyzed ``count`` epochs (every chain's batch of each)."""
+    with trio.fail_after(20):
+        while True:
+            done = [e for e in await svc._db(svc.inbox.epochs, "processed")]
+            if len([e for e in done if "merged_into" not in e.stats]) >= count:
+                return
+            await trio.sleep(0.02)
+
+
+def _sealed(
+    root: Path, protocol: ShuffleProtocol, values: Any, *, channels: int
+) -> list[list[bytes]]:
+    """Users' reports for each chain's first shuffler (each channel's own messages)."""
+    kd = crypto.KeyDirectory.load(root / f"keys{channels}")
+    codec = esa.make_codec("onion", message_size=protocol.message_size, layers=M + 1)
+    msgs = esa.Encoder(protocol, codec, []).messages(values, rng=np.random.default_rng(3))
+    out = []
+    for c in range(channels):
+        route = [p.layer_public for p in esa.chain_route(kd, channels=channels, channel=c)]
+        part = msgs if channels == 1 else msgs[protocol.channel_of(msgs) == c]
+        enc = esa.Encoder(protocol, codec, route, workers=1)
+        out.append(
+            [bytes(r) for r in enc.seal_messages(part, epoch=KEY_EPOCH, crowd_id=0, first_hop=0)]
+        )
+    return out
+
+
+async def _deploy(
+    nursery: trio.Nursery, root: Path, state: Path, protocol: ShuffleProtocol, channels: int
+) -> tuple[PartyService, list[list[PartyService]]]:
+    """Start the analyzer, then every chain's shufflers from the last hop back."""
+    analyzer = _party(root, state, protocol, hop=M, channels=channels)
+    port = await nursery.start(analyzer.run)
+    chains = []
+    for c in range(channels):
+        chain: list[PartyService] = []
+        nxt = port
+        for hop in reversed(range(M)):
+            svc = _party(
+                root, state, protocol, hop=hop, channels=channels, channel=c, next_port=nxt
+            )
+            nxt = await nursery.start(svc.run)
+            chain.insert(0, svc)
+        chains.append(chain)
+    return analyzer, chains
+
+
+def _run(main: Callable[[trio.Nursery], Awaitable[None]], parties: list[PartyService]) -> None:
+    async def outer() -> None:
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                await main(nursery)
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(outer)
+    finally:
+        for p in parties:
+            p.close()
+
+
+def test_an_empty_chain_counts_as_delivered(keydir: Path, tmp_path: Path) -> None:
+    """Two-chain rsum_rm: in epoch 0 users' messages reach chain 1 only, in epoch 1 chain 2
+    only. Closing the epoch on the chain with no report forwards an empty batch, and the
+    analyzer estimates over the other chain's messages; the chains' epoch numbers stay
+    aligned (before the fix, the empty chain closed nothing and the analyzer waited)."""
+    protocol = _rm()
+    n = 150
+    values = np.linspace(0, 1, n)
+    reports = _sealed(keydir, protocol, values, channels=2)
+    parties: list[PartyService] = []
+    out: dict[str, Any] = {}
+
+    async def main(nursery: trio.Nursery) -> None:
+        analyzer, chains = await _deploy(nursery, keydir, tmp_path, protocol, 2)
+        parties.extend([analyzer, *chains[0], *chains[1]])
+        for full in (0, 1):
+            stats = await submit_reports(_addr(chains[full][0]), reports[full], key_epoch=KEY_EPOCH)
+            assert stats.acknowledged == stats.stored == n
+            # One epoch per chain and close; the empty chain's is empty.
+            assert [await _close(chain[0]) for chain in chains] == [w.Ack(1, 0)] * 2
+            await _processed(analyzer, full + 1)
+            out[full] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+        out["status"] = [await _status(chain[0], forwarded=2) for chain in chains]
+
+    _run(main, parties)
+    res = out[0]
+    assert res["epochs"] == 1
+    assert res["empty_epochs"] == []  # chain 1 delivered messages
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert res["estimate_extra"]["messages_per_precision"] == [n + M * N_R, 0]
+    assert res["n_fakes"] == M * N_R  # none added to the empty batch
+    assert [(h["role"], h["channel"], h["received"], h["fakes_added"]) for h in res["hops"]] == [
+        ("shuffler", 0, n, N_R),
+        ("shuffler", 0, n + N_R, N_R),
+        ("shuffler", 1, 0, 0),
+        ("shuffler", 1, 0, 0),
+        ("analyzer", 0, n + M * N_R, 0),
+    ]
+    assert all(h["forwarded"] == 0 for h in res["hops"][2:4])
+    # The protocol's estimate over precision 1's messages alone: finite, near the sum.
+    assert abs(res["estimate"][0] - values.sum()) < 6 * res["expected_std"][0]
+    res = out[1]
+    assert res["epochs"] == 2
+    assert res["empty_epochs"] == []
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert res["estimate_extra"]["messages_per_precision"] == [n + M * N_R] * 2
+    assert [h["received"] for h in res["hops"]] == [n, n + N_R, n, n + N_R, 2 * (n + M * N_R)]
+    assert [st["counters"]["empty_epochs_closed"] for st in out["status"]] == [1, 1]
