@@ -14,6 +14,10 @@ show that the commit itself survives.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,6 +32,7 @@ import crypto
 import esa
 from crypto import _wire as w
 from esa._config import Address, config_from_dict
+from esa._inbox import Inbox
 from esa._net import query, request, submit_reports
 from esa._service import PartyService
 from protocols import ProtocolSpec, RSumRM, ShuffleProtocol, build_protocol
@@ -194,11 +199,11 @@ def test_an_empty_chain_counts_as_delivered(keydir: Path, tmp_path: Path) -> Non
             # One epoch per chain and close; the empty chain's is empty.
             assert [await _close(chain[0]) for chain in chains] == [w.Ack(1, 0)] * 2
             await _processed(analyzer, full + 1)
-            out[full] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+            out[f"epoch{full}"] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
         out["status"] = [await _status(chain[0], forwarded=2) for chain in chains]
 
     _run(main, parties)
-    res = out[0]
+    res = out["epoch0"]
     assert res["epochs"] == 1
     assert res["empty_epochs"] == []  # chain 1 delivered messages
     assert res["drop_check"] == {"ok": True, "problems": []}
@@ -214,10 +219,215 @@ def test_an_empty_chain_counts_as_delivered(keydir: Path, tmp_path: Path) -> Non
     assert all(h["forwarded"] == 0 for h in res["hops"][2:4])
     # The protocol's estimate over precision 1's messages alone: finite, near the sum.
     assert abs(res["estimate"][0] - values.sum()) < 6 * res["expected_std"][0]
-    res = out[1]
+    res = out["epoch1"]
     assert res["epochs"] == 2
     assert res["empty_epochs"] == []
     assert res["drop_check"] == {"ok": True, "problems": []}
     assert res["estimate_extra"]["messages_per_precision"] == [n + M * N_R] * 2
     assert [h["received"] for h in res["hops"]] == [n, n + N_R, n, n + N_R, 2 * (n + M * N_R)]
     assert [st["counters"]["empty_epochs_closed"] for st in out["status"]] == [1, 1]
+
+
+def test_single_chain_empty_epoch_is_recorded_as_empty(keydir: Path, tmp_path: Path) -> None:
+    """One chain: a close with nothing submitted is acknowledged as one epoch closed, and
+    the analyzer records it as an empty epoch (zero counts, no fakes, no drop problem)
+    instead of never hearing of it; the next epoch carries on normally."""
+    n = 30
+    (reports,) = _sealed(keydir, HIST, np.arange(n) % 4, channels=1)
+    parties: list[PartyService] = []
+    out: dict[str, Any] = {}
+
+    async def main(nursery: trio.Nursery) -> None:
+        analyzer, ((first, second),) = await _deploy(nursery, keydir, tmp_path, HIST, 1)
+        parties.extend([analyzer, first, second])
+        assert await _close(first) == w.Ack(1, 0)
+        await _processed(analyzer, 1)
+        out["empty"] = await query(_addr(analyzer), w.QueryKind.RESULT)
+        out["second"] = await _status(second, forwarded=1)
+        await submit_reports(_addr(first), reports, key_epoch=KEY_EPOCH)
+        assert await _close(first) == w.Ack(1, 0)
+        await _processed(analyzer, 2)
+        out["both"] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+        out["first"] = await _status(first, forwarded=2)
+
+    _run(main, parties)
+    res = out["empty"]
+    assert res["epochs"] == 1
+    assert res["empty_epochs"] == [0]
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert res["messages_used"] == 0
+    assert res["n_fakes"] == 0  # fake_reports = 2, but there is no crowd to add them to
+    assert [h["hop"] for h in res["hops"]] == [0, 1, M]
+    for h in res["hops"]:
+        assert [h[k] for k in ("received", "invalid", "replayed", "held", "forwarded")] == [0] * 5
+        assert h["fakes_added"] == 0
+    assert out["second"]["counters"]["epochs_processed"] == 1
+    assert out["second"]["counters"]["chunks_received"] == 1  # one empty chunk
+    res = out["both"]
+    assert res["epochs"] == 2
+    assert res["empty_epochs"] == [0]
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert [h["received"] for h in res["hops"]] == [n, n + N_R, n + 2 * N_R]
+    assert res["messages_used"] == n + 2 * N_R
+    assert out["first"]["counters"]["epochs_closed"] == 2
+    assert out["first"]["counters"]["empty_epochs_closed"] == 1
+
+
+class _Crash(Exception):
+    """Stands in for SIGKILL at a chosen point: the party's task dies there, and its inbox
+    holds exactly the transactions committed before it."""
+
+
+def _crash(*args: Any, **kwargs: Any) -> None:
+    raise _Crash
+
+
+async def _acrash(*args: Any, **kwargs: Any) -> bool:
+    raise _Crash
+
+
+async def _life(svc: PartyService, action: Callable[[PartyService], Awaitable[None]]) -> bool:
+    """Run ``svc`` until ``action`` returns (then stop it) or it crashes; True if it crashed."""
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(svc.run)
+            await action(svc)
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        _, rest = group.split(_Crash)
+        if rest is not None:
+            raise
+        return True
+    finally:
+        svc.close()
+    return False
+
+
+def _states(path: Path, party: str) -> list[tuple[int, str, int]]:
+    with Inbox(path, party=party) as inbox:
+        return [(e.epoch, e.state, inbox.epoch_size(e.epoch)) for e in inbox.epochs()]
+
+
+def test_crashes_around_the_empty_epoch_forward_it_exactly_once(
+    keydir: Path, tmp_path: Path
+) -> None:
+    """The first shuffler dies after acknowledging the close (before processing), after
+    committing the empty batch (before sending it), after the next hop acknowledged its
+    chunk (before marking it) and after the next hop acknowledged the counts (before
+    marking the epoch forwarded). Each restart resumes from the inbox; the next hop takes
+    the resent chunk and counts as no-ops, and the analyzer records the epoch once."""
+    parties: list[PartyService] = []
+    out: dict[str, Any] = {}
+
+    def first(next_port: int) -> PartyService:
+        return _party(keydir, tmp_path, HIST, hop=0, channels=1, next_port=next_port)
+
+    async def main(nursery: trio.Nursery) -> None:
+        analyzer = _party(keydir, tmp_path, HIST, hop=M, channels=1)
+        second = _party(
+            keydir, tmp_path, HIST, hop=1, channels=1, next_port=await nursery.start(analyzer.run)
+        )
+        parties.extend([analyzer, second])
+        port = await nursery.start(second.run)
+        db = tmp_path / "shuffler-0-0" / "inbox.db"
+
+        async def close(svc: PartyService) -> None:
+            assert await _close(svc) == w.Ack(1, 0)
+
+        # 1. Acknowledged, then killed before processing: the empty epoch is on disk.
+        s0 = first(port)
+        s0._work_loop = trio.sleep_forever  # type: ignore[method-assign]
+        assert not await _life(s0, close)
+        assert _states(db, "shuffler-1") == [(0, "closed", 0)]
+        # 2. Dies after committing the processed (empty) batch, before any send.
+        s0 = first(port)
+        s0._forward = _acrash  # type: ignore[method-assign]
+        assert await _life(s0, lambda s: trio.sleep_forever())
+        assert _states(db, "shuffler-1") == [(0, "processed", 0)]
+        with Inbox(db, party="shuffler-1") as inbox:
+            (entry,) = inbox.pending_outbox(0)
+        chunk = w._parse_unverified_batch(entry.payload)
+        assert (chunk.epoch, chunk.chunk_index, chunk.chunk_count, chunk.reports) == (0, 0, 1, ())
+        assert await second._db(second.inbox.epochs) == []
+        # 3. The next hop acknowledged the chunk; dies before recording that.
+        s0 = first(port)
+        s0.inbox.mark_acked = _crash  # type: ignore[method-assign]
+        assert await _life(s0, lambda s: trio.sleep_forever())
+        # 4. Resends the chunk (a no-op there) and the counts; dies before marking.
+        s0 = first(port)
+        s0.inbox.mark_forwarded = _crash  # type: ignore[method-assign]
+        assert await _life(s0, lambda s: trio.sleep_forever())
+        assert _states(db, "shuffler-1") == [(0, "processed", 0)]
+        await _processed(analyzer, 1)
+        # 5. Resends the counts (a no-op there) and marks the epoch forwarded.
+        s0 = first(port)
+
+        async def until_forwarded(svc: PartyService) -> None:
+            await _status(svc, forwarded=1)
+            out["res"] = await query(_addr(analyzer), w.QueryKind.RESULT)
+
+        assert not await _life(s0, until_forwarded)
+        assert _states(db, "shuffler-1") == [(0, "forwarded", 0)]
+        # A later close is epoch 1, not epoch 0 again.
+        s0 = first(port)
+
+        async def close_again(svc: PartyService) -> None:
+            await close(svc)
+            await _status(svc, forwarded=2)
+            await _processed(analyzer, 2)
+            out["again"] = await query(_addr(analyzer), w.QueryKind.RESULT)
+
+        assert not await _life(s0, close_again)
+        out["second"] = (dict(second.counters), dict(second.rejected))
+
+    _run(main, parties)
+    res = out["res"]
+    assert res["epochs"] == 1
+    assert res["empty_epochs"] == [0]
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert [h["received"] for h in res["hops"]] == [0, 0, 0]
+    counters, rejected = out["second"]
+    # Hop 1 took the empty chunk once (the resend in 4 and the counts' in 5 were no-ops)
+    # and processed each epoch once.
+    assert rejected == {"replayed_batch": 2}
+    assert counters["chunks_received"] == 2
+    assert counters["epochs_processed"] == 2
+    assert out["again"]["epochs"] == 2
+    assert out["again"]["empty_epochs"] == [0, 1]
+    assert _states(tmp_path / "shuffler-0-1" / "inbox.db", "shuffler-2") == [
+        (0, "forwarded", 0),
+        (1, "forwarded", 0),
+    ]
+    assert [s for _, s, _ in _states(tmp_path / "analyzer" / "inbox.db", "analyzer")] == [
+        "processed",
+        "processed",
+    ]
+
+
+def test_empty_close_survives_sigkill_right_after_its_commit(tmp_path: Path) -> None:
+    """A child process closes an empty epoch and is SIGKILLed at once: the epoch is on
+    disk, exactly once, and a close of the next epoch numbers it after it."""
+    db = tmp_path / "inbox.db"
+    code = textwrap.dedent(
+        f"""
+        import os, signal
+        from esa._inbox import Inbox
+        inbox = Inbox({str(db)!r}, party="shuffler-1")
+        assert inbox.close_epochs([1], if_none_open=1) == [0]
+        print("committed", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert proc.stdout == "committed\n"
+    with Inbox(db, party="shuffler-1") as inbox:
+        assert [(e.epoch, e.state, e.key_epoch) for e in inbox.epochs()] == [(0, "closed", 1)]
+        assert inbox.epoch_reports(0) == []
+        # The size rule never makes an empty epoch; an operator's close does, once per call.
+        assert inbox.close_epochs([1]) == []
+        assert inbox.close_epochs([1], if_none_open=1) == [1]
+        inbox.add_reports(1, [b"x" * 8])
+        assert inbox.close_epochs([1, 2], if_none_open=2) == [2]  # 2: nothing else open
+        assert inbox.close_epochs([1, 2], empty=[1, 2]) == [3, 4]  # several chains
+        assert [inbox.epoch_size(e) for e in range(5)] == [0, 0, 1, 0, 0]
