@@ -14,6 +14,9 @@ The durability contract (DESIGN.md "Network and durability"):
   (sender, key epoch, epoch) and its bytes are stored before the first send, so a resend
   after a crash is byte-identical and the receiver's ``(batch_id, chunk_index)`` key makes
   it a no-op.
+* An epoch may be empty (:meth:`Inbox.close_epochs` for an operator's close with nothing
+  open): it goes through the same states and transactions, and its "batch" is one signed
+  chunk with zero reports.
 
 Reports are deduplicated per key epoch by SHA-256 digest (the durable replay cache): a
 client's retry of a frame whose ACK was lost stores nothing twice. Digests of a key epoch

@@ -10,8 +10,10 @@ Life of an epoch at a shuffler at hop ``h``:
 1. reports arrive (SUBMIT from clients at hop 0; signed BATCH chunks + a COUNTS chain from
    hop ``h−1`` otherwise) and are acknowledged only after their inbox commit;
 2. the epoch closes: at hop 0 when ``max_reports`` are open, ``deadline_seconds`` after the
-   first open report, or on an operator CLOSE_EPOCH; at later hops when the upstream batch
-   is complete (all chunks and its counts);
+   first open report, or on an operator CLOSE_EPOCH — which closes an epoch even when no
+   report is open, so an empty batch (zero reports, counts all zero, no fakes) goes down the
+   chain and the analyzer records the epoch; at later hops when the upstream batch is
+   complete (all chunks and its counts);
 3. a fresh :class:`~esa.Shuffler` processes the epoch in a worker thread; its output is cut
    into chunks signed with this party's Ed25519 key, and a signed :class:`CountStatement`
    is appended to the upstream chain; all of it commits in one transaction;
@@ -26,7 +28,10 @@ Several chains (``channels`` > 1, e.g. RSum_RM: one per precision). Each shuffle
 one chain (``channel``), holds that chain's keys (:func:`~esa._config.chain_route`) and adds
 that chain's fakes. The analyzer takes batches from the last shuffler of every chain — the
 signature says which — files chain c's epoch e under inbox epoch ``e·C + c``, and analyzes
-epoch e only when every chain has delivered it (:meth:`PartyService._process_group`).
+epoch e only when every chain has delivered it (:meth:`PartyService._process_group`); a
+chain whose epoch was closed with no report delivers an empty batch, which counts as
+delivered. To keep the chains' epoch numbers aligned, an operator's close on a multi-chain
+deployment closes one epoch per key epoch in service, empty or not.
 
 Hostile input never takes the service down: every rejected frame is answered with a REJECT
 naming its reason and counted under that name (``STATUS`` shows the counters). Framing
