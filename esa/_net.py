@@ -172,7 +172,13 @@ async def query(
 
 
 async def close_epoch(address: Address, operator_key: Any, *, timeout: float = 30.0) -> Ack:
-    """Ask a first shuffler, as its operator, to close its open batch now."""
+    """Ask a first shuffler, as its operator, to close its open batch now.
+
+    The party always closes at least one epoch — an empty one if no report is open — and
+    its batch goes down the chain, so the analyzer records the epoch. The ACK's ``stored``
+    is the number of epochs closed. Do not blindly resend after a lost ACK (the party may
+    have closed already); read its STATUS (docs/network.md, "A lost close").
+    """
     frame = ControlFrame(ControlCommand.CLOSE_EPOCH, int(time.time() * 1000))
     (resp,) = await request(address, [frame.sign(operator_key)], timeout=timeout)
     return expect_ack(resp)
