@@ -57,7 +57,12 @@ from ._errors import ParameterError
 from ._krr import HistKR, _lookup_bound, decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, build_protocol, register_protocol
 
-__all__ = ["AttributeFragmenting", "OneHotFragmenting", "ReportFragmenting"]
+__all__ = [
+    "AttributeFragmenting",
+    "OneHotFragmenting",
+    "ReportFragmenting",
+    "report_fragmented",
+]
 
 
 def _check_single_message(inner: ShuffleProtocol, what: str) -> None:
@@ -420,6 +425,51 @@ class HistRRAttr(OneHotFragmenting):
     """One-hot attribute fragmenting with ``Cnt_RR`` per bin, as registered (``hist_rr_attr``)."""
 
     name: ClassVar[str] = "hist_rr_attr"
+
+
+_FRAGMENTED: dict[str, type[ReportFragmenting]] = {}
+
+
+def report_fragmented(
+    inner: ShuffleProtocol, spec: ProtocolSpec, fragments: float
+) -> ReportFragmenting:
+    """``--option report_fragments=ω`` on any single-message BINARY/CATEGORICAL protocol.
+
+    The permanent backstop ε_lb is the largest k-RR ε whose shuffled reports meet the target
+    (ε_c, δ) for n users by themselves (the fragments are post-processing of the backstop
+    values, module doc); each of the ω fragments is ``inner``'s randomizer, configured as
+    usual, at its own ε_l (= ε_lf). Stated: central ε_c from the backstop, local
+    min(ε_lb, ω·ε_lf) for a user's ω reports, min(ε_lb, ε_lf) for one report. The result is
+    named ``<inner>+report_fragments``.
+
+    Raises:
+        ParameterError: ω is not a positive integer, or ``inner`` is multi-message, shared
+            (Split-Mix) or not on BINARY/CATEGORICAL values.
+    """
+    if not float(fragments).is_integer() or fragments < 1:
+        raise ParameterError(f"report_fragments must be a positive integer, got {fragments!r}")
+    _check_single_message(inner, "report fragmenting")
+    k = inner.domain
+    eps_lb, bound = largest_local(
+        epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=k
+    )
+    cls = _FRAGMENTED.get(inner.name)
+    if cls is None:
+        cls = type(
+            f"ReportFragmented[{inner.name}]",
+            (ReportFragmenting,),
+            {"name": f"{inner.name}+report_fragments"},
+        )
+        _FRAGMENTED[inner.name] = cls
+    return cls(
+        inner,
+        fragments=int(fragments),
+        epsilon_backstop=eps_lb,
+        epsilon_fragment=inner.privacy.epsilon_local,
+        n=spec.n,
+        delta=spec.delta,
+        bound=bound,
+    )
 
 
 @register_protocol("hist_kr_frag")

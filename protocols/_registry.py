@@ -6,6 +6,7 @@ A new protocol is a new module that calls :func:`register_protocol`, plus one im
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -84,7 +85,15 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         raise ParameterError(
             f"unknown protocol {name!r}; choose one of: {', '.join(protocol_names())}"
         ) from None
-    return factory(spec)
+    if "report_fragments" not in spec.options:
+        return factory(spec)
+    # Report fragmenting as an option on any single-message protocol (Erlingsson et al.):
+    # the inner protocol is configured as usual, then wrapped.
+    options = {k: v for k, v in spec.options.items() if k != "report_fragments"}
+    inner = factory(dataclasses.replace(spec, options=options))
+    from ._fragmenting import report_fragmented  # _fragmenting imports this module
+
+    return report_fragmented(inner, spec, spec.options["report_fragments"])
 
 
 def refuse_forced_bound(name: str, spec: ProtocolSpec) -> None:
