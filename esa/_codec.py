@@ -352,9 +352,13 @@ class IdealCodec(HopCodec):
     ) -> Opened:
         rows, invalid = self._as_rows(reports)
         ok = rows[:, 0] == IDEAL_VERSION
-        invalid += int((~ok).sum())
-        rows = rows[ok]
-        ids = np.ascontiguousarray(rows[:, _ID]).view("<u8").reshape(-1)
+        bad = int((~ok).sum())
+        invalid += bad
+        # Rows to forward, as an index (None: all of them); the batch is copied once, at
+        # the end, whatever was dropped (a 10^7-row batch is ~10^8 bytes per copy).
+        sel = np.flatnonzero(ok) if bad else None
+        raw = np.ascontiguousarray(rows[:, _ID] if sel is None else rows[sel, _ID])
+        ids: npt.NDArray[np.uint64] = raw.view("<u8").reshape(-1)
         replayed = 0
         if seen is not None:
             keep = first_occurrences(ids)
@@ -362,13 +366,15 @@ class IdealCodec(HopCodec):
                 assert isinstance(seen, _IdArrayCache)
                 keep &= ~seen.seen(ids)
             replayed = int((~keep).sum())
-            rows, ids = rows[keep], ids[keep]
-        crowds = np.ascontiguousarray(rows[:, _CROWD]).view(">u8").reshape(-1).astype(np.uint64)
-        forward = rows  # already a copy (boolean indexing)
+            if replayed:
+                sel = np.flatnonzero(keep) if sel is None else sel[keep]
+                ids = ids[keep]
+        forward = rows.copy() if sel is None else rows[sel]  # a copy: ids are rewritten
+        crowds = np.ascontiguousarray(forward[:, _CROWD]).view(">u8").reshape(-1).astype(np.uint64)
         k = forward.shape[0]
         # A fresh id per hop, as a fresh ephemeral key would be: ids never link hops.
         forward[:, _ID] = np.frombuffer(os.urandom(8 * k), dtype=np.uint8).reshape(k, 8)
-        return Opened(forward, crowds, ids.copy(), invalid, replayed)
+        return Opened(forward, crowds, ids, invalid, replayed)
 
     def payload_rows(self, forward: Reports) -> tuple[npt.NDArray[np.uint8], int]:
         rows = np.asarray(forward, dtype=np.uint8)
@@ -391,6 +397,8 @@ class IdealCodec(HopCodec):
 
     @staticmethod
     def concat(parts: Sequence[Reports]) -> Reports:
+        if len(parts) == 1:  # nothing to join: no copy of a 10^7-row batch
+            return np.asarray(parts[0], dtype=np.uint8)
         return np.concatenate([np.asarray(p, dtype=np.uint8) for p in parts])
 
     @staticmethod

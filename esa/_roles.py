@@ -183,11 +183,15 @@ class Shuffler:
         # Metadata is gone by construction: only the peeled reports and their crowd ids
         # survive; arrival order is destroyed by the permutation below.
         parts = []
-        for crowd in distinct_sorted(opened.crowd_ids):
-            index = np.flatnonzero(opened.crowd_ids == crowd)
-            members = self.codec.take(opened.forward, index)
-            if index.size < self.threshold:
-                counters.held += int(index.size)
+        crowds = distinct_sorted(opened.crowd_ids)
+        for crowd in crowds:
+            if crowds.size == 1:  # the usual single-crowd batch: no index, no copy
+                members, size = opened.forward, self.codec.count(opened.forward)
+            else:
+                index = np.flatnonzero(opened.crowd_ids == crowd)
+                members, size = self.codec.take(opened.forward, index), int(index.size)
+            if size < self.threshold:
+                counters.held += size
                 self.held.append(members)
                 continue
             parts.append(members)

@@ -255,6 +255,29 @@ def test_ideal_replay_cache_across_batches_and_within() -> None:
     assert (second.replayed, second.forwarded) == (10, 20)
 
 
+def test_ideal_open_with_invalid_rows_and_replays_together() -> None:
+    # Malformed rows, in-batch duplicates and replays of an earlier batch in one batch: each
+    # dropped and counted once, and exactly the valid first occurrences forwarded (payloads
+    # and crowd ids intact, ids redrawn).
+    proto = _proto()
+    codec = esa.make_codec("ideal", message_size=proto.message_size, layers=2)
+    enc = esa.Encoder(proto, codec, [b"", b""])
+    earlier = enc.encode(_values(10), rng=np.random.default_rng(1), epoch=1, crowd_id=4)
+    fresh = enc.encode(_values(30), rng=np.random.default_rng(2), epoch=1, crowd_id=4)
+    seen = codec.new_replay_cache()
+    seen.add(codec.open(earlier, key=None, epoch=1, hop=0, seen=None, workers=1).replay_keys)
+    bad = fresh[:3].copy()
+    bad[:, 0] ^= 0xFF  # wrong version byte
+    batch = np.concatenate([bad, fresh, fresh[5:9], earlier[:6]])
+    opened = codec.open(batch, key=None, epoch=1, hop=0, seen=seen, workers=1)
+    assert (opened.invalid, opened.replayed) == (3, 4 + 6)
+    assert codec.count(opened.forward) == 30
+    assert sorted(opened.forward[:, 17:].tolist()) == sorted(fresh[:, 17:].tolist())
+    assert np.all(opened.crowd_ids == 4)
+    assert not np.array_equal(opened.forward[:, 1:9], fresh[:, 1:9])  # fresh ids per hop
+    assert opened.replay_keys.shape == (30,)
+
+
 def test_first_occurrences_keeps_first_in_input_order() -> None:
     from esa._codec import distinct_sorted, first_occurrences
 
