@@ -122,6 +122,9 @@ def test_protocols_lists_registered(capsys: pytest.CaptureFixture[str]) -> None:
     out = run_json(capsys, "protocols")
     names = {p["name"] for p in out["protocols"]}
     assert {"hist_kr", "cnt_rr"} <= names
+    tally = {p["name"] for p in out["protocols"] if p.get("tally")}
+    assert {"prhr", "pucm", "prrq", "hist_mm"} <= tally
+    assert "hist_kr" not in tally
     assert {"thm1_erlingsson", "thm2_fmt_closed_form", "thm3_cheu", "thm4_balle"} <= {
         b["name"] for b in out["bounds"]
     }

@@ -27,6 +27,7 @@ def _describe(name: str) -> dict[str, Any]:
         "name": name,
         "input": proto.input_kind.value,
         "messages_per_user": proto.messages_per_user,
+        "tally": proto.supports_tally,
         "summary": doc.splitlines()[0] if doc else "",
     }
 
@@ -41,10 +42,17 @@ def run(args: argparse.Namespace) -> int:
         emit_json({"protocols": protos, "bounds": bounds})
         return 0
     print_table(
-        "protocols (esa simulate --protocol NAME); messages/user at ε=1, n=1e5, d=16",
-        ["name", "input", "messages/user", "summary"],
+        "protocols (esa simulate --protocol NAME); messages/user at ε=1, n=1e5, d=16; "
+        "tally: can run with --representation tally",
+        ["name", "input", "messages/user", "tally", "summary"],
         [
-            (p["name"], p.get("input", ""), p.get("messages_per_user", ""), p["summary"])
+            (
+                p["name"],
+                p.get("input", ""),
+                p.get("messages_per_user", ""),
+                "yes" if p.get("tally") else "",
+                p["summary"],
+            )
             for p in protos
         ],
     )
