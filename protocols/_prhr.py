@@ -79,6 +79,7 @@ __all__ = [
     "PUCM",
     "PRHRParams",
     "PUCMParams",
+    "TupleSpace",
     "hadamard_row_counts",
     "nullity_distribution",
     "true_tuples",
@@ -283,6 +284,69 @@ def _word_bytes(tau: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class TupleSpace:
+    """τ-tuples over [2^L] in column form, as PRHR and PRRQ send them: the wire format,
+    uniform draws (blanket, padding, fakes), tallies and the Hadamard-response debiasing.
+
+    Attributes:
+        L: words per tuple (the Hadamard matrix is 2^L × 2^L).
+        tau: τ bits per word (indices per tuple).
+    """
+
+    L: int
+    tau: int
+
+    @property
+    def message_size(self) -> int:
+        """L big-endian words of ⌈τ/8⌉ bytes."""
+        return self.L * _word_bytes(self.tau)
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        m = np.asarray(messages, dtype=np.uint32).reshape(-1, self.L)
+        rows = encode_uints(m.reshape(-1), _word_bytes(self.tau))
+        return rows.reshape(m.shape[0], self.message_size)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        wb = _word_bytes(self.tau)
+        r = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
+        words = decode_uints(r.reshape(-1, wb), wb).reshape(-1, self.L)
+        valid = np.asarray((words < (1 << self.tau)).all(axis=1), dtype=bool)
+        return np.where(valid[:, None], words, 0).astype(np.uint32), valid
+
+    def uniform(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """``count`` uniform tuples (the blanket, padding and fakes)."""
+        return uniform_tuples(check_n(count, "count", 0), self.L, self.tau, rng=rng)
+
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
+        m = np.asarray(messages).reshape(-1, self.L)
+        return MessageTally(hadamard_row_counts(m, self.L), int(m.shape[0]))
+
+    def uniform_tally(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        """The tally of ``count`` uniform tuples, none drawn (:func:`uniform_tuple_row_counts`)."""
+        count = check_n(count, "count", 0)
+        return MessageTally(uniform_tuple_row_counts(count, self.L, self.tau, rng=rng), count)
+
+    def debias(
+        self, counts: npt.ArrayLike, *, messages: int
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(ĉ, Var ĉ) per row from its count T among K = ``messages`` tuples.
+
+        ĉ = (T − K q)/(1 − q), q = 2^{−τ}, unbiased; Var = (K − c) q (1 − q)/(1 − q)², evaluated
+        at c = max(ĉ, 0).
+        """
+        q = 2.0**-self.tau
+        est = (np.asarray(counts, dtype=np.float64) - messages * q) / (1.0 - q)
+        return est, self.variance(np.clip(est, 0, None), messages=messages)
+
+    def variance(self, counts: npt.ArrayLike, *, messages: int) -> npt.NDArray[np.float64]:
+        """Exact Var ĉ of a row holding ``counts`` true tuples among K = ``messages``."""
+        q = 2.0**-self.tau
+        c = np.asarray(counts, dtype=np.float64)
+        return np.asarray(np.maximum(messages - c, 0) * q * (1 - q) / (1 - q) ** 2)
+
+
+@dataclass(frozen=True, slots=True)
 class PRHRParams:
     """Configuration of ``PRHR`` (formulas in the module docstring).
 
@@ -337,6 +401,7 @@ class PRHR(ShuffleProtocol):
         delta0 = delta * eps / math.exp(eps)
         rho = math.ceil(36.0 * math.log(1.0 / delta0) / eps**2)
         self._p = PRHRParams(d, L, tau, rho, n, eps, delta)
+        self._space = TupleSpace(L, tau)
 
     @property
     def params(self) -> PRHRParams:
@@ -348,7 +413,7 @@ class PRHR(ShuffleProtocol):
 
     @property
     def message_size(self) -> int:
-        return self._p.L * _word_bytes(self._p.tau)
+        return self._space.message_size
 
     @property
     def messages_per_user(self) -> float:
@@ -380,19 +445,13 @@ class PRHR(ShuffleProtocol):
         return np.concatenate([true, blanket], axis=0)
 
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        wb = _word_bytes(self._p.tau)
-        m = np.asarray(messages, dtype=np.uint32).reshape(-1, self._p.L)
-        return encode_uints(m.reshape(-1), wb).reshape(m.shape[0], self.message_size)
+        return self._space.encode(messages)
 
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        wb, L = _word_bytes(self._p.tau), self._p.L
-        r = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
-        words = decode_uints(r.reshape(-1, wb), wb).reshape(-1, L)
-        valid = np.asarray((words < (1 << self._p.tau)).all(axis=1), dtype=bool)
-        return np.where(valid[:, None], words, 0).astype(np.uint32), valid
+        return self._space.decode(rows)
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        return uniform_tuples(check_n(count, "count", 0), self._p.L, self._p.tau, rng=rng)
+        return self._space.uniform(count, rng=rng)
 
     # --- analyzer ------------------------------------------------------------------------
     def row_counts(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
@@ -402,20 +461,17 @@ class PRHR(ShuffleProtocol):
 
     def estimate_from_counts(self, counts: npt.ArrayLike, *, messages: int) -> Estimate:
         """ĉ from the row counts of ``messages`` received tuples (users' and fakes')."""
-        q = 2.0**-self._p.tau
-        t = np.asarray(counts, dtype=np.float64)
-        est = (t - messages * q) / (1.0 - q)
+        est, var = self._space.debias(counts, messages=messages)
         return Estimate(
             values=est,
-            expected_std=np.sqrt(self.variance(np.clip(est, 0, None), messages=messages)),
+            expected_std=np.sqrt(var),
             messages_used=int(messages),
             extra={"tau": self._p.tau, "rho": self._p.rho},
         )
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
         """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
-        m = np.asarray(messages).reshape(-1, self._p.L)
-        return MessageTally(hadamard_row_counts(m, self._p.L), int(m.shape[0]))
+        return self._space.tally(messages)
 
     def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
         return self.estimate_from_counts(
@@ -430,21 +486,18 @@ class PRHR(ShuffleProtocol):
         uniform, through :func:`uniform_tuple_row_counts` (same law, no tuple drawn)."""
         x = self.validate_values(values)
         p = self._p
-        counts = uniform_tuple_row_counts(x.shape[0] * p.rho, p.L, p.tau, rng=rng)
+        tally = self._space.uniform_tally(x.shape[0] * p.rho, rng=rng)
         for s in range(0, x.shape[0], TALLY_BLOCK):
             block = x[s : s + TALLY_BLOCK].astype(np.uint32) + np.uint32(1)
-            counts += hadamard_row_counts(true_tuples(block, p.L, p.tau, rng=rng), p.L)
-        return MessageTally(counts, int(x.shape[0]) * (1 + p.rho))
+            tally += self._space.tally(true_tuples(block, p.L, p.tau, rng=rng))
+        return tally
 
     def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
-        count = check_n(count, "count", 0)
-        return MessageTally(uniform_tuple_row_counts(count, self._p.L, self._p.tau, rng=rng), count)
+        return self._space.uniform_tally(count, rng=rng)
 
     def variance(self, counts: npt.ArrayLike, *, messages: int) -> npt.NDArray[np.float64]:
         """Exact variance of the estimate per value given true counts and K tuples."""
-        q = 2.0**-self._p.tau
-        c = np.asarray(counts, dtype=np.float64)
-        return np.asarray(np.maximum(messages - c, 0) * q * (1 - q) / (1 - q) ** 2)
+        return self._space.variance(counts, messages=messages)
 
     def simulate(
         self, values: npt.ArrayLike, *, rng: np.random.Generator, n_fakes: int = 0

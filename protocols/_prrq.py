@@ -48,8 +48,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import decode_uints, encode_uints
-from ._prhr import hadamard_row_counts, true_tuples, uniform_tuple_row_counts, uniform_tuples
+from ._prhr import TupleSpace, true_tuples
 from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
@@ -155,6 +154,7 @@ class PRRQ(ShuffleProtocol):
         sens = 1 + h
         rho = math.ceil(36.0 * sens**2 * math.log(math.e * sens * d / (eps * delta)) / eps**2)
         self._p = PRRQParams(d, h, L, sens, tau, rho, n, eps, delta)
+        self._space = TupleSpace(L, tau)
 
     @property
     def params(self) -> PRRQParams:
@@ -166,7 +166,7 @@ class PRRQ(ShuffleProtocol):
 
     @property
     def message_size(self) -> int:
-        return self._p.L * ((self._p.tau + 7) // 8)
+        return self._space.message_size
 
     @property
     def messages_per_user(self) -> float:
@@ -194,61 +194,44 @@ class PRRQ(ShuffleProtocol):
         nodes = user_nodes(x, p.h).reshape(-1)
         used = nodes >= 0
         true = true_tuples((nodes[used] + 1).astype(np.uint32), p.L, p.tau, rng=rng)
-        pad = uniform_tuples(int((~used).sum()) + x.shape[0] * p.rho, p.L, p.tau, rng=rng)
+        pad = self._space.uniform(int((~used).sum()) + x.shape[0] * p.rho, rng=rng)
         return np.concatenate([true, pad], axis=0)
 
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        wb = (self._p.tau + 7) // 8
-        m = np.asarray(messages, dtype=np.uint32).reshape(-1, self._p.L)
-        return encode_uints(m.reshape(-1), wb).reshape(m.shape[0], self.message_size)
+        return self._space.encode(messages)
 
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        wb, L = (self._p.tau + 7) // 8, self._p.L
-        r = np.asarray(rows, dtype=np.uint8).reshape(-1, self.message_size)
-        words = decode_uints(r.reshape(-1, wb), wb).reshape(-1, L)
-        valid = np.asarray((words < (1 << self._p.tau)).all(axis=1), dtype=bool)
-        return np.where(valid[:, None], words, 0).astype(np.uint32), valid
+        return self._space.decode(rows)
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        return uniform_tuples(check_n(count, "count", 0), self._p.L, self._p.tau, rng=rng)
+        return self._space.uniform(count, rng=rng)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
         """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
-        m = np.asarray(messages).reshape(-1, self._p.L)
-        return MessageTally(hadamard_row_counts(m, self._p.L), int(m.shape[0]))
+        return self._space.tally(messages)
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
         """True node tuples drawn per user (block by block); the padding and blanket tuples,
-        which are uniform, through :func:`uniform_tuple_row_counts` (same law, not drawn)."""
+        which are uniform, through :meth:`TupleSpace.uniform_tally` (same law, not drawn)."""
         x = self.validate_values(values)
         p = self._p
-        counts = np.zeros(1 << p.L, dtype=np.int64)
-        true = 0
+        tally = MessageTally(np.zeros(1 << p.L, dtype=np.int64), 0)
         for s in range(0, x.shape[0], TALLY_BLOCK):
             nodes = user_nodes(x[s : s + TALLY_BLOCK], p.h).reshape(-1)
             used = (nodes[nodes >= 0] + 1).astype(np.uint32)
-            counts += hadamard_row_counts(true_tuples(used, p.L, p.tau, rng=rng), p.L)
-            true += int(used.shape[0])
+            tally += self._space.tally(true_tuples(used, p.L, p.tau, rng=rng))
         total = int(x.shape[0]) * (p.sensitivity + p.rho)
-        counts += uniform_tuple_row_counts(total - true, p.L, p.tau, rng=rng)
-        return MessageTally(counts, total)
+        return tally + self._space.uniform_tally(total - tally.messages, rng=rng)
 
     def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
-        count = check_n(count, "count", 0)
-        return MessageTally(uniform_tuple_row_counts(count, self._p.L, self._p.tau, rng=rng), count)
+        return self._space.uniform_tally(count, rng=rng)
 
     def node_estimates(
         self, messages: npt.NDArray[Any] | MessageTally
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(ŷ, Var[ŷ]) for the D node indices, by the PRHR estimator."""
-        p = self._p
         tally = messages if isinstance(messages, MessageTally) else self.tally(messages)
-        K = tally.messages
-        q = 2.0**-p.tau
-        t = tally.counts[1 : (1 << p.h) + 1].astype(np.float64)
-        y = (t - K * q) / (1.0 - q)
-        var = np.maximum(K - np.clip(y, 0, None), 0) * q * (1 - q) / (1 - q) ** 2
-        return y, var
+        return self._space.debias(tally.counts[1 : (1 << self._p.h) + 1], messages=tally.messages)
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
