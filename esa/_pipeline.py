@@ -6,8 +6,9 @@ directly, which is what statistical sweeps and most tests use.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +20,7 @@ from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import make_codec
 from ._errors import ConfigError
-from ._roles import Analyzer, Encoder, HopCounters, Shuffler
+from ._roles import Analyzer, AnalyzerOutput, Encoder, HopCounters, Shuffler
 
 __all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
 
@@ -162,6 +163,45 @@ def _chain_keys(
     return layer_keys, [[k.layer.public_key for k in chain] for chain in chains]
 
 
+class _Stopwatch:
+    """Wall time of each stage of one run; announces every stage to ``on_stage``."""
+
+    def __init__(self, on_stage: Callable[[str], None] | None) -> None:
+        self._on_stage = on_stage
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str, key: str) -> Iterator[None]:
+        if self._on_stage is not None:
+            self._on_stage(name)
+        t = time.perf_counter()
+        yield
+        self.seconds[key] = time.perf_counter() - t
+
+
+def _result(
+    protocol: ShuffleProtocol,
+    config: PipelineConfig,
+    x: npt.NDArray[Any],
+    hops: list[HopCounters],
+    out: AnalyzerOutput,
+    clock: _Stopwatch,
+) -> RunResult:
+    hops.append(out.counters)
+    seconds = dict(clock.seconds)
+    seconds["total"] = sum(seconds.values())
+    return RunResult(
+        protocol=protocol,
+        config=config,
+        n=int(x.shape[0]),
+        estimate=out.estimate,
+        truth=protocol.truth(x),
+        hops=hops,
+        analyzer_messages=out.messages,
+        seconds=seconds,
+    )
+
+
 def run_pipeline(
     protocol: ShuffleProtocol,
     values: npt.ArrayLike,
@@ -204,82 +244,65 @@ def run_pipeline(
     # One chain of m shufflers per channel (RSum_RM: one per precision); one analyzer.
     layer_keys, routes = _chain_keys(config, channels, keys)
     stats_rng, *fake_rngs = rng.spawn(m * channels + 1)
-    seconds: dict[str, float] = {}
+    clock = _Stopwatch(on_stage)
 
-    def stage(name: str) -> float:
-        if on_stage is not None:
-            on_stage(name)
-        return time.perf_counter()
-
-    t = stage("encode")
-    messages = Encoder(protocol, codec, routes[0], workers=config.workers).messages(
-        x, rng=stats_rng
-    )
-    channel_of = protocol.channel_of(messages) if channels > 1 else None
-    batches = []
-    for c in range(channels):
-        part = messages if channel_of is None else messages[channel_of == c]
-        encoder = Encoder(protocol, codec, routes[c], workers=config.workers)
-        batches.append(
-            encoder.seal_messages(part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0)
+    with clock.stage("encode", "encode"):
+        messages = Encoder(protocol, codec, routes[0], workers=config.workers).messages(
+            x, rng=stats_rng
         )
-    seconds["encode"] = time.perf_counter() - t
+        channel_of = protocol.channel_of(messages) if channels > 1 else None
+        batches = []
+        for c in range(channels):
+            part = messages if channel_of is None else messages[channel_of == c]
+            encoder = Encoder(protocol, codec, routes[c], workers=config.workers)
+            batches.append(
+                encoder.seal_messages(
+                    part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
+                )
+            )
 
     hops: list[HopCounters] = []
     for c in range(channels):
         batch = batches[c]
         for i in range(m):
             label = f"{i + 1}" if channels == 1 else f"{c + 1}.{i + 1}"
-            t = stage(f"shuffler {label}/{m}")
-            if i in interceptors and c == 0:
-                batch = interceptors[i](batch)
-            shuffler = Shuffler(
-                hop=i,
-                codec=codec,
-                key=layer_keys[c][i],
-                route=routes[c],
-                protocol=protocol,
-                threshold=config.threshold,
-                fake_reports=config.fake_reports,
-                fake_rng=fake_rngs[c * m + i] if config.seeded_fakes else None,
-                replay_protection=config.replay_protection,
-                workers=config.workers,
-                channel=c,
-            )
-            batch, counters = shuffler.process(batch, epoch=config.epoch)
-            counters.channel = c
-            hops.append(counters)
-            seconds[f"shuffler_{label}"] = time.perf_counter() - t
+            with clock.stage(f"shuffler {label}/{m}", f"shuffler_{label}"):
+                if i in interceptors and c == 0:
+                    batch = interceptors[i](batch)
+                shuffler = Shuffler(
+                    hop=i,
+                    codec=codec,
+                    key=layer_keys[c][i],
+                    route=routes[c],
+                    protocol=protocol,
+                    threshold=config.threshold,
+                    fake_reports=config.fake_reports,
+                    fake_rng=fake_rngs[c * m + i] if config.seeded_fakes else None,
+                    replay_protection=config.replay_protection,
+                    workers=config.workers,
+                    channel=c,
+                )
+                batch, counters = shuffler.process(batch, epoch=config.epoch)
+                counters.channel = c
+                hops.append(counters)
         batches[c] = batch
 
-    t = stage("analyze")
-    batch = codec.concat(batches)
-    if m in interceptors:
-        batch = interceptors[m](batch)
-    analyzer = Analyzer(
-        hop=m,
-        codec=codec,
-        key=layer_keys[0][m],
-        protocol=protocol,
-        replay_protection=config.replay_protection,
-        workers=config.workers,
-    )
-    # Fakes actually released: a shuffler that held its whole crowd added none.
-    n_fakes = sum(h.fakes_added for h in hops)
-    out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
-    hops.append(out.counters)
-    seconds["analyze"] = time.perf_counter() - t
-    seconds["total"] = sum(seconds.values())
-    return RunResult(
-        protocol=protocol,
-        config=config,
-        n=n,
-        estimate=out.estimate,
-        truth=protocol.truth(x),
-        hops=hops,
-        analyzer_messages=out.messages,
-        seconds=seconds,
-    )
+    with clock.stage("analyze", "analyze"):
+        batch = codec.concat(batches)
+        if m in interceptors:
+            batch = interceptors[m](batch)
+        analyzer = Analyzer(
+            hop=m,
+            codec=codec,
+            key=layer_keys[0][m],
+            protocol=protocol,
+            replay_protection=config.replay_protection,
+            workers=config.workers,
+        )
+        # Fakes actually released: a shuffler that held its whole crowd added none.
+        n_fakes = sum(h.fakes_added for h in hops)
+        out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
+    return _result(protocol, config, x, hops, out, clock)
 
 
 def _run_tally(
@@ -301,46 +324,27 @@ def _run_tally(
     n, m = int(x.shape[0]), config.shufflers
     codec = make_codec("ideal", message_size=protocol.message_size, layers=m + 1)
     stats_rng, *fake_rngs = rng.spawn(m + 1)
-    seconds: dict[str, float] = {}
+    clock = _Stopwatch(on_stage)
 
-    def stage(name: str) -> float:
-        if on_stage is not None:
-            on_stage(name)
-        return time.perf_counter()
-
-    t = stage("encode")
-    tally: MessageTally = protocol.tally_users(x, rng=stats_rng)
-    seconds["encode"] = time.perf_counter() - t
+    with clock.stage("encode", "encode"):
+        tally: MessageTally = protocol.tally_users(x, rng=stats_rng)
     hops: list[HopCounters] = []
     for i in range(m):
-        t = stage(f"shuffler {i + 1}/{m}")
-        shuffler = Shuffler(
-            hop=i,
-            codec=codec,
-            key=None,
-            route=[b""] * (m + 1),
-            protocol=protocol,
-            threshold=config.threshold,
-            fake_reports=config.fake_reports,
-            fake_rng=fake_rngs[i] if config.seeded_fakes else None,
-        )
-        tally, counters = shuffler.process_tally(tally)
-        hops.append(counters)
-        seconds[f"shuffler_{i + 1}"] = time.perf_counter() - t
-    t = stage("analyze")
-    analyzer = Analyzer(hop=m, codec=codec, key=None, protocol=protocol)
-    n_fakes = sum(h.fakes_added for h in hops)
-    out = analyzer.process_tally(tally, n_users=n, n_fakes=n_fakes)
-    hops.append(out.counters)
-    seconds["analyze"] = time.perf_counter() - t
-    seconds["total"] = sum(seconds.values())
-    return RunResult(
-        protocol=protocol,
-        config=config,
-        n=n,
-        estimate=out.estimate,
-        truth=protocol.truth(x),
-        hops=hops,
-        analyzer_messages=out.messages,
-        seconds=seconds,
-    )
+        with clock.stage(f"shuffler {i + 1}/{m}", f"shuffler_{i + 1}"):
+            shuffler = Shuffler(
+                hop=i,
+                codec=codec,
+                key=None,
+                route=[b""] * (m + 1),
+                protocol=protocol,
+                threshold=config.threshold,
+                fake_reports=config.fake_reports,
+                fake_rng=fake_rngs[i] if config.seeded_fakes else None,
+            )
+            tally, counters = shuffler.process_tally(tally)
+            hops.append(counters)
+    with clock.stage("analyze", "analyze"):
+        analyzer = Analyzer(hop=m, codec=codec, key=None, protocol=protocol)
+        n_fakes = sum(h.fakes_added for h in hops)
+        out = analyzer.process_tally(tally, n_users=n, n_fakes=n_fakes)
+    return _result(protocol, config, x, hops, out, clock)
