@@ -188,20 +188,29 @@ class Inbox:
         out = []
         with self._txn() as db:
             for key_epoch, reports in groups:
-                stored = 0
-                for body in reports:
-                    cur = db.execute(
-                        "INSERT OR IGNORE INTO seen VALUES (?, ?)",
-                        (key_epoch, report_digest(key_epoch, body)),
-                    )
-                    if cur.rowcount:
-                        db.execute(
-                            "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, NULL, ?)",
-                            (key_epoch, body),
-                        )
-                        stored += 1
+                stored = self._store_new(db, key_epoch, None, reports)
                 out.append((stored, len(reports) - stored))
         return out
+
+    @staticmethod
+    def _store_new(
+        db: sqlite3.Connection, key_epoch: int, epoch: int | None, reports: Sequence[bytes]
+    ) -> int:
+        """Insert the reports not yet seen in ``key_epoch`` (epoch None: still open);
+        returns how many were new. Runs inside the caller's transaction."""
+        stored = 0
+        for body in reports:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO seen VALUES (?, ?)",
+                (key_epoch, report_digest(key_epoch, body)),
+            )
+            if cur.rowcount:
+                db.execute(
+                    "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, ?, ?)",
+                    (key_epoch, epoch, body),
+                )
+                stored += 1
+        return stored
 
     def open_count(self) -> dict[int, int]:
         """Reports not yet in a closed epoch, per key epoch."""
@@ -321,18 +330,7 @@ class Inbox:
             cur = db.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?)", (batch_id, chunk_index))
             if not cur.rowcount:
                 return 0, len(reports), False
-            stored = 0
-            for body in reports:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO seen VALUES (?, ?)",
-                    (key_epoch, report_digest(key_epoch, body)),
-                )
-                if cur.rowcount:
-                    db.execute(
-                        "INSERT INTO reports (key_epoch, epoch, body) VALUES (?, ?, ?)",
-                        (key_epoch, epoch, body),
-                    )
-                    stored += 1
+            stored = self._store_new(db, key_epoch, epoch, reports)
             db.execute(
                 "UPDATE upstream SET duplicates = duplicates + ? WHERE batch_id = ?",
                 (len(reports) - stored, batch_id),
