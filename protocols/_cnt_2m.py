@@ -41,6 +41,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
+from ._krr import encode_bits
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["Cnt2M", "Cnt2MParams"]
@@ -133,7 +134,7 @@ class Cnt2M(ShuffleProtocol):
         return np.full(count, ONE, dtype=np.uint8)
 
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
+        return encode_bits(messages)
 
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         values = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]

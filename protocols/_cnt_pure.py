@@ -47,6 +47,7 @@ from ._base import (
 )
 from ._cnt_robust import check_gamma
 from ._errors import ParameterError
+from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric
 from ._registry import ProtocolSpec, register_protocol
 
@@ -190,11 +191,10 @@ class CntPURE(ShuffleProtocol):
         return out
 
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
+        return encode_bits(messages)
 
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        b = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
-        return b.copy(), b <= 1
+        return decode_bits(rows)
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         return (rng.random(check_n(count, "count", 0)) < 0.5).astype(np.uint8)

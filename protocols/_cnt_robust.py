@@ -92,6 +92,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
+from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric, symmetric_geometric_variance
 from ._registry import ProtocolSpec, register_protocol
 
@@ -560,11 +561,10 @@ class CntBN(ShuffleProtocol):
         return np.concatenate([x, noise])
 
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
+        return encode_bits(messages)
 
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        b = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
-        return b.copy(), b <= 1
+        return decode_bits(rows)
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         return (rng.random(check_n(count, "count", 0)) < 0.5).astype(np.uint8)

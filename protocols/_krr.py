@@ -56,6 +56,17 @@ def decode_uints(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.int64
     return padded.view(">u8").reshape(-1).astype(np.int64)
 
 
+def encode_bits(messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+    """One-byte messages of 0/1 protocols as ``(k, 1)`` rows."""
+    return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
+
+
+def decode_bits(rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """Inverse of :func:`encode_bits`, with the mask of rows holding 0 or 1."""
+    b = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
+    return b.copy(), b <= 1
+
+
 @dataclass(frozen=True, slots=True)
 class _KRRParams:
     k: int

@@ -44,7 +44,7 @@ from ._base import (
 )
 from ._cnt_pure import PureBitCounter, default_tau
 from ._errors import BoundNotApplicable, ParameterError
-from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._krr import decode_bits, decode_uints, encode_bits, encode_uints, uint_codec_size
 from ._noise import polya, symmetric_geometric_variance
 from ._registry import ProtocolSpec, register_protocol
 
@@ -462,11 +462,10 @@ class RSumRR(ShuffleProtocol):
         return self.group.randomize(bits, rng=rng).astype(np.uint8)
 
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
+        return encode_bits(messages)
 
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        b = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
-        return b.copy(), b <= 1
+        return decode_bits(rows)
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         return rng.integers(0, 2, size=check_n(count, "count", 0)).astype(np.uint8)
