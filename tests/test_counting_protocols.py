@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.special import logsumexp
 
 from protocols import (
     Cnt2M,
@@ -21,6 +22,13 @@ from protocols import (
     ParameterError,
     ProtocolSpec,
     build_protocol,
+)
+from protocols._cnt_pure import (
+    PureBitCounter,
+    local_lambda,
+    pure_central_epsilon,
+    pure_limit_epsilon,
+    user_laws,
 )
 
 REPEATS = 600
@@ -260,7 +268,7 @@ def test_codec_round_trip_and_garbage_rows(name):
 # --- Cnt_PURE --------------------------------------------------------------------------
 
 
-def test_cnt_pure_noise_law_and_local_calibration():
+def test_cnt_pure_noise_law_and_local_epsilon():
     p = CntPURE(epsilon=0.7, n=5_000)
     b = p.bit
     assert b.tau == 2 * math.ceil(math.log2(5_000)) + 1
@@ -272,9 +280,111 @@ def test_cnt_pure_noise_law_and_local_calibration():
     q1 = b.lam * w.copy()
     q0[b.m] += 1 - b.lam
     q1[b.m + 1] += 1 - b.lam
-    assert np.max(np.abs(np.log(q0) - np.log(q1))) == pytest.approx(0.7)
+    assert np.max(np.abs(np.log(q0) - np.log(q1))) == pytest.approx(b.epsilon_local)
+    assert p.privacy.epsilon_local == pytest.approx(b.epsilon_local)
+    # The central ε is computed, so λ is far below the local calibration's.
+    assert b.certified_users == 1_024
+    assert b.epsilon_local > 3 * 0.7
     assert p.privacy.epsilon_central == 0.7
     assert p.privacy.delta == 0.0
+    assert "cnt_pure_exact_central[1024" in p.privacy.bound
+
+
+# --- Cnt_PURE's exact central accountant ----------------------------------------------
+
+
+def _log_conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Log-space convolution, written out directly (no FFT, no tilting)."""
+    out = np.full((b.size, a.size + b.size - 1), -np.inf)
+    for j in range(b.size):
+        out[j, j : j + a.size] = a + b[j]
+    return logsumexp(out, axis=0)
+
+
+def _direct_epsilon(lp0: np.ndarray, lp1: np.ndarray, zeros: int, ones: int) -> float:
+    """Exact pure ε of user 1's bit when the others are ``zeros`` users holding 0 and
+    ``ones`` holding 1, by sequential log-space convolution."""
+    s = np.zeros(1)
+    for lp in [lp0] * zeros + [lp1] * ones:
+        s = _log_conv(s, lp)
+    return float(np.max(np.abs(_log_conv(s, lp0) - _log_conv(s, lp1))))
+
+
+@pytest.mark.parametrize(
+    ("eps", "tau", "others", "lam"),
+    [(1.0, 9, 50, 0.08), (1.0, 21, 200, 0.08), (0.5, 21, 300, 0.1), (2.0, 15, 300, 0.01)],
+)
+def test_pure_central_epsilon_matches_direct_log_space_convolution(eps, tau, others, lam):
+    alpha = math.exp(-eps)
+    p0, p1 = user_laws(lam, tau, alpha)
+    direct = _direct_epsilon(np.log(p0), np.log(p1), others, 0)
+    tilted = pure_central_epsilon(lam=lam, tau=tau, alpha=alpha, others=others)
+    assert tilted == pytest.approx(direct, abs=1e-8)
+
+
+def test_pure_central_epsilon_bounds_every_dataset():
+    """The reduction: the same-bit half of the others bounds every dataset of n users."""
+    eps, tau, lam, n = 1.0, 7, 0.3, 13
+    alpha = math.exp(-eps)
+    p0, p1 = user_laws(lam, tau, alpha)
+    lp0, lp1 = np.log(p0), np.log(p1)
+    np.testing.assert_allclose(p1, p0[::-1])  # the reflection o -> τ − o swaps the laws
+    bound = pure_central_epsilon(lam=lam, tau=tau, alpha=alpha, others=(n - 1 + 1) // 2)
+    exact = [_direct_epsilon(lp0, lp1, n - 1 - j, j) for j in range(n)]
+    assert max(exact) <= bound + 1e-9
+    # All others holding 0 is exactly the accountant's case.
+    full = pure_central_epsilon(lam=lam, tau=tau, alpha=alpha, others=n - 1)
+    assert exact[0] == pytest.approx(full, abs=1e-9)
+    assert full < bound  # more users, smaller ε
+
+
+def test_pure_central_epsilon_decreases_to_its_large_crowd_limit():
+    eps, tau, lam = 1.0, 21, 0.004
+    alpha = math.exp(-eps)
+    limit = pure_limit_epsilon(lam=lam, tau=tau, alpha=alpha)
+    values = [
+        pure_central_epsilon(lam=lam, tau=tau, alpha=alpha, others=k) for k in (64, 256, 1024)
+    ]
+    assert values[0] > values[1] > values[2] >= limit - 1e-9
+    assert values[2] - limit < 2e-3
+
+
+@pytest.mark.parametrize(("eps", "n"), [(0.5, 300), (1.0, 5_000), (2.0, 3_000)])
+def test_cnt_pure_calibration_certifies_its_target_and_is_near_minimal(eps, n):
+    b = CntPURE(epsilon=eps, n=n).bit
+    assert 0 < b.certified_users <= (n - 1 + 1) // 2
+    again = pure_central_epsilon(lam=b.lam, tau=b.tau, alpha=b.alpha, others=b.certified_users)
+    assert again == pytest.approx(b.epsilon_certified, abs=1e-12)
+    assert again <= eps
+    smaller = pure_central_epsilon(
+        lam=b.lam * math.exp(-0.03), tau=b.tau, alpha=b.alpha, others=b.certified_users
+    )
+    assert smaller > eps - 1e-6  # λ is the smallest certified one, to the 2 % grid
+    assert b.lam < local_lambda(eps, b.tau)
+
+
+def test_cnt_pure_robust_calibration_counts_only_honest_users():
+    full = CntPURE(epsilon=1.0, n=801).bit
+    half = CntPURE(epsilon=1.0, n=801, gamma=0.5).bit
+    assert full.certified_users == 400
+    assert half.certified_users == 200  # ⌈(⌈0.5 · 801⌉ − 1)/2⌉
+    assert half.lam >= full.lam
+
+
+def test_cnt_pure_error_is_far_below_the_local_calibration():
+    n = 2_000
+    p = CntPURE(epsilon=1.0, n=n)
+    x = _bits(n, 700)
+    local = PureBitCounter(
+        1.0,
+        p.bit.tau,
+        local_lambda(1.0, p.bit.tau),
+        p.bit.alpha,
+        p.bit.omega,
+    )
+    stated = math.sqrt(p.variance(x))
+    assert stated < math.sqrt(local.variance(n=n, count=700.0, fakes=0)) / 10
+    assert stated < 10.0  # O_ε(1)-sized at this n (≈ 5.6)
 
 
 def test_cnt_pure_sampled_noise_matches_its_law():
