@@ -24,7 +24,8 @@ Kinds (``>`` big-endian; ``u8/u16/u32/u64``; ``B[n]`` raw bytes)::
                          | u64 received | u64 invalid | u64 replayed | u64 held
                          | u64 fakes_added | u64 forwarded | B[64] signature
     CONTROL  operator -> party, signed by the operator key
-             u8 ver | u8 kind | u8 command | u64 issued_at_ms | B[64] signature
+             u8 ver | u8 kind | u8 command | u64 issued_at_ms | [u64 epoch] | B[64] signature
+             (``epoch`` only for CLOSE_EPOCH_AT: close iff the next epoch id is ``epoch``)
     QUERY    u8 ver | u8 kind | u8 what | u32 len | B[len] utf-8 JSON
     REPLY    u8 ver | u8 kind | u32 len | B[len] utf-8 JSON
 
@@ -108,6 +109,7 @@ _REJECT: Final = struct.Struct(">BH")
 _BATCH: Final = struct.Struct(">BBIQ32sIIII")
 _STATEMENT: Final = struct.Struct(">BIQ32sQQQQQQ")
 _CONTROL: Final = struct.Struct(">BQ")
+_CONTROL_EPOCH: Final = struct.Struct(">Q")
 _QUERY: Final = struct.Struct(">BI")
 _REPLY: Final = struct.Struct(">I")
 STATEMENT_SIZE: Final = _STATEMENT.size + SIGNATURE_SIZE
@@ -186,10 +188,12 @@ class RejectReason(enum.IntEnum):
     INTERNAL = 13
     BAD_TRAP_OPENING = 14
     STALE_CONTROL = 15
+    EPOCH_AHEAD = 16  # CLOSE_EPOCH_AT names an epoch after the party's next one
 
 
 class ControlCommand(enum.IntEnum):
     CLOSE_EPOCH = 1
+    CLOSE_EPOCH_AT = 2  # idempotent: close only if the next epoch id is the frame's ``epoch``
 
 
 class QueryKind(enum.IntEnum):
@@ -639,38 +643,59 @@ def verify_counts(payload: bytes, keys: Sequence[Ed25519PublicKey]) -> CountsFra
 
 @dataclass(frozen=True, slots=True)
 class ControlFrame:
-    """An operator command (e.g. close the current epoch now), signed by the operator."""
+    """An operator command (e.g. close the current epoch now), signed by the operator.
+
+    ``epoch`` is carried only by CLOSE_EPOCH_AT (the epoch id it closes); it is 0 otherwise.
+    """
 
     command: ControlCommand
     issued_at_ms: int
+    epoch: int = 0
 
     def __post_init__(self) -> None:
         _check_uint(self.issued_at_ms, _U64, "issued_at_ms")
+        _check_uint(self.epoch, _U64, "epoch")
+        if self.epoch and self.command is not ControlCommand.CLOSE_EPOCH_AT:
+            raise CryptoParameterError(f"{self.command.name} carries no epoch")
 
     def signed_bytes(self) -> bytes:
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.CONTROL)
-        return head + _CONTROL.pack(self.command, self.issued_at_ms)
+        body = _CONTROL.pack(self.command, self.issued_at_ms)
+        if self.command is ControlCommand.CLOSE_EPOCH_AT:
+            body += _CONTROL_EPOCH.pack(self.epoch)
+        return head + body
 
     def sign(self, key: Ed25519PrivateKey) -> bytes:
         body = self.signed_bytes()
         return body + _sign(key, _CTX_CONTROL, body)
 
 
-def _parse_unverified_control(payload: bytes) -> ControlFrame:
+def _control_size(payload: bytes) -> int:
+    """The size a CONTROL payload must have, from its command byte."""
     _expect(payload, FrameKind.CONTROL)
-    if len(payload) != _PREFIX.size + _CONTROL.size + SIGNATURE_SIZE:
+    if len(payload) <= _PREFIX.size:
+        raise MalformedFrame("a CONTROL frame has a fixed size")
+    extra = _CONTROL_EPOCH.size if payload[_PREFIX.size] == ControlCommand.CLOSE_EPOCH_AT else 0
+    return _PREFIX.size + _CONTROL.size + extra + SIGNATURE_SIZE
+
+
+def _parse_unverified_control(payload: bytes) -> ControlFrame:
+    if len(payload) != _control_size(payload):
         raise MalformedFrame("a CONTROL frame has a fixed size")
     command, issued = _CONTROL.unpack_from(payload, _PREFIX.size)
     try:
-        return ControlFrame(ControlCommand(command), issued)
+        cmd = ControlCommand(command)
     except ValueError:
         raise MalformedFrame(f"unknown control command {command}") from None
+    epoch = 0
+    if cmd is ControlCommand.CLOSE_EPOCH_AT:
+        (epoch,) = _CONTROL_EPOCH.unpack_from(payload, _PREFIX.size + _CONTROL.size)
+    return ControlFrame(cmd, issued, epoch)
 
 
 def verify_control(payload: bytes, key: Ed25519PublicKey) -> ControlFrame:
     """Check the operator's signature on a CONTROL payload, then parse it."""
-    _expect(payload, FrameKind.CONTROL)
-    if len(payload) != _PREFIX.size + _CONTROL.size + SIGNATURE_SIZE:
+    if len(payload) != _control_size(payload):
         raise MalformedFrame("a CONTROL frame has a fixed size")
     _verify(key, _CTX_CONTROL, payload[:-SIGNATURE_SIZE], payload[-SIGNATURE_SIZE:])
     return _parse_unverified_control(payload)

@@ -26,6 +26,7 @@ from ._errors import ThresholdNotMet as ThresholdNotMet
 from ._net import SubmitStats as SubmitStats
 from ._net import TrapSet as TrapSet
 from ._net import close_epoch as close_epoch
+from ._net import close_epochs_together as close_epochs_together
 from ._net import commit_traps as commit_traps
 from ._net import make_traps as make_traps
 from ._net import open_traps as open_traps

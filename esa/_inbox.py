@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from ._errors import ESAError
 
-__all__ = ["EpochRecord", "Inbox", "InboxError", "OutboxEntry", "report_digest"]
+__all__ = ["EpochAhead", "EpochRecord", "Inbox", "InboxError", "OutboxEntry", "report_digest"]
 
 _SCHEMA_VERSION: Final = 1
 
@@ -79,6 +79,16 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 class InboxError(ESAError):
     """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
+
+
+class EpochAhead(ESAError):
+    """An operator asked to close an epoch id beyond the next one (see ``close_epochs``)."""
+
+
+def _next_epoch_id(db: sqlite3.Connection) -> int:
+    """The id the next closed epoch gets: one past the largest ever used."""
+    (next_id,) = db.execute("SELECT COALESCE(MAX(epoch), -1) + 1 FROM epochs").fetchone()
+    return int(next_id)
 
 
 def report_digest(key_epoch: int, report: bytes) -> bytes:
@@ -232,7 +242,7 @@ class Inbox:
             ).fetchone()
             if not count:
                 return None
-            (epoch,) = db.execute("SELECT COALESCE(MAX(epoch), -1) + 1 FROM epochs").fetchone()
+            epoch = _next_epoch_id(db)
             db.execute(
                 "UPDATE reports SET epoch = ? WHERE epoch IS NULL AND key_epoch = ?",
                 (epoch, key_epoch),
@@ -249,8 +259,13 @@ class Inbox:
         *,
         empty: Collection[int] = (),
         if_none_open: int | None = None,
+        at: int | None = None,
     ) -> list[int]:
         """Close one epoch per key epoch in ONE transaction; returns the new epoch ids.
+
+        With ``at``, close only if the next epoch id is ``at``: if it is past ``at`` that
+        close already happened and nothing is closed (an operator's resend is a no-op); if
+        it is before ``at``, :class:`EpochAhead` is raised.
 
         For each of ``key_epochs`` in order, its open reports go into a new closed epoch.
         A key epoch with no open report gets an *empty* closed epoch only if it is in
@@ -261,6 +276,12 @@ class Inbox:
         """
         created = []
         with self._txn() as db:
+            if at is not None:
+                next_id = _next_epoch_id(db)
+                if next_id > at:
+                    return []
+                if next_id < at:
+                    raise EpochAhead(f"asked to close epoch {at}, but the next epoch is {next_id}")
             counts = {
                 k: int(
                     db.execute(
@@ -278,7 +299,7 @@ class Inbox:
                     or (nothing_open and key_epoch == if_none_open)
                 ):
                     continue
-                (epoch,) = db.execute("SELECT COALESCE(MAX(epoch), -1) + 1 FROM epochs").fetchone()
+                epoch = _next_epoch_id(db)
                 db.execute(
                     "UPDATE reports SET epoch = ? WHERE epoch IS NULL AND key_epoch = ?",
                     (epoch, key_epoch),
@@ -385,6 +406,11 @@ class Inbox:
         )
 
     # ------------------------------------------------------------------ processing
+
+    def next_epoch(self) -> int:
+        """The id the next closed epoch will get (epoch ids are never reused)."""
+        with self._txn() as db:
+            return _next_epoch_id(db)
 
     def epochs(self, state: str | None = None) -> list[EpochRecord]:
         """Epochs in ``state`` (all when None), oldest first."""

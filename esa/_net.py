@@ -48,6 +48,7 @@ __all__ = [
     "SubmitStats",
     "TrapSet",
     "close_epoch",
+    "close_epochs_together",
     "commit_traps",
     "make_traps",
     "open_traps",
@@ -171,17 +172,92 @@ async def query(
     return result
 
 
-async def close_epoch(address: Address, operator_key: Any, *, timeout: float = 30.0) -> Ack:
+async def close_epoch(
+    address: Address, operator_key: Any, *, at: int | None = None, timeout: float = 30.0
+) -> Ack:
     """Ask a first shuffler, as its operator, to close its open batch now.
 
     The party always closes at least one epoch — an empty one if no report is open — and
     its batch goes down the chain, so the analyzer records the epoch. The ACK's ``stored``
-    is the number of epochs closed. Do not blindly resend after a lost ACK (the party may
-    have closed already); read its STATUS (docs/network.md, "A lost close").
+    is the number of epochs closed.
+
+    With ``at`` (a CLOSE_EPOCH_AT command) the party closes only if its next epoch id is
+    ``at`` — read it from STATUS's ``next_epoch`` — so the same close can be resent after
+    a lost ACK: a party that has already closed it answers ``stored = 0``. Without ``at``
+    do not blindly resend (the party may have closed already; docs/network.md).
+
+    Raises:
+        PeerRejected: ``epoch_ahead`` if ``at`` is past the party's next epoch.
     """
-    frame = ControlFrame(ControlCommand.CLOSE_EPOCH, int(time.time() * 1000))
+    now = int(time.time() * 1000)
+    if at is None:
+        frame = ControlFrame(ControlCommand.CLOSE_EPOCH, now)
+    else:
+        frame = ControlFrame(ControlCommand.CLOSE_EPOCH_AT, now, at)
     (resp,) = await request(address, [frame.sign(operator_key)], timeout=timeout)
     return expect_ack(resp)
+
+
+async def close_epochs_together(
+    addresses: Sequence[Address],
+    operator_key: Any,
+    *,
+    retries: int = 5,
+    timeout: float = 30.0,
+) -> list[int]:
+    """Close one epoch on each chain (``addresses``: every chain's first shuffler) so that
+    the chains' epoch numbers stay aligned, with every close safe to resend.
+
+    Reads each party's ``next_epoch`` (STATUS) and takes the largest as the target. A
+    chain behind it — an earlier close that reached only some chains, its ACK lost — is
+    first closed at its own next ids until it reaches the target (its extra epochs are
+    empty, as docs/network.md's manual recipe does). Then every chain is closed with
+    CLOSE_EPOCH_AT the target; a close whose reply is lost is resent with the same target,
+    up to ``retries`` times, and a party that had closed it answers 0.
+
+    Returns how far each party's next epoch id moved (the epochs it closed, lost ACKs
+    included).
+
+    Raises:
+        PeerRejected: a party refused a close for another reason than load.
+        ESAError: a chain could not be brought to the target (e.g. the chains serve
+            different ``[keys.epochs]``, so one close moves them by different amounts).
+    """
+
+    async def next_epoch(address: Address) -> int:
+        return int((await query(address, QueryKind.STATUS, timeout=timeout))["next_epoch"])
+
+    async def close_at(i: int, at: int) -> None:
+        for attempt in range(retries + 1):
+            try:
+                await close_epoch(addresses[i], operator_key, at=at, timeout=timeout)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ESAError) as exc:
+                # stale_control: two closes within one millisecond; the resend is newer.
+                transient = not isinstance(exc, PeerRejected) or exc.reason in {
+                    "busy",
+                    "internal",
+                    "stale_control",
+                }
+                if not transient or attempt == retries:
+                    raise
+                await trio.sleep(min(2.0, 0.05 * 2**attempt))
+                continue
+            return
+
+    nexts = [await next_epoch(a) for a in addresses]
+    target = max(nexts)
+    for i, at in enumerate(nexts):
+        while at < target:
+            await close_at(i, at)
+            at = await next_epoch(addresses[i])
+        if at != target:
+            raise ESAError(
+                f"chain {i} is at epoch {at}, past the others' {target}: do its parties "
+                "serve the same [keys.epochs]?"
+            )
+    for i in range(len(addresses)):
+        await close_at(i, target)
+    return [await next_epoch(a) - before for a, before in zip(addresses, nexts, strict=True)]
 
 
 @dataclass(slots=True)

@@ -90,7 +90,7 @@ from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 from ._codec import HopCodec, OnionCodec, make_codec
 from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
-from ._inbox import EpochRecord, Inbox, InboxError
+from ._inbox import EpochAhead, EpochRecord, Inbox, InboxError
 from ._net import FrameStream, PeerClosed, ReadTimeout, expect_ack
 from ._roles import Analyzer, Shuffler
 
@@ -591,10 +591,14 @@ class PartyService:
             )
         self._last_control_ms = frame.issued_at_ms
         await self._db(self.inbox.set_meta, "last_control_ms", str(frame.issued_at_ms))
-        if frame.command is ControlCommand.CLOSE_EPOCH:
+        if frame.command in (ControlCommand.CLOSE_EPOCH, ControlCommand.CLOSE_EPOCH_AT):
             if not self.is_first:
                 raise _Rejected(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")
-            closed = await self._close_open_epochs(operator=True)
+            at = frame.epoch if frame.command is ControlCommand.CLOSE_EPOCH_AT else None
+            try:
+                closed = await self._close_open_epochs(operator=True, at=at)
+            except EpochAhead as exc:
+                raise _Rejected(RejectReason.EPOCH_AHEAD, str(exc)) from None
             return Ack(closed, 0).to_bytes()
         raise _Rejected(RejectReason.UNEXPECTED_KIND, f"command {frame.command}")
 
@@ -665,7 +669,10 @@ class PartyService:
         epochs = await self._db(self.inbox.epochs)
         open_count = await self._db(self.inbox.open_count)
         by_state = collections.Counter(e.state for e in epochs)
+        # The first shuffler's next epoch id is what an operator's CLOSE_EPOCH_AT names.
+        first = {"next_epoch": await self._db(self.inbox.next_epoch)} if self.is_first else {}
         return {
+            **first,
             "party": self.party_name,
             "hop": self.hop,
             "channel": self.channel,
@@ -679,7 +686,7 @@ class PartyService:
 
     # ------------------------------------------------------------------ epochs
 
-    async def _close_open_epochs(self, *, operator: bool = False) -> int:
+    async def _close_open_epochs(self, *, operator: bool = False, at: int | None = None) -> int:
         """Close the open reports into one epoch per key epoch; returns how many epochs.
 
         The size/deadline rule closes only key epochs with open reports. An operator's
@@ -688,14 +695,16 @@ class PartyService:
         for it. With several chains the analyzer joins the chains' epochs by number, so an
         operator's close then closes one epoch per key epoch in service, open reports or
         not: every chain's numbering advances alike (given the same ``[keys.epochs]``).
+        ``at`` (CLOSE_EPOCH_AT) makes the operator's close idempotent: it closes only if
+        the next epoch id is ``at`` (:meth:`Inbox.close_epochs`).
         """
         served = sorted(self.keys)
         if not operator:
             closed = await self._db(self.inbox.close_epochs, served)
         elif self.channels > 1:
-            closed = await self._db(self.inbox.close_epochs, served, empty=served)
+            closed = await self._db(self.inbox.close_epochs, served, empty=served, at=at)
         else:
-            closed = await self._db(self.inbox.close_epochs, served, if_none_open=served[-1])
+            closed = await self._db(self.inbox.close_epochs, served, if_none_open=served[-1], at=at)
         if closed:
             self.counters["epochs_closed"] += len(closed)
             sizes = [await self._db(self.inbox.epoch_size, e) for e in closed]

@@ -41,7 +41,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa import Address, HopCounters, SubmitStats, close_epoch, query, submit_reports
+from esa import (
+    Address,
+    HopCounters,
+    SubmitStats,
+    close_epochs_together,
+    query,
+    submit_reports,
+)
 from protocols import Estimate, ShuffleProtocol
 
 __all__ = ["Chain", "PartyProcess", "run_tcp", "start_chain"]
@@ -454,8 +461,7 @@ def run_tcp(
                     if sub.failed_frames:
                         raise esa.ESAError(f"{sub.failed_frames} frames were never acknowledged")
                     t0 = time.perf_counter()
-                    for first in chain.firsts:
-                        await close_epoch(first.address, chain.operator)
+                    await close_epochs_together([f.address for f in chain.firsts], chain.operator)
                     await wait_processed(chain, timeout=timeout)
                     res = await query(
                         chain.analyzer.address,

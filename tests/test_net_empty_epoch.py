@@ -32,7 +32,7 @@ import crypto
 import esa
 from crypto import _wire as w
 from esa._config import Address, config_from_dict
-from esa._inbox import Inbox
+from esa._inbox import EpochAhead, Inbox
 from esa._net import query, request, submit_reports
 from esa._service import PartyService
 from protocols import ProtocolSpec, RSumRM, ShuffleProtocol, build_protocol
@@ -431,3 +431,85 @@ def test_empty_close_survives_sigkill_right_after_its_commit(tmp_path: Path) -> 
         assert inbox.close_epochs([1, 2], if_none_open=2) == [2]  # 2: nothing else open
         assert inbox.close_epochs([1, 2], empty=[1, 2]) == [3, 4]  # several chains
         assert [inbox.epoch_size(e) for e in range(5)] == [0, 0, 1, 0, 0]
+
+
+# --- idempotent, chain-aligned operator closes (CLOSE_EPOCH_AT) -------------------------
+
+
+def test_close_at_closes_only_the_named_epoch(tmp_path: Path) -> None:
+    with Inbox(tmp_path / "inbox.db", party="shuffler-1") as inbox:
+        assert inbox.next_epoch() == 0
+        inbox.add_reports(1, [b"x" * 8])
+        assert inbox.close_epochs([1], if_none_open=1, at=0) == [0]
+        assert inbox.close_epochs([1], if_none_open=1, at=0) == []  # a resend: no-op
+        assert inbox.next_epoch() == 1
+        with pytest.raises(EpochAhead, match="asked to close epoch 3, but the next epoch is 1"):
+            inbox.close_epochs([1], if_none_open=1, at=3)
+        assert inbox.close_epochs([1, 2], empty=[1, 2], at=1) == [1, 2]
+        assert inbox.close_epochs([1, 2], empty=[1, 2], at=1) == []
+        assert inbox.next_epoch() == 3
+        assert [inbox.epoch_size(e) for e in range(3)] == [1, 0, 0]
+
+
+def _close_at_frame(at: int) -> bytes:
+    global _last_ms
+    _last_ms = max(_last_ms + 1, int(time.time() * 1000))
+    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, _last_ms, at).sign(OPERATOR)
+
+
+async def _close_at(svc: PartyService, at: int) -> bytes:
+    (resp,) = await request(_addr(svc), [_close_at_frame(at)], timeout=10)
+    return resp
+
+
+def test_a_close_that_reached_one_chain_only_is_realigned(keydir: Path, tmp_path: Path) -> None:
+    """The operator's close reached chain 1 but its frame to chain 2 was lost, and chain
+    1's reply too. Resending CLOSE_EPOCH_AT to chain 1 is a no-op; ``close_epochs_together``
+    brings chain 2 to chain 1's epoch and closes the next one on both, so the analyzer
+    joins every chain's epoch 0 with the others' epoch 0 (before, a blind resend closed a
+    second epoch on chain 1 and shifted the chains' numbering for good)."""
+    protocol = _rm()
+    n = 120
+    reports = _sealed(keydir, protocol, np.linspace(0, 1, n), channels=2)
+    parties: list[PartyService] = []
+    out: dict[str, Any] = {}
+
+    async def main(nursery: trio.Nursery) -> None:
+        analyzer, chains = await _deploy(nursery, keydir, tmp_path, protocol, 2)
+        parties.extend([analyzer, *chains[0], *chains[1]])
+        for c in (0, 1):
+            stats = await submit_reports(_addr(chains[c][0]), reports[c], key_epoch=KEY_EPOCH)
+            assert stats.acknowledged == n
+        assert w.parse_ack(await _close_at(chains[0][0], 0)) == w.Ack(1, 0)
+        assert w.parse_ack(await _close_at(chains[0][0], 0)) == w.Ack(0, 0)  # the resend
+        ahead = w.parse_reject(await _close_at(chains[1][0], 5))
+        assert ahead.reason is w.RejectReason.EPOCH_AHEAD
+        assert "next epoch is 0" in ahead.detail
+        firsts = [_addr(chain[0]) for chain in chains]
+        out["moved"] = await esa.close_epochs_together(firsts, OPERATOR)
+        out["next"] = [(await query(a, w.QueryKind.STATUS))["next_epoch"] for a in firsts]
+        await _processed(analyzer, 2)
+        out["result"] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+
+    _run(main, parties)
+    assert out["moved"] == [1, 2]  # chain 2 caught up on epoch 0, then both closed epoch 1
+    assert out["next"] == [2, 2]
+    res = out["result"]
+    assert res["drop_check"] == {"ok": True, "problems": []}
+    assert res["epochs"] == 2
+    # Epoch 0 joined both chains' reports; epoch 1 was empty on both.
+    assert res["estimate_extra"]["messages_per_precision"] == [n + M * N_R] * 2
+
+
+def test_close_epoch_at_frames_round_trip_and_refuse_bad_layouts() -> None:
+    frame = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, 99, 7)
+    signed = frame.sign(OPERATOR)
+    assert w.verify_control(signed, OPERATOR.public_key()) == frame
+    plain = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 99).sign(OPERATOR)
+    assert len(signed) == len(plain) + 8
+    with pytest.raises(w.MalformedFrame):  # the epoch field cut off
+        w.verify_control(signed[:-72] + signed[-64:], OPERATOR.public_key())
+    with pytest.raises(w.MalformedFrame):  # a plain close with an epoch appended
+        w.verify_control(plain[:-64] + bytes(8) + plain[-64:], OPERATOR.public_key())
+    with pytest.raises(crypto.CryptoParameterError, match="carries no epoch"):
+        w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 99, 7)

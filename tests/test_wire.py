@@ -71,6 +71,9 @@ def build_vectors() -> dict[str, Any]:
             .to_bytes()
             .hex(),
             "control": w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1234567).sign(OPERATOR).hex(),
+            "control_at": w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, 1234567, 42)
+            .sign(OPERATOR)
+            .hex(),
             "query": w.Query(w.QueryKind.RESULT, b'{"n":5}').to_bytes().hex(),
             "reply": w.Reply(b'{"ok":true}').to_bytes().hex(),
             "framed_ack": w.encode_frame(w.Ack(3, 1).to_bytes()).hex(),
@@ -95,6 +98,8 @@ def test_vectors_parse_back() -> None:
     assert all(s.consistent for s in counts.statements)
     ctl = w.verify_control(frames["control"], OPERATOR.public_key())
     assert ctl == w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1234567)
+    ctl = w.verify_control(frames["control_at"], OPERATOR.public_key())
+    assert ctl == w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, 1234567, 42)
     assert w.parse_query(frames["query"]) == w.Query(w.QueryKind.RESULT, b'{"n":5}')
     assert w.parse_reply(frames["reply"]).body == b'{"ok":true}'
     assert w.frame_length(frames["framed_ack"][:4]) == len(frames["ack"])

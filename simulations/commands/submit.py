@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa import close_epoch, parse_address, query, submit_reports
+from esa import close_epochs_together, parse_address, query, submit_reports
 from protocols import ProtocolSpec, build_protocol
 
 from .._common import UsageError, emit_json, print_table
@@ -158,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         if len(addresses) > 1:  # per-chain rates do not add up; report the overall one
             out["reports_per_second"] = out["acknowledged"] / out["seconds"]
         if operator is not None:
-            closed = [(await close_epoch(to, operator)).stored for to in addresses]
+            # Idempotent, chain-aligned closes (CLOSE_EPOCH_AT): safe to resend after a
+            # lost reply, and a chain an earlier partial close left behind catches up.
+            closed = await close_epochs_together(addresses, operator, retries=args.retries)
             out["epochs_closed"] = sum(closed)
         return out
 
