@@ -40,9 +40,10 @@ so λ is not the paper's: it is the smallest λ (to 2 %) whose central pure ε t
   So λ ≥ λ_∞(ε), a constant, and the calibration starts its search there. The error is
   therefore Θ(√n) for this mechanism, not the paper's O_ε(1) — consistent with the survey
   (§5.1), which reports that the paper's formula needs ε_c < 0.1 at n = 10^7 for λ ≤ 1
-  (λ = 0.82 at ε_c = 0.01).
-* Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n) the
-  local bound is used: user 1's own law differs between x = 0 and 1 only at o = m, m + 1,
+  (λ = 0.82 at ε_c = 0.01; the computed λ there is 0.72).
+* Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n; or
+  ε ≳ 15, where ratios beyond e^21 or underflowing λ·ω put the computation out of double
+  precision's reach) the local bound is used: user 1's own law differs between x = 0 and 1 only at o = m, m + 1,
   so it is ε_l = ln(1 + (1 − λ)/(λ ω(m)))-LDP, and λ_l makes that ε.
 
 Accuracy, measured (std of ĉ with no fakes; ``esa simulate`` reports it): at n = 10^6,
@@ -75,7 +76,7 @@ from ._base import (
     check_n,
 )
 from ._cnt_robust import check_gamma
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric
 from ._registry import ProtocolSpec, register_protocol
@@ -197,8 +198,10 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
         scan(min(max(float(holes[0]), 0.5), size - 1.5))
         if int(covered.sum()) == before:
             break
-    raise RuntimeError(  # pragma: no cover - a numerical failure, not an input error
-        f"pure_central_epsilon: {int((~covered).sum())} outcomes not covered by any tilt"
+    raise BoundNotApplicable(
+        f"pure_central_epsilon: {int((~covered).sum())} outcomes not covered by any tilt: "
+        f"their likelihood ratio is beyond what one tilt resolves (about e^"
+        f"{-math.log(_TRUST):.0f}), too large an epsilon to compute this way"
     )
 
 
@@ -231,7 +234,10 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
     M_0(θ)/M_1(θ)). By the reduction in the module doc the exact ε decreases in the crowd
     size, so it is ≥ ε_∞ for every n: no λ with ε_∞(λ) > ε is ε-DP for large n."""
     p0, p1 = user_laws(lam, tau, alpha)
-    lq0, lq1 = np.log(p0), np.log(p1)
+    with np.errstate(divide="ignore"):
+        lq0, lq1 = np.log(p0), np.log(p1)
+    if not (np.all(np.isfinite(lq0)) and np.all(np.isfinite(lq1))):
+        return math.inf  # λ·ω underflows to 0 somewhere: nothing can be certified
     o = np.arange(tau + 1, dtype=np.float64)
 
     def gap(theta: float) -> float:
@@ -280,7 +286,10 @@ def _calibrate(epsilon: float, tau: int, others: int) -> tuple[float, float]:
     hi, lo = math.log(lam_local), math.log(max(floor, 1e-12))
 
     def certified(log_lam: float) -> float:
-        return pure_central_epsilon(lam=math.exp(log_lam), tau=tau, alpha=alpha, others=others)
+        try:
+            return pure_central_epsilon(lam=math.exp(log_lam), tau=tau, alpha=alpha, others=others)
+        except ParameterError:  # ratios or laws beyond double precision: not certified
+            return math.inf
 
     # The answer is usually just above λ_∞ (the exact ε is within 10⁻³ of ε_∞ from a few
     # hundred users on): try 2 % above it first, then bisect on ln λ.
@@ -335,6 +344,8 @@ class PureBitCounter:
         others = min((max(honest - 1, 0) + 1) // 2, CERTIFY_CAP)  # ⌈(honest − 1)/2⌉
         alpha = math.exp(-eps)
         omega = _omega(t, alpha)
+        if float(omega.min()) <= 0.0:  # ω underflows (huge ε·τ): only the local bound is exact
+            others = 0
         # The smaller crowd first (4× cheaper); the larger only if it can still help, i.e.
         # when the smaller one's λ is well above the crowd-size-free floor λ_∞.
         users = min(others, CERTIFY_CAP // 4)

@@ -15,6 +15,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from protocols import (
+    BoundNotApplicable,
     Cnt2M,
     CntBN,
     CntPURE,
@@ -427,3 +428,14 @@ def test_cnt_pure_unbiased_variance_messages_fakes():
 def test_cnt_pure_refuses_bad_parameters(kwargs, match):
     with pytest.raises(ParameterError, match=match):
         CntPURE(**kwargs)
+
+
+def test_cnt_pure_falls_back_to_the_local_bound_where_the_computation_cannot_reach():
+    # ε so large that λ·ω underflows, or the likelihood ratios exceed one tilt's range.
+    for eps in (30.0, 100.0):
+        b = CntPURE(epsilon=eps, n=10_000).bit
+        assert b.certified_users == 0
+        assert b.lam == pytest.approx(local_lambda(eps, b.tau))
+        assert b.epsilon_local == pytest.approx(eps)
+    with pytest.raises(BoundNotApplicable, match="not covered by any tilt"):
+        pure_central_epsilon(lam=1e-12, tau=15, alpha=math.exp(-1.0), others=10)
