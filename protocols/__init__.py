@@ -40,6 +40,7 @@ from ._exact_shuffle import pair_epsilon as pair_epsilon
 from ._exact_shuffle import worst_pair_epsilon as worst_pair_epsilon
 from ._fragmenting import AttributeFragmenting as AttributeFragmenting
 from ._fragmenting import OneHotFragmenting as OneHotFragmenting
+from ._fragmenting import RealReportFragmenting as RealReportFragmenting
 from ._fragmenting import ReportFragmenting as ReportFragmenting
 from ._freq_oracles import BLH as BLH
 from ._freq_oracles import FREQUENCY_ORACLES as FREQUENCY_ORACLES

@@ -43,8 +43,9 @@ so λ is not the paper's: it is the smallest λ (to 2 %) whose central pure ε t
   (λ = 0.82 at ε_c = 0.01; the computed λ there is 0.72).
 * Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n; or
   ε ≳ 15, where ratios beyond e^21 or underflowing λ·ω put the computation out of double
-  precision's reach) the local bound is used: user 1's own law differs between x = 0 and 1 only at o = m, m + 1,
-  so it is ε_l = ln(1 + (1 − λ)/(λ ω(m)))-LDP, and λ_l makes that ε.
+  precision's reach) the local bound is used: user 1's own law differs between x = 0 and
+  1 only at o = m, m + 1, so it is ε_l = ln(1 + (1 − λ)/(λ ω(m)))-LDP, and λ_l makes
+  that ε.
 
 Accuracy, measured (std of ĉ with no fakes; ``esa simulate`` reports it): at n = 10^6,
 τ = 41 the computed λ is 0.0100, 0.0026, 0.00053 at ε = 0.5, 1, 2 (std 292, 78, 22),

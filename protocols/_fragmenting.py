@@ -17,6 +17,10 @@ applied afresh to x̃. Privacy:
   shuffled multiset {x̃_i}: it is as private as shuffling n k-RR reports at ε_lb, i.e.
   ε_c = tightest k-RR amplification bound at (ε_lb, n, δ) (survey Thm 2–4).
 
+On reals (a single-message inner on [0, 1] that rounds to a grid, i.e. ``rsum_kr``) the
+backstop is the same k-RR on the inner's grid after unbiased rounding
+(:class:`RealReportFragmenting`).
+
 Estimator: the inner estimator applied to all ω·n fragments estimates ω·hist(x̃) (it is
 unbiased for it); dividing by ω and undoing the backstop, E[hist(x̃)_j] = (1−λ_b) h_j + λ_b n/k,
     ĥ_j = (h̃_j/ω − λ_b n/k) / (1 − λ_b),   λ_b = k/(e^{ε_lb} + k − 1),
@@ -60,6 +64,7 @@ from ._registry import ProtocolSpec, build_protocol, register_protocol
 __all__ = [
     "AttributeFragmenting",
     "OneHotFragmenting",
+    "RealReportFragmenting",
     "ReportFragmenting",
     "report_fragmented",
 ]
@@ -92,6 +97,7 @@ class ReportFragmenting(ShuffleProtocol):
 
     name: ClassVar[str] = "report_fragmenting"
     input_kind: ClassVar[InputKind] = InputKind.CATEGORICAL
+    _inner_kinds: ClassVar[tuple[InputKind, ...]] = (InputKind.BINARY, InputKind.CATEGORICAL)
 
     def __init__(
         self,
@@ -105,9 +111,10 @@ class ReportFragmenting(ShuffleProtocol):
         bound: str | None = None,
     ) -> None:
         _check_single_message(inner, "report fragmenting")
-        if inner.input_kind not in (InputKind.BINARY, InputKind.CATEGORICAL):
+        if inner.input_kind not in self._inner_kinds:
+            kinds = " or ".join(k.name for k in self._inner_kinds)
             raise ParameterError(
-                f"report fragmenting needs a BINARY or CATEGORICAL inner protocol, "
+                f"{type(self).__name__} needs a {kinds} inner protocol, "
                 f"got {inner.name!r} on {inner.input_kind.value}"
             )
         self._inner = inner
@@ -220,6 +227,61 @@ class ReportFragmenting(ShuffleProtocol):
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         return self._inner.truth(values)
+
+
+class RealReportFragmenting(ReportFragmenting):
+    """Report fragmenting of a single-message protocol on reals in [0, 1] (``rsum_kr``).
+
+    The inner protocol rounds to the grid {0, 1/(L−1), …, 1} with L = ``inner.domain``
+    levels. The permanent backstop is the same on that grid: v = R_{L−1}(x) (unbiased
+    randomized rounding), then L-ary RR at ε_lb, x̃ = ṽ/(L−1); each of the ω fragments is
+    the inner randomizer applied to x̃ (which is on the grid, so the inner rounding leaves
+    it as is). The privacy argument is the categorical one: every fragment depends on x only
+    through ṽ, and ṽ is an ε_lb L-RR report of a randomized function of x (a mixture, which
+    the k-RR amplification bound covers by joint convexity), so ε_c is the k-RR bound at
+    (ε_lb, n, δ, L) and a user's reports are min(ε_lb, ω·ε_lf)-LDP.
+
+    Estimator: the inner estimate on the ω·n fragments, S̃, estimates ω Σ x̃; with
+    E x̃ = (1 − λ_b)x + λ_b/2,
+        ŝ = (S̃/ω − λ_b n/2) / (1 − λ_b)                         (unbiased).
+    Stated variance (a bound, like ``rsum_kr``'s): per user
+        Var x̃ ≤ λ_b(c₂ − λ_b/4) + (1 − λ_b)/(4(L−1)²),  c₂ = (2L−1)/(6(L−1)),
+    the maximum over x (reached at x ∈ {0, 1} but for the rounding term), so
+        Var ŝ ≤ (n·that + Var S̃/ω²) / (1 − λ_b)².
+    """
+
+    input_kind: ClassVar[InputKind] = InputKind.REAL01
+    _inner_kinds: ClassVar[tuple[InputKind, ...]] = (InputKind.REAL01,)
+
+    def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """x̃ = L-RR_{ε_lb}(R_{L−1}(x))/(L − 1) (a real client memoizes it)."""
+        x = np.asarray(self.validate_values(values), dtype=np.float64)
+        top = self._k - 1
+        scaled = x * top
+        level = np.floor(scaled)
+        level = np.minimum(level + (rng.random(x.shape[0]) < scaled - level), top)
+        uniform = np.asarray(rng.random(x.shape[0]) < self._lam)
+        level[uniform] = rng.integers(0, self._k, size=int(np.count_nonzero(uniform)))
+        return np.asarray(level / top, dtype=np.float64)
+
+    def per_user_variance_bound(self) -> float:
+        """max over x ∈ [0, 1] of Var x̃ (see class doc)."""
+        lam, top = self._lam, self._k - 1
+        c2 = (2.0 * self._k - 1.0) / (6.0 * top)
+        return lam * (c2 - lam / 4.0) + (1.0 - lam) / (4.0 * top * top)
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        inner = self._inner.estimate(messages, n=n * self._omega, n_fakes=n_fakes)
+        lam = self._lam
+        est = (float(inner.values[0]) / self._omega - lam * n / 2.0) / (1.0 - lam)
+        inner_var = float(inner.expected_std[0]) ** 2 / self._omega**2
+        var = (n * self.per_user_variance_bound() + inner_var) / (1.0 - lam) ** 2
+        return Estimate(
+            values=np.array([est]),
+            expected_std=np.array([math.sqrt(var)]),
+            messages_used=inner.messages_used,
+            extra={"fragments": self._omega, "inner": self._inner.name, "variance_is_bound": True},
+        )
 
 
 class AttributeFragmenting(ShuffleProtocol):
@@ -433,7 +495,8 @@ _FRAGMENTED: dict[str, type[ReportFragmenting]] = {}
 def report_fragmented(
     inner: ShuffleProtocol, spec: ProtocolSpec, fragments: float
 ) -> ReportFragmenting:
-    """``--option report_fragments=ω`` on any single-message BINARY/CATEGORICAL protocol.
+    """``--option report_fragments=ω`` on any single-message protocol (BINARY, CATEGORICAL,
+    or REAL01 on a grid of ``inner.domain`` levels: :class:`RealReportFragmenting`).
 
     The permanent backstop ε_lb is the largest k-RR ε whose shuffled reports meet the target
     (ε_c, δ) for n users by themselves (the fragments are post-processing of the backstop
@@ -443,12 +506,13 @@ def report_fragmented(
     named ``<inner>+report_fragments``.
 
     Raises:
-        ParameterError: ω is not a positive integer, or ``inner`` is multi-message, shared
-            (Split-Mix) or not on BINARY/CATEGORICAL values.
+        ParameterError: ω is not a positive integer, or ``inner`` is multi-message or
+            shared (Split-Mix).
     """
     if not float(fragments).is_integer() or fragments < 1:
         raise ParameterError(f"report_fragments must be a positive integer, got {fragments!r}")
     _check_single_message(inner, "report fragmenting")
+    base = RealReportFragmenting if inner.input_kind is InputKind.REAL01 else ReportFragmenting
     k = inner.domain
     eps_lb, bound = largest_local(
         epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=k
@@ -457,7 +521,7 @@ def report_fragmented(
     if cls is None:
         cls = type(
             f"ReportFragmented[{inner.name}]",
-            (ReportFragmenting,),
+            (base,),
             {"name": f"{inner.name}+report_fragments"},
         )
         _FRAGMENTED[inner.name] = cls
