@@ -13,6 +13,7 @@ from ._amplification import largest_local as largest_local
 from ._amplification import register_bound as register_bound
 from ._amplification import tightest_central as tightest_central
 from ._base import Estimate as Estimate
+from ._base import HonestUsersBound as HonestUsersBound
 from ._base import InputKind as InputKind
 from ._base import MessageTally as MessageTally
 from ._base import PrivacyGuarantee as PrivacyGuarantee

@@ -24,6 +24,7 @@ from ._errors import ParameterError
 
 __all__ = [
     "Estimate",
+    "HonestUsersBound",
     "InputKind",
     "MessageTally",
     "PrivacyGuarantee",
@@ -61,6 +62,23 @@ class PrivacyGuarantee:
     epsilon_local: float
     delta: float
     bound: str
+
+
+@dataclass(frozen=True, slots=True)
+class HonestUsersBound:
+    """What :meth:`ShuffleProtocol.honest_users_bound` knows for a number of honest users.
+
+    Attributes:
+        epsilon_upper: a proven upper bound on the victim's ε.
+        bound: the accountant's name.
+        epsilon_lower: an exact lower bound (the ε of one particular dataset), or ``None``.
+        lower_dataset: which dataset ``epsilon_lower`` is exact for.
+    """
+
+    epsilon_upper: float
+    bound: str
+    epsilon_lower: float | None = None
+    lower_dataset: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +225,13 @@ class ShuffleProtocol(abc.ABC):
         return np.bincount(x, minlength=self.domain).astype(np.float64)
 
     # --- optional: the tally representation (see MessageTally) ---------------------------
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """The protocol's own accountant when only ``honest_others`` users besides the victim
+        run the randomizer honestly (the others' messages are known to the analyzer), at
+        least one shuffler is honest, and no fake is counted; ``None`` (the default) when it
+        has none and the collusion audit uses the generic ε_l-LDP bounds."""
+        return None
+
     @property
     def supports_tally(self) -> bool:
         """True when :meth:`estimate` reads the messages only through :meth:`tally`."""

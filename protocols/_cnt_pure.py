@@ -69,6 +69,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 from ._base import (
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -358,6 +359,26 @@ class PureBitCounter:
             users = 0
         return cls(eps, t, lam, alpha, tuple(float(w) for w in omega), users, certified)
 
+    def honest_bounds(self, honest_others: int) -> tuple[float, float | None, int] | None:
+        """(upper, lower, N) for one user among ``honest_others`` other honest users: the
+        upper bound from N = min(⌈h/2⌉, CERTIFY_CAP) same-bit users (module doc), the exact
+        ε of the dataset where all h hold 0 (a lower bound; ``None`` above 4·CERTIFY_CAP
+        users, to bound the time). ``None`` when h = 0 or the computation cannot reach."""
+        h = check_n(honest_others, "honest others", 0)
+        if h == 0:
+            return None
+        n_up = min((h + 1) // 2, CERTIFY_CAP)
+        try:
+            upper = pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
+            lower = (
+                pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h)
+                if h <= 4 * CERTIFY_CAP
+                else None
+            )
+        except BoundNotApplicable:
+            return None
+        return upper, lower, n_up
+
     @property
     def epsilon_local(self) -> float:
         """ε_l = ln(1 + (1 − λ)/(λ ω(m))): what one user's τ bits reveal on their own."""
@@ -467,6 +488,19 @@ class CntPURE(ShuffleProtocol):
         return (
             f"CntPURE(epsilon={b.epsilon:g}, n={self._n}, tau={b.tau}, lam={b.lam:.6g}, "
             f"certified_users={b.certified_users})"
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """The exact accountant of the module doc for ``honest_others`` honest users."""
+        got = self.bit.honest_bounds(honest_others)
+        if got is None:
+            return None
+        upper, lower, n_up = got
+        return HonestUsersBound(
+            upper,
+            f"cnt_pure_exact_central[{n_up} same-bit honest users]",
+            lower,
+            f"all {honest_others} honest others hold 0",
         )
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:

@@ -25,9 +25,10 @@ printed next to MURS's own formula √(14 ln(2/δ)/((n−1)/(e^{ε_l}+d−1) + n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._base import check_delta, check_epsilon, check_n
+from ._base import HonestUsersBound, check_delta, check_epsilon, check_n
 from ._errors import BoundNotApplicable, ParameterError
 from ._tight import krr_fakes_only_epsilon, shuffled_epsilon
 
@@ -89,6 +90,10 @@ class CollusionConfig:
         colluding_shufflers: c ∈ [0, m].
         epsilon_claimed: the protocol's own no-collusion claim (used when ε_l is ``inf``).
         claimed_bound: the name of that claim's theorem.
+        honest_bound: the protocol's own accountant for h honest other users
+            (:meth:`ShuffleProtocol.honest_users_bound`), used in every scenario with an
+            honest shuffler where it is tighter than the generic bound; its exact lower
+            bound, if any, fills ``epsilon_lower``.
     """
 
     family: str
@@ -102,6 +107,7 @@ class CollusionConfig:
     colluding_shufflers: int = 0
     epsilon_claimed: float | None = None
     claimed_bound: str = ""
+    honest_bound: Callable[[int], HonestUsersBound | None] | None = None
 
     def __post_init__(self) -> None:
         check_n(self.n, "n", 1)
@@ -267,6 +273,10 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
             )
             continue
         eps_u, bound = _upper(cfg, users, fakes)
+        own = cfg.honest_bound(users) if cfg.honest_bound is not None else None
+        own_used = own is not None and own.epsilon_upper < eps_u
+        if own is not None and own_used:
+            eps_u, bound = own.epsilon_upper, own.bound
         claim_used = False
         if name == "none" and cfg.epsilon_claimed is not None and cfg.epsilon_claimed < eps_u:
             # The protocol's own theorem covers exactly this scenario; when it is tighter
@@ -286,6 +296,8 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
         note = ""
         if claim_used:
             note = " (the protocol's own theorem)"
+        elif own_used:
+            note = " (the protocol's own accountant; fakes not counted)"
         elif cfg.family != "krr" and math.isfinite(cfg.epsilon_local):
             note = " (generic ε_l-LDP bound)"
         out.append(
@@ -295,7 +307,13 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                 fakes,
                 eps_u,
                 bound,
-                f"{who}: {_protects(cfg, users, fakes)}{note}",
+                f"{who}: {_protects(cfg, users, fakes)}{note}"
+                + (
+                    f"; exact ε {own.epsilon_lower:.4g} when {own.lower_dataset}"
+                    if own is not None and own.epsilon_lower is not None
+                    else ""
+                ),
+                epsilon_lower=None if own is None else own.epsilon_lower,
                 murs_formula=murs,
                 colluding_users=ku,
                 colluding_shufflers=cs,

@@ -33,6 +33,7 @@ from ._amplification import BOUNDS, krr_lambda, largest_local
 from ._base import (
     TALLY_BLOCK,
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -925,6 +926,20 @@ class RSumPURE(ShuffleProtocol):
             epsilon_local=self.bits * self.bit.epsilon_local,
             delta=0.0,
             bound=f"basic_composition[{self.bits}] x {pure_bound_name(self.bit, 1.0)}",
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Each digit's exact accountant (``Cnt_PURE``), composed over the p digits."""
+        got = self.bit.honest_bounds(honest_others)
+        if got is None:
+            return None
+        upper, lower, n_up = got
+        return HonestUsersBound(
+            self.bits * upper,
+            f"basic_composition[{self.bits}] x cnt_pure_exact_central[{n_up} same-bit users]",
+            None if lower is None else self.bits * lower,
+            f"all {honest_others} honest others hold 0 and the victim 0 vs 2^p − 1 "
+            "(every digit differs)",
         )
 
     def __repr__(self) -> str:

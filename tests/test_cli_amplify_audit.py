@@ -115,6 +115,30 @@ def test_audit_measure_lower_below_upper(capsys: pytest.CaptureFixture[str]) -> 
     assert traced["epsilon_lower"] > 0.5
 
 
+def test_audit_cnt_pure_sandwiches_each_scenario_exactly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Cnt_PURE's own accountant: an upper bound from the same-bit half of the honest users
+    # and the exact ε of the dataset where they all hold 0 (a lower bound), no --measure.
+    out = run_json(
+        capsys, "audit", "--protocol", "cnt_pure", "--n", "400", "--epsilon", "1",
+        "--colluding-users", "100",
+    )  # fmt: skip
+    assert out["violations"] == []
+    rows = {r["scenario"]: r for r in out["scenarios"]}
+    for name, honest in (("none", 399), ("100 users", 299)):
+        r = rows[name]
+        assert r["honest_users"] == honest
+        assert r["bound"] == f"cnt_pure_exact_central[{(honest + 1) // 2} same-bit honest users]"
+        assert r["epsilon_lower"] <= r["epsilon_upper"] <= out["epsilon_local"]
+        assert f"when all {honest} honest others hold 0" in r["explanation"]
+    assert rows["none"]["epsilon_upper"] <= 1.0
+    assert rows["none"]["epsilon_upper"] - rows["none"]["epsilon_lower"] < 0.05
+    # Fewer honest users, weaker (larger) guarantee.
+    assert rows["100 users"]["epsilon_lower"] > rows["none"]["epsilon_lower"]
+    assert rows["all shufflers"]["epsilon_lower"] is None  # only the local randomizer
+
+
 def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (
         ["audit", "--protocol", "nope", "--n", "100", "--epsilon", "1"],

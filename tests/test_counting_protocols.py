@@ -19,6 +19,7 @@ from protocols import (
     Cnt2M,
     CntBN,
     CntPURE,
+    CntRR,
     CntSGM,
     ParameterError,
     ProtocolSpec,
@@ -439,3 +440,19 @@ def test_cnt_pure_falls_back_to_the_local_bound_where_the_computation_cannot_rea
         assert b.epsilon_local == pytest.approx(eps)
     with pytest.raises(BoundNotApplicable, match="not covered by any tilt"):
         pure_central_epsilon(lam=1e-12, tau=15, alpha=math.exp(-1.0), others=10)
+
+
+def test_cnt_pure_honest_users_bound_brackets_every_dataset():
+    """The protocol's own accountant for h honest others: its lower bound is the exact ε of
+    one dataset, its upper bound covers every dataset (checked by direct convolution)."""
+    p = CntPURE(epsilon=1.0, n=13, messages=7)
+    b = p.bit
+    lp0, lp1 = (np.log(q) for q in user_laws(b.lam, b.tau, b.alpha))
+    for h in (1, 4, 12):
+        got = p.honest_users_bound(h)
+        assert got is not None
+        exact = [_direct_epsilon(lp0, lp1, h - j, j) for j in range(h + 1)]
+        assert got.epsilon_lower == pytest.approx(exact[0], abs=1e-9)
+        assert max(exact) <= got.epsilon_upper + 1e-9
+    assert p.honest_users_bound(0) is None
+    assert CntRR(epsilon_local=1.0, n=100, delta=1e-6).honest_users_bound(5) is None

@@ -65,12 +65,13 @@ def audit(
         colluding_shufflers=colluding_shufflers,
         epsilon_claimed=privacy.epsilon_central,
         claimed_bound=privacy.bound,
+        honest_bound=protocol.honest_users_bound,
     )
     rows = []
     violations = []
     measure_note = None
     for sc in collusion_scenarios(cfg):
-        lower = None
+        lower = sc.epsilon_lower  # exact, where the protocol's own accountant gives one
         if measure:
             if on_scenario is not None:
                 on_scenario(sc.scenario)
@@ -88,7 +89,7 @@ def audit(
                         seed=seed,
                     ),
                 )
-                lower = res.epsilon_lower
+                lower = res.epsilon_lower if lower is None else max(lower, res.epsilon_lower)
             except ParameterError as exc:
                 measure_note = f"not measured: {exc}"
         if lower is not None and lower > sc.epsilon_upper:
