@@ -20,6 +20,11 @@ n p (1 − p). With probability ≥ 1 − β, Bernstein's inequality gives |Bin(
     t = √(2 n p (1−p) ln(2/β)) + (2/3) ln(2/β),
 and both branches then have |error| ≤ (1 − p) n + t (:meth:`Cnt2M.error_bound`): the paper's
 O(log(1/δ)/ε²) additive error, since (1 − p) n = 50 ln(2/δ)/ε².
+
+The paper's text was not available offline; p, the validity range and the histogram's 2(ε, δ)
+were cross-checked against a public reading of it (github.com/abiswas3/differentialprivacy,
+ShufflePrivacy/Readme.md: R^zsum with 1 − p = 50 ln(2/δ)/(ε²n), valid for ε, δ ∈ [0, 1]
+and n ≥ 100 ln(2/δ)/ε², from the binomial-smoothness lemma with α = ε/√5).
 """
 
 from __future__ import annotations
