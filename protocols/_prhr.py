@@ -43,7 +43,12 @@ PUCM — public-coin count-min
 Public hash functions h_t : [d] → [s], t ∈ [τ] (a public seed), s = 2n. A user sends
 (t, h_t(x)) for every t, and, for every cell (t, ℓ) ∈ [τ]×[s], the message (t, ℓ) with
 probability λ = 90 τ² ln(2τ/δ)/(ε² n) (survey §4.2: s = 2n, λ ≥ 90 τ² ln(2τ/δ)/n, the ε²
-of the paper's statement was lost in the survey's extraction). The analyzer forms the
+lost in the survey's extraction). The paper's own statement, read in a public copy of
+arXiv 1908.11358 (the proof of Lemma 4.10, privacy of its count-min Algorithm 2): by
+Lemma 4.12 at α = ε/(3τk), Bin(n, γ) is (ε/(τk), δ/(τk), k)-smooth when
+δ ≥ 2τk·exp(−ε²γn/(90τ²k²)) and k ≤ εγn/(6τk), "in particular γn ≥ 90τ²k² ln(2τk/δ)/ε²";
+one value per user is k = 1, which is λ above (and εγn/(6τ) = 15τ ln(2τ/δ)/ε ≥ 1 holds
+then). The analyzer forms the
 count-min table C[t, ℓ], removes the expected blanket nλ (+ fakes) per cell and answers
 ĉ_j = min_t (C[t, h_t(j)] − nλ − n_f/(τ s)): a one-sided (over-)estimate, as the survey notes.
 """
