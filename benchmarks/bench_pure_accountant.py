@@ -1,0 +1,107 @@
+"""Cnt_PURE's exact central accountant: tilted FFTs against direct log-space convolution.
+
+``protocols._cnt_pure.pure_central_epsilon`` computes the exact pure ε of one user among N
+others holding 0 (the bound behind Cnt_PURE's and RSum_PURE's λ). This script times it side
+by side with the obvious exact method — adding the N users one at a time in log space — on
+the same inputs, checks that both give the same ε, and times the whole calibration
+(``CntPURE(...)``, which evaluates the accountant several times) for a few (ε, n).
+
+    python benchmarks/bench_pure_accountant.py            # N up to 800 for the direct method
+    python benchmarks/bench_pure_accountant.py --quick    # N up to 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+from scipy.special import logsumexp
+
+from protocols import CntPURE
+from protocols._cnt_pure import _calibrate, _limit_lambda, pure_central_epsilon, user_laws
+
+
+def direct_epsilon(lam: float, tau: int, alpha: float, others: int) -> float:
+    """The exact ε by sequential log-space convolution (O(N² τ²) work)."""
+    p0, p1 = user_laws(lam, tau, alpha)
+    lp0, lp1 = np.log(p0), np.log(p1)
+
+    def conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.full((b.size, a.size + b.size - 1), -np.inf)
+        for j in range(b.size):
+            out[j, j : j + a.size] = a + b[j]
+        return np.asarray(logsumexp(out, axis=0))
+
+    s = np.zeros(1)
+    for _ in range(others):
+        s = conv(s, lp0)
+    return float(np.max(np.abs(conv(s, lp0) - conv(s, lp1))))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="smaller N for the direct method")
+    args = ap.parse_args()
+    eps, tau = 1.0, 21
+    alpha = math.exp(-eps)
+    for others in (50, 200) if args.quick else (50, 200, 800):
+        lam = 16.0 / others
+        t0 = time.perf_counter()
+        direct = direct_epsilon(lam, tau, alpha, others)
+        t1 = time.perf_counter()
+        tilted = pure_central_epsilon(lam=lam, tau=tau, alpha=alpha, others=others)
+        t2 = time.perf_counter()
+        row = {
+            "case": "accountant",
+            "others": others,
+            "tau": tau,
+            "lam": lam,
+            "epsilon_direct": direct,
+            "epsilon_tilted": tilted,
+            "abs_diff": abs(direct - tilted),
+            "direct_s": round(t1 - t0, 3),
+            "tilted_s": round(t2 - t1, 4),
+            "speedup": round((t1 - t0) / (t2 - t1), 1),
+        }
+        print(json.dumps(row), flush=True)
+    for others in (1024, 4096):
+        t0 = time.perf_counter()
+        pure_central_epsilon(lam=2.7 / 1024, tau=41, alpha=alpha, others=others)
+        print(
+            json.dumps(
+                {
+                    "case": "accountant_large",
+                    "others": others,
+                    "tau": 41,
+                    "tilted_s": round(time.perf_counter() - t0, 3),
+                }
+            ),
+            flush=True,
+        )
+    for n in (10_000, 1_000_000):
+        for e in (0.5, 1.0, 2.0):
+            _calibrate.cache_clear()
+            _limit_lambda.cache_clear()
+            t0 = time.perf_counter()
+            p = CntPURE(epsilon=e, n=n)
+            print(
+                json.dumps(
+                    {
+                        "case": "calibration",
+                        "n": n,
+                        "epsilon": e,
+                        "tau": p.bit.tau,
+                        "lam": p.bit.lam,
+                        "certified_users": p.bit.certified_users,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
