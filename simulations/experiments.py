@@ -877,8 +877,9 @@ def _category_findings(
                     else ("partly" if "cnt_2m" in (worst.method, most.method) else "disagree"),
                     evidence=f"highest RMSE: {worst.method} ({_fmt(_score(worst))}); most "
                     f"messages/user: {most.method} ({_fmt(most.messages_per_user)})",
-                    why="Balcer–Cheu's two-message counter pays for pure privacy with "
-                    "extra messages and a truncated estimator.",
+                    why="Balcer–Cheu's two-message counter hides each user behind binomial "
+                    "noise from about 50 ln(2/δ)/ε² users' extra messages, so its noise and "
+                    "its message count are the largest, and its estimator truncates to 0.",
                 )
             )
         if "skew" in plan.sweeps and "cnt_2m" in by:
