@@ -375,7 +375,7 @@ class PureBitCounter:
                 if h <= 4 * CERTIFY_CAP
                 else None
             )
-        except BoundNotApplicable:
+        except ParameterError:  # beyond double precision (BoundNotApplicable included)
             return None
         return upper, lower, n_up
 
