@@ -440,6 +440,8 @@ def test_cnt_pure_falls_back_to_the_local_bound_where_the_computation_cannot_rea
         assert b.epsilon_local == pytest.approx(eps)
     with pytest.raises(BoundNotApplicable, match="not covered by any tilt"):
         pure_central_epsilon(lam=1e-12, tau=15, alpha=math.exp(-1.0), others=10)
+    # ... and the audit then falls back to the generic bounds instead of failing.
+    assert CntPURE(epsilon=100.0, n=1_000).honest_users_bound(10) is None
 
 
 def test_cnt_pure_honest_users_bound_brackets_every_dataset():
