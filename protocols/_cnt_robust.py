@@ -25,10 +25,14 @@ exact computation of the shuffled view (#(+1), #(−1)) for neighbouring dataset
 (tests/test_counting_protocols.py) finds views with no "+1" message: when the others all
 hold 0, such a view needs the one user holding 1 to draw noise η ≤ −1, so its likelihood
 ratio is ≈ (1 − λ + λP[η ≤ 1])/(λ P[η ≤ −1]), unbounded as λ ∝ 1/n shrinks. (ε = 1, n = 40:
-exact 4.6 > 3.) :attr:`CntSGM.privacy`
-therefore reports the pure guarantee we can prove — the local one, ε_l = max{2ε,
-ln((1−λ+λP[η=0])/(λP[η=2]))}, which holds for every γ — and :attr:`CntSGM.claimed_privacy`
-keeps the survey's statement for comparison. The estimator and its variance are exact.
+exact 4.6 > 3.) In closed form, for every n: the event "no +1 message" has likelihood ratio
+q₀/q₁ with q₀ = 1 − λ + λP[η ≤ 1] and q₁ = λP[η ≤ −1] whatever the other users' number
+(:attr:`CntSGM.no_plus_epsilon`; 6.66 ≤ ε ≤ 8.25 for a target of 1 at n = 10^4, growing like
+ln n as λ ∝ 1/n shrinks), so ``esa audit`` shows the claim fail in every scenario.
+:attr:`CntSGM.privacy` therefore reports the pure guarantee we can prove — the local one,
+ε_l = max{2ε, ln((1−λ+λP[η=0])/(λP[η=2]))}, which holds for every γ — and
+:attr:`CntSGM.claimed_privacy` keeps the survey's statement for comparison. The estimator
+and its variance are exact.
 
 ``Cnt_BN`` (approximate, survey: (ε, δ, γ)-RSDP). What the survey states (seed 004, §4.1):
 the protocol "is based on the Poisson distribution"; user i sends its bit x_i together with
@@ -84,6 +88,7 @@ import numpy.typing as npt
 
 from ._base import (
     Estimate,
+    HonestUsersBound,
     InputKind,
     PrivacyGuarantee,
     ShuffleProtocol,
@@ -208,6 +213,30 @@ class CntSGM(ShuffleProtocol):
         p0 = (1.0 - a) / (1.0 + a)
         p2 = p0 * a * a
         return max(2.0 * p.epsilon, math.log((1.0 - p.lam + p.lam * p0) / (p.lam * p2)))
+
+    @property
+    def no_plus_epsilon(self) -> float:
+        """ln(q₀/q₁): the exact likelihood ratio of the event "no +1 message" when every
+        other honest user holds 0, whatever their number n and the fakes:
+        P[no +1] = q_x·q₀^{others}·2^{−fakes} with q₀ = 1 − λ + λ P[η ≤ 1] (y = −1 + η ≤ 0)
+        and q₁ = λ P[η ≤ −1] (y = 1 + η ≤ 0). A lower bound on the central ε for every n,
+        which refutes the survey's (3ε/γ)-claim whenever it exceeds 3ε/γ."""
+        p = self.params
+        a, lam = p.alpha, p.lam
+        q0 = 1.0 - lam + lam * (1.0 - a * a / (1.0 + a))
+        q1 = lam * a / (1.0 + a)
+        return math.log(q0 / q1)
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the local bound (:attr:`privacy`). Lower: :attr:`no_plus_epsilon`, exact
+        for the event "no +1 message" when all honest others hold 0 (any number of them)."""
+        return HonestUsersBound(
+            self.epsilon_local,
+            "cnt_sgm_local_pure",
+            self.no_plus_epsilon,
+            f"all {check_n(honest_others, 'honest others', 0)} honest others hold 0 "
+            "(event: no +1 message)",
+        )
 
     @property
     def claimed_privacy(self) -> PrivacyGuarantee:

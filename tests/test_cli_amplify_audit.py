@@ -139,6 +139,21 @@ def test_audit_cnt_pure_sandwiches_each_scenario_exactly(
     assert rows["all shufflers"]["epsilon_lower"] is None  # only the local randomizer
 
 
+def test_audit_cnt_sgm_shows_its_claim_fail_in_every_scenario(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = run_json(
+        capsys, "audit", "--protocol", "cnt_sgm", "--n", "10000", "--epsilon", "1",
+        "--colluding-users", "0.5",
+    )  # fmt: skip
+    assert out["violations"] == []
+    with_users = [r for r in out["scenarios"] if r["honest_users"] or "users" in r["scenario"]]
+    assert with_users
+    for r in with_users:
+        assert 1.0 < r["epsilon_lower"] <= r["epsilon_upper"]  # the target 1 is not met
+        assert "no +1 message" in r["explanation"]
+
+
 def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (
         ["audit", "--protocol", "nope", "--n", "100", "--epsilon", "1"],

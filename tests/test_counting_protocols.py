@@ -236,6 +236,23 @@ def test_cnt_sgm_reported_bound_is_valid_and_survey_claim_is_refuted_exactly():
     exact = float(np.max(np.abs(np.log(g0[ok]) - np.log(g1[ok]))))
     assert exact <= p.privacy.epsilon_central + 1e-9
     assert exact > p.claimed_privacy.epsilon_central  # 3ε/γ = 3 does not hold here
+    # The closed-form lower bound is the exact ratio of the event "no +1 message".
+    full0 = _sgm_view([-1, *others], lam, alpha, Y, G)
+    full1 = _sgm_view([1, *others], lam, alpha, Y, G)
+    no_plus = math.log(full0[0, :].sum() / full1[0, :].sum())
+    assert p.no_plus_epsilon == pytest.approx(no_plus, rel=1e-9)
+    assert p.no_plus_epsilon <= exact + 1e-9
+
+
+def test_cnt_sgm_closed_form_lower_bound_refutes_the_claim_at_every_scale():
+    for n in (10_000, 1_000_000):
+        p = build_protocol("cnt_sgm", ProtocolSpec(1.0, 1e-6, n))
+        assert p.claimed_privacy.epsilon_central == pytest.approx(1.0)
+        assert 1.0 < p.no_plus_epsilon <= p.privacy.epsilon_central
+        got = p.honest_users_bound(n - 1)
+        assert got is not None
+        assert got.epsilon_lower == p.no_plus_epsilon
+        assert got.epsilon_upper == p.privacy.epsilon_central
 
 
 @pytest.mark.parametrize(
