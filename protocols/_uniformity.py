@@ -46,6 +46,14 @@ E[D_j²] = ‖d‖² s_j(k − s_j)/(k(k − 1)) and, dividing by q_j and summin
 (for k' = k, the ungrouped k‖d‖²). TV(p, u) ≥ α gives ‖d‖² ≥ 4α²/k, hence
 E[Z] ≥ 4(n − 1)α²(k' − 1)/(k − 1); the test rejects uniformity iff Z > τ, the midpoint
     τ = 2(n − 1)α²(k' − 1)/(k − 1).
+The seed must be drawn after the distribution is fixed. Everything below is an expectation
+over the partition, so it holds for a p chosen independently of the seed; against a p built
+from a known seed it fails outright: put each group's whole mass on one of its values, and
+the group probabilities equal the null ones (χ²(P, q) = 0) while TV(p, u) = 1 − k'/k. A
+deployment should therefore draw a fresh public ``partition_seed`` for each test (e.g. from
+the epoch's public randomness); the fixed default 0 suits simulations
+(tests/test_uniformity.py shows such a p accepted under its seed and rejected under another).
+
 This is an expectation over the partition: spread-out alternatives keep ≈ (k'−1)/(k−1) of
 their distance with a χ²_{k'−1}/(k'−1)-like spread, which is why k' is kept ≥ min(k, 16)
 (:data:`MIN_GROUPS`); an alternative concentrated on two values loses its signal when both

@@ -370,3 +370,28 @@ def test_stated_std_is_the_spread_around_the_noiseless_statistic(counter: str) -
         stds.append(est.expected_std[0])
         assert est.extra["null_std"] < est.expected_std[0]
     assert abs(float(np.std(errs)) / float(np.mean(stds)) - 1) < 0.3
+
+
+def test_a_distribution_built_from_the_known_seed_hides_from_the_grouped_test() -> None:
+    # All of each group's mass on one value: the grouped law is exactly the null one, so
+    # the test with that partition cannot reject (TV from uniform 1 − k'/k), while the same
+    # p under a fresh partition is rejected. Why the seed must be drawn per test. Margins
+    # are wide: τ ≈ 1 190 against a null std of 5.5 (known seed, Z ≈ 2) and Z ≈ 35 000
+    # (fresh seed).
+    k, groups, n = 64, 16, 40_000
+    known = _grouped("cnt_bn", k, groups, n, seed=0)
+    g = known.partition
+    p = np.zeros(k)
+    for j in range(groups):
+        members = np.flatnonzero(g == j)
+        p[members[0]] = members.size / k
+    assert 0.5 * np.abs(p - 1 / k).sum() == pytest.approx(1 - groups / k)
+    fresh = _grouped("cnt_bn", k, groups, n, seed=12345)
+    rng = np.random.default_rng(31)
+    x = rng.choice(k, n, p=p)
+    accepted = [known.test(known.randomize(x, rng=rng), n=n, n_fakes=0).uniform for _ in range(5)]
+    rejected = [
+        not fresh.test(fresh.randomize(x, rng=rng), n=n, n_fakes=0).uniform for _ in range(5)
+    ]
+    assert all(accepted)
+    assert all(rejected)
