@@ -3,6 +3,7 @@ and the public-coin domain grouping (k' groups)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -21,6 +22,8 @@ from protocols._uniformity import (
     UniformityDecision,
     group_partition,
     optimal_groups,
+    partition_failure_bound,
+    partition_moments,
 )
 
 N, K = 5000, 10
@@ -395,3 +398,54 @@ def test_a_distribution_built_from_the_known_seed_hides_from_the_grouped_test() 
     ]
     assert all(accepted)
     assert all(rejected)
+
+
+def _signal(d: np.ndarray, g: np.ndarray, groups: int) -> float:
+    """Q = Σ_j D_j²/s_j = χ²(P, q)/k for the partition g."""
+    sizes = np.bincount(g, minlength=groups)
+    big_d = np.bincount(g, weights=d, minlength=groups)
+    return float(np.sum(big_d * big_d / sizes))
+
+
+@pytest.mark.parametrize(("k", "groups"), [(6, 2), (7, 3), (7, 2), (8, 3)])
+def test_partition_moments_are_exact_over_every_permutation(k: int, groups: int) -> None:
+    # group_partition's law: value π(i) joins group i mod k', π uniform; enumerate all π.
+    d = np.random.default_rng(k * 10 + groups).normal(size=k)
+    d -= d.mean()
+    q = []
+    for perm in itertools.permutations(range(k)):
+        g = np.empty(k, dtype=np.int64)
+        g[list(perm)] = np.arange(k) % groups
+        q.append(_signal(d, g, groups))
+    v = np.array(q)
+    e, a, b = partition_moments(k, groups)
+    p2, p4 = float(np.sum(d**2)), float(np.sum(d**4))
+    assert v.mean() == pytest.approx(e * p2, rel=1e-10)
+    assert np.mean(v * v) == pytest.approx(a * p2 * p2 + b * p4, rel=1e-10)
+
+
+def test_partition_failure_bound_holds_for_spread_and_two_point_alternatives() -> None:
+    # 4 000 fresh partitions each: the frequency of keeping less than half the expected
+    # signal stays below the bound (plus 4 standard errors).
+    k, groups, reps = 64, 16, 4000
+    bound = partition_failure_bound(k, groups)
+    assert 0.25 < bound < 0.3  # 0.289
+    rng = np.random.default_rng(41)
+    spread = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)
+    two_point = np.zeros(k)
+    two_point[:2] = (1.0, -1.0)
+    e = partition_moments(k, groups)[0]
+    for d in (spread, two_point):
+        expected = e * float(np.sum(d**2))
+        low = [
+            _signal(d, group_partition(k, groups, int(rng.integers(1 << 62))), groups)
+            < 0.5 * expected
+            for _ in range(reps)
+        ]
+        freq = float(np.mean(low))
+        assert freq <= bound + 4 * math.sqrt(bound * (1 - bound) / reps)
+    assert partition_failure_bound(k, k) == 0.0  # no grouping
+    with pytest.raises(ParameterError, match="theta"):
+        partition_failure_bound(k, groups, 1.0)
+    t = _grouped("cnt_bn", k, groups, 5000)
+    assert t.partition_failure == pytest.approx(bound)
