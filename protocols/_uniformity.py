@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -175,6 +176,7 @@ def _falling(s: float, c: int) -> float:
     return math.prod(s - t for t in range(c))
 
 
+@lru_cache(maxsize=64)
 def partition_moments(k: int, groups: int) -> tuple[float, float, float]:
     """(e, a, b) with E_π[Q] = e·‖d‖² and E_π[Q²] = a·‖d‖⁴ + b·Σd⁴, exactly, for every
     d with Σd = 0, where Q = Σ_j D_j²/s_j = χ²(P, q)/k over the random partition of
@@ -639,6 +641,7 @@ class UniformityTester(ShuffleProtocol):
                 "type_i_bound": dec.type_i_bound,
                 "alpha": self._alpha,
                 "groups": self._groups,
+                "partition_failure_bound": self.partition_failure,
             },
         )
 
