@@ -359,11 +359,14 @@ class PureBitCounter:
             users = 0
         return cls(eps, t, lam, alpha, tuple(float(w) for w in omega), users, certified)
 
-    def honest_bounds(self, honest_others: int) -> tuple[float, float | None, int] | None:
-        """(upper, lower, N) for one user among ``honest_others`` other honest users: the
-        upper bound from N = min(⌈h/2⌉, CERTIFY_CAP) same-bit users (module doc), the exact
-        ε of the dataset where all h hold 0 (a lower bound; ``None`` above 4·CERTIFY_CAP
-        users, to bound the time). ``None`` when h = 0 or the computation cannot reach."""
+    def honest_users_bound(self, honest_others: int, *, digits: int = 1) -> HonestUsersBound | None:
+        """The exact accountant for one user among ``honest_others`` other honest users,
+        composed over ``digits`` independent counters (``RSum_PURE``'s p digit positions).
+
+        Upper: N = min(⌈h/2⌉, CERTIFY_CAP) same-bit users (module doc). Lower: the exact ε
+        of the dataset where all h hold 0 (for ``digits`` > 1, and the victim's value flips
+        every digit), ``None`` above 4·CERTIFY_CAP users to bound the time. ``None`` when
+        h = 0 or the computation cannot reach."""
         h = check_n(honest_others, "honest others", 0)
         if h == 0:
             return None
@@ -377,7 +380,14 @@ class PureBitCounter:
             )
         except ParameterError:  # beyond double precision (BoundNotApplicable included)
             return None
-        return upper, lower, n_up
+        name = f"cnt_pure_exact_central[{n_up} same-bit honest users]"
+        dataset = f"all {h} honest others hold 0"
+        if digits > 1:
+            name = f"basic_composition[{digits}] x {name}"
+            dataset += " and the victim's value flips every digit"
+        return HonestUsersBound(
+            digits * upper, name, None if lower is None else digits * lower, dataset
+        )
 
     @property
     def epsilon_local(self) -> float:
@@ -492,16 +502,7 @@ class CntPURE(ShuffleProtocol):
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
         """The exact accountant of the module doc for ``honest_others`` honest users."""
-        got = self.bit.honest_bounds(honest_others)
-        if got is None:
-            return None
-        upper, lower, n_up = got
-        return HonestUsersBound(
-            upper,
-            f"cnt_pure_exact_central[{n_up} same-bit honest users]",
-            lower,
-            f"all {honest_others} honest others hold 0",
-        )
+        return self.bit.honest_users_bound(honest_others)
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         x = self.validate_values(values).astype(np.int64, copy=False)

@@ -930,17 +930,7 @@ class RSumPURE(ShuffleProtocol):
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
         """Each digit's exact accountant (``Cnt_PURE``), composed over the p digits."""
-        got = self.bit.honest_bounds(honest_others)
-        if got is None:
-            return None
-        upper, lower, n_up = got
-        return HonestUsersBound(
-            self.bits * upper,
-            f"basic_composition[{self.bits}] x cnt_pure_exact_central[{n_up} same-bit users]",
-            None if lower is None else self.bits * lower,
-            f"all {honest_others} honest others hold 0 and the victim 0 vs 2^p − 1 "
-            "(every digit differs)",
-        )
+        return self.bit.honest_users_bound(honest_others, digits=self.bits)
 
     def __repr__(self) -> str:
         return (
