@@ -235,23 +235,8 @@ class Inbox:
         Returns ``None`` (and creates nothing) when no report of ``key_epoch`` is open; an
         operator's close that must always produce an epoch uses :meth:`close_epochs`.
         """
-        with self._txn() as db:
-            (count,) = db.execute(
-                "SELECT COUNT(*) FROM reports WHERE epoch IS NULL AND key_epoch = ?",
-                (key_epoch,),
-            ).fetchone()
-            if not count:
-                return None
-            epoch = _next_epoch_id(db)
-            db.execute(
-                "UPDATE reports SET epoch = ? WHERE epoch IS NULL AND key_epoch = ?",
-                (epoch, key_epoch),
-            )
-            db.execute(
-                "INSERT INTO epochs (epoch, key_epoch, state) VALUES (?, ?, 'closed')",
-                (epoch, key_epoch),
-            )
-        return int(epoch)
+        created = self.close_epochs([key_epoch])
+        return created[0] if created else None
 
     def close_epochs(
         self,
