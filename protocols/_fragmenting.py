@@ -60,6 +60,7 @@ from ._base import (
 from ._errors import ParameterError
 from ._krr import HistKR, _lookup_bound, decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, build_protocol, register_protocol
+from ._rsum import randomized_round
 
 __all__ = [
     "AttributeFragmenting",
@@ -182,9 +183,14 @@ class ReportFragmenting(ShuffleProtocol):
 
     def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         """The permanent k-RR x̃ (a real client memoizes it across collections)."""
-        x = self.validate_values(values).astype(np.int64, copy=False)
-        out = x.copy()
-        uniform = np.asarray(rng.random(x.shape[0]) < self._lam)
+        return self._permanent_rr(self.validate_values(values), rng=rng)
+
+    def _permanent_rr(
+        self, levels: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> npt.NDArray[np.int64]:
+        """k-RR at ε_lb over [k]: each level replaced by a uniform one with probability λ_b."""
+        out = np.array(levels, dtype=np.int64)
+        uniform = np.asarray(rng.random(out.shape[0]) < self._lam)
         out[uniform] = rng.integers(0, self._k, size=int(np.count_nonzero(uniform)))
         return out
 
@@ -255,14 +261,9 @@ class RealReportFragmenting(ReportFragmenting):
 
     def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         """x̃ = L-RR_{ε_lb}(R_{L−1}(x))/(L − 1) (a real client memoizes it)."""
-        x = np.asarray(self.validate_values(values), dtype=np.float64)
         top = self._k - 1
-        scaled = x * top
-        level = np.floor(scaled)
-        level = np.minimum(level + (rng.random(x.shape[0]) < scaled - level), top)
-        uniform = np.asarray(rng.random(x.shape[0]) < self._lam)
-        level[uniform] = rng.integers(0, self._k, size=int(np.count_nonzero(uniform)))
-        return np.asarray(level / top, dtype=np.float64)
+        levels = randomized_round(self.validate_values(values), top, rng=rng)
+        return np.asarray(self._permanent_rr(levels, rng=rng) / top, dtype=np.float64)
 
     def per_user_variance_bound(self) -> float:
         """max over x ∈ [0, 1] of Var x̃ (see class doc)."""
