@@ -235,6 +235,17 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
             m - 1,
         ),
     ]
+    known: dict[int, HonestUsersBound | None] = {}
+
+    def own_bounds(users: int) -> HonestUsersBound | None:
+        """The protocol's own accountant, once per number of honest users (scenarios that
+        differ only in fakes share it; it can take a second)."""
+        if cfg.honest_bound is None:
+            return None
+        if users not in known:
+            known[users] = cfg.honest_bound(users)
+        return known[users]
+
     out: list[ScenarioBound] = []
     seen: set[tuple[int | None, int]] = set()
     for name, users, fakes, who, ku, cs in rows:
@@ -273,10 +284,10 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
             )
             continue
         eps_u, bound = _upper(cfg, users, fakes)
-        own = cfg.honest_bound(users) if cfg.honest_bound is not None else None
-        own_used = own is not None and own.epsilon_upper < eps_u
-        if own is not None and own_used:
-            eps_u, bound = own.epsilon_upper, own.bound
+        own = own_bounds(users)
+        own_used = False
+        if own is not None and own.epsilon_upper < eps_u:
+            eps_u, bound, own_used = own.epsilon_upper, own.bound, True
         claim_used = False
         if name == "none" and cfg.epsilon_claimed is not None and cfg.epsilon_claimed < eps_u:
             # The protocol's own theorem covers exactly this scenario; when it is tighter
