@@ -66,6 +66,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import brentq, minimize_scalar
+from scipy.special import logsumexp
 
 from ._base import (
     Estimate,
@@ -246,11 +247,12 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
         return -abs(_logsumexp(lq0 + theta * o) - _logsumexp(lq1 + theta * o))
 
     grid = np.linspace(-60.0, 60.0, 4801)
-    values = [gap(float(t)) for t in grid]
+    tilted = grid[:, None] * o[None, :]
+    values = -np.abs(logsumexp(lq0 + tilted, axis=1) - logsumexp(lq1 + tilted, axis=1))
     i = int(np.argmin(values))
     lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, grid.size - 1)])
     best = minimize_scalar(gap, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
-    return max(-float(best.fun), -values[i])
+    return max(-float(best.fun), -float(values[i]))
 
 
 @lru_cache(maxsize=256)
