@@ -172,6 +172,18 @@ async def query(
     return result
 
 
+_last_control_ms = 0
+
+
+def _control_time_ms() -> int:
+    """The time stamp of a new operator command: wall-clock milliseconds, but strictly after
+    this process's previous one (a party refuses a command not newer than the last it took,
+    so two closes within one millisecond must not share a stamp)."""
+    global _last_control_ms
+    _last_control_ms = max(_last_control_ms + 1, int(time.time() * 1000))
+    return _last_control_ms
+
+
 async def close_epoch(
     address: Address, operator_key: Any, *, at: int | None = None, timeout: float = 30.0
 ) -> Ack:
@@ -189,7 +201,7 @@ async def close_epoch(
     Raises:
         PeerRejected: ``epoch_ahead`` if ``at`` is past the party's next epoch.
     """
-    now = int(time.time() * 1000)
+    now = _control_time_ms()
     if at is None:
         frame = ControlFrame(ControlCommand.CLOSE_EPOCH, now)
     else:
@@ -232,12 +244,7 @@ async def close_epochs_together(
             try:
                 await close_epoch(addresses[i], operator_key, at=at, timeout=timeout)
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, ESAError) as exc:
-                # stale_control: two closes within one millisecond; the resend is newer.
-                transient = not isinstance(exc, PeerRejected) or exc.reason in {
-                    "busy",
-                    "internal",
-                    "stale_control",
-                }
+                transient = not isinstance(exc, PeerRejected) or exc.reason in {"busy", "internal"}
                 if not transient or attempt == retries:
                     raise
                 await trio.sleep(min(2.0, 0.05 * 2**attempt))

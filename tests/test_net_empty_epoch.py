@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ import esa
 from crypto import _wire as w
 from esa._config import Address, config_from_dict
 from esa._inbox import EpochAhead, Inbox
-from esa._net import query, request, submit_reports
+from esa._net import _control_time_ms, query, request, submit_reports
 from esa._service import PartyService
 from protocols import ProtocolSpec, RSumRM, ShuffleProtocol, build_protocol
 
@@ -85,14 +84,9 @@ def _party(root: Path, state: Path, protocol: ShuffleProtocol, **kwargs: Any) ->
     return PartyService(_config(root, state, **kwargs), protocol=protocol)
 
 
-_last_ms = 0
-
-
 def _close_frame() -> bytes:
-    # Strictly increasing time stamps: a party accepts each operator command once.
-    global _last_ms
-    _last_ms = max(_last_ms + 1, int(time.time() * 1000))
-    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, _last_ms).sign(OPERATOR)
+    # The client's strictly increasing stamps: a party accepts each operator command once.
+    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, _control_time_ms()).sign(OPERATOR)
 
 
 async def _close(svc: PartyService) -> w.Ack:
@@ -452,9 +446,8 @@ def test_close_at_closes_only_the_named_epoch(tmp_path: Path) -> None:
 
 
 def _close_at_frame(at: int) -> bytes:
-    global _last_ms
-    _last_ms = max(_last_ms + 1, int(time.time() * 1000))
-    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, _last_ms, at).sign(OPERATOR)
+    # Same stamp sequence as esa.close_epochs_together below, so no command looks stale.
+    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, _control_time_ms(), at).sign(OPERATOR)
 
 
 async def _close_at(svc: PartyService, at: int) -> bytes:
