@@ -6,17 +6,18 @@ user sends exactly τ bits (τ odd, m = (τ−1)/2):
     with probability 1 − λ: m + x ones and m + 1 − x zeros        (input-dependent),
     with probability λ:     z ones and τ − z zeros, z ~ ω          (input-independent),
 where ω is the survey's "truncated DLap(τ/2, Δ/ε)": z = clip(m + B + η, 0, τ) with
-B ~ Ber(1/2) and η ~ SG(e^{−ε}) (Δ = 1; m + B is the integer centring at τ/2), symmetric
-about τ/2 so E z = τ/2. The analyzer sees only C, the number of ones, and estimates
+B ~ Ber(1/2) and η ~ SG(e^{−ε/Δ}) (m + B is the integer centring at τ/2; the scale Δ is
+chosen by the calibration below), symmetric about τ/2 so E z = τ/2. The analyzer sees only
+C, the number of ones, and estimates
     ĉ = (C − (1−λ) n m − λ n τ/2 − f/2) / (1 − λ),
 with f = (received bits) − nτ uniform fake bits: unbiased, with exact variance
     Var ĉ = [Σ_i Var o_i + f/4] / (1−λ)²,  E o = (1−λ)(m+x) + λτ/2,
     E o² = (1−λ)(m+x)² + λ E z².
 
 PRIVACY, AND WHERE IT DEPARTS FROM THE PAPER. The survey lost every formula of this
-protocol (τ, λ and the condition for ε-DP) and the paper's proofs were not available offline,
-so λ is not the paper's: it is the smallest λ (to 2 %) whose central pure ε this module
-*computes exactly* for a subset of the other users, by the following reduction.
+protocol (τ, λ, Δ and the condition for ε-DP) and the paper's proofs were not available
+offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose central pure
+ε this module *computes exactly* for a subset of the other users, by this reduction.
 
 * One user's output is its number of ones o, with law p_x = (1−λ)·δ_{m+x} + λ·ω. The
   analyzer sees C = o_1 + S, S the other users' ones. If S = S' + R with R independent of
@@ -28,32 +29,51 @@ so λ is not the paper's: it is the smallest λ (to 2 %) whose central pure ε t
   p_1 to p_0 and swaps the roles of x_1 = 0 and 1, so the same two-sided maximum covers
   it. :func:`pure_central_epsilon` computes that maximum for N i.i.d. p_0 exactly, in
   floating point: the law of N + 1 users is evaluated with exponentially tilted FFTs, one
-  tilt per window of the support, each value used only where it is at least 10⁻⁹ of its
-  tilt's peak (relative error ≲ 10⁻¹⁰; checked against direct log-space convolution in the
-  tests), so the far tails, where the maximum sits (about N/2 below the mean), are exact.
-* N is capped at :data:`CERTIFY_CAP` (first N ≤ CERTIFY_CAP/4, the full cap only if it
-  can still lower λ); the bound for the cap is valid for every larger n. Each evaluation
-  takes 0.1–1.3 s, a calibration a few of them, cached per (ε, τ, N).
-* λ cannot vanish with n. Near c = N·E_θ[o] the crowd's law is locally e^{θ·}-tilted, so
-  the exact ε decreases, as N grows, to ε_∞(λ) = max_θ |ln M_0(θ)/M_1(θ)| with
-  M_x(θ) = Σ_o p_x(o)e^{θo} (:func:`pure_limit_epsilon`; within 10⁻³ from N ≈ 1 000 on).
-  So λ ≥ λ_∞(ε), a constant, and the calibration starts its search there. The error is
-  therefore Θ(√n) for this mechanism, not the paper's O_ε(1) — consistent with the survey
-  (§5.1), which reports that the paper's formula needs ε_c < 0.1 at n = 10^7 for λ ≤ 1
-  (λ = 0.82 at ε_c = 0.01; the computed λ there is 0.72).
+  tilt per window of the support (each window wide enough, by Bernstein's or Chernoff's
+  bound, that under 10⁻⁴⁰ of the mass aliases into it), each value used only where it is at
+  least 10⁻⁷ of its tilt's peak, so the FFT's round-off (a few 10⁻¹⁶ of the peak) is
+  ≲ 10⁻⁸–10⁻⁷ of it, under the calibration's 10⁻⁶ slack. It agrees with direct log-space
+  convolution to 10⁻⁷ (tests), and with a 100× stricter trust to 10⁻¹⁰ at N = 262 144.
+  The far tails are exact too.
+* The limit in N. Near c = N·E_θ[o] the crowd's law is locally e^{θ·}-tilted, so at a
+  fixed λ the exact ε decreases, as N grows, to ε_∞(λ) = max_θ |ln M_0(θ)/M_1(θ)|,
+  M_x(θ) = Σ_o p_x(o)e^{θo} (:func:`pure_limit_epsilon`) — the paper's own criterion: its
+  lower bound asks for two laws on {0, …, m} far apart in total variation whose moment
+  generating functions stay within a constant factor. With Δ = 1 (ω decaying like
+  e^{−ε|k|}) ε_∞ exceeds ε below a constant λ (≈ 3·10⁻³ at ε = 1, τ = 41), which forces
+  an error Θ(√n). A flatter ω (Δ ≥ 1.5) that reaches about ln(1/λ)/ε values on each side of
+  τ/2 keeps ε_∞(λ) < ε down to λ ≈ 10⁻⁶; what the crowd then needs is λ·N, the expected
+  number of users in the noise branch, of a few units (≈ 2–8), so λ falls like 1/n and
+  the error is O_ε(1), the paper's claim. Hence τ = 2⌈log₂ n / min(ε, 1)⌉ + 1 by default
+  (:func:`default_tau`, the paper's O_ε(log n); ``messages`` overrides it).
+* The calibration (:func:`_choose`): every Δ in :data:`SCALES` = (1, 1.5, 2, 3) is
+  bisected on a 2 % grid in ln λ for a pilot crowd of min(N, 256) (valid for any larger
+  crowd); for a larger N, λ is predicted from λ·N and λ_∞ and certified at the full N (raised
+  by 25 % on failure; lowered in 10 % steps while it passes where an evaluation is cheap).
+  The pair leaving the least noise variance λ·E(z − m − ½)² wins. N is capped at
+  :func:`certify_cap` = 41·2¹⁹/τ (2¹⁹ users, n ≈ 10⁶, at τ = 41): the bound for the cap
+  is valid for every larger n. An evaluation takes ~0.1 s at N·τ = 10⁴·4 and ~40 s at the
+  cap; a calibration 1–60 s, cached per (ε, τ, N).
 * Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n; or
-  ε ≳ 15, where ratios beyond e^21 or underflowing λ·ω put the computation out of double
+  ε ≳ 15, where ratios beyond e^16 or underflowing λ·ω put the computation out of double
   precision's reach) the local bound is used: user 1's own law differs between x = 0 and
   1 only at o = m, m + 1, so it is ε_l = ln(1 + (1 − λ)/(λ ω(m)))-LDP, and λ_l makes
   that ε.
 
-Accuracy, measured (std of ĉ with no fakes; ``esa simulate`` reports it): at n = 10^6,
-τ = 41 the computed λ is 0.0100, 0.0026, 0.00053 at ε = 0.5, 1, 2 (std 292, 78, 22),
-against the local calibration's 0.89, 0.65, 0.27 (std 23 700, 3 380, 626). At
-n = 100 and ε = 1 the std is 3.6. The local ε of the computed λ is large (≈ 7 at
-n = 10^6, ε = 1): an analyzer colluding with every shuffler learns far more than the
-central ε, as for every amplified protocol. τ = 2⌈log₂ n⌉ + 1 follows the paper's "O(log n)
-one-bit messages per user" (``messages`` overrides it).
+Accuracy, measured (std of ĉ with half the users holding 1, no fakes; ``esa simulate``
+reports it), n = 10^6:
+
+    ε                  0.1     0.3     0.5     0.9     1       2
+    τ                  401     135     81      47      41      41
+    Δ                  1.5     1.5     1.5     2       2       1.5
+    λ                  1.5e-4  3.3e-5  1.6e-5  6.1e-6  5.1e-6  2.9e-6
+    std                260     41      17      7.9     6.5     2.1
+    std, Δ = 1 only    4 700   –       292     –       78      22   (τ = 41)
+
+(ε = 0.1 is capped at N = 53 605 certified users.) At n = 10^4 the std is 85, 12, 4.8 at
+ε = 0.1, 0.5, 1; at n = 100 and ε = 1 it is 3.6. The local ε of the computed λ is large
+(≈ 14 at n = 10^6, ε = 1): an analyzer colluding with every shuffler learns far more than
+the central ε, as for every amplified protocol.
 """
 
 from __future__ import annotations
@@ -85,7 +105,9 @@ from ._noise import symmetric_geometric
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = [
-    "CERTIFY_CAP",
+    "CERTIFY_WORK",
+    "LOWER_BOUND_CAP",
+    "SCALES",
     "CntPURE",
     "PureBitCounter",
     "default_tau",
@@ -98,30 +120,55 @@ __all__ = [
 #: Largest number of messages per user (τ) accepted.
 MAX_TAU = 1023
 
-#: Most same-bit honest users the exact central accountant convolves (see module doc).
-CERTIFY_CAP = 4096
+#: Most (same-bit honest users) × τ the exact central accountant convolves (module doc):
+#: 2¹⁹ users, n ≈ 10⁶, at τ = 41. One evaluation at the cap takes about 40 s.
+CERTIFY_WORK = 41 << 19
 
-#: A tilted FFT value is trusted only at or above this fraction of its tilt's peak.
-_TRUST = 1e-9
+
+def certify_cap(tau: int) -> int:
+    """Most same-bit honest users the accountant convolves at τ (time ∝ users × τ)."""
+    return max(CERTIFY_WORK // tau, 1)
+
+
+#: The crowd every scale Δ is first calibrated on (a few ms per evaluation at τ = 41).
+_PILOT = 256
+
+#: Most N·τ at which the full-crowd λ is refined downwards (≈ 1 s per evaluation).
+_REFINE_WORK = 1 << 20
+
+#: Most honest users the audit's lower bound (one dataset's exact ε) is computed for.
+LOWER_BOUND_CAP = 1 << 14
+
+#: Scales Δ of ω = truncated DLap(τ/2, Δ/ε) the calibration chooses from (module doc).
+SCALES = (1.0, 1.5, 2.0, 3.0)
+
+#: A tilted FFT value is trusted only at or above this fraction of its tilt's peak: the
+#: FFT's round-off, a few 10⁻¹⁶ of the peak, is then ≲ 10⁻⁸–10⁻⁷ of the value.
+_TRUST = 1e-7
 
 #: ln(2/p) for the Bernstein tail p = 10⁻⁴⁰ that bounds what aliases into a tilt's window.
 _ALIAS_LOG = math.log(2e40)
 
 #: The computed ε must be below the target by this much (the computation's own error is
-#: ≲ 10⁻⁹ in ε).
+#: ≲ 10⁻⁷ in ε, see _TRUST).
 _SLACK = 1e-6
 
 
-def default_tau(n: int) -> int:
-    """τ = 2⌈log₂ n⌉ + 1 (odd, ≥ 3)."""
-    return 2 * max(1, math.ceil(math.log2(max(check_n(n), 2)))) + 1
+def default_tau(n: int, epsilon: float = 1.0) -> int:
+    """τ = 2⌈log₂ n / min(ε, 1)⌉ + 1 (odd, ≥ 3, ≤ :data:`MAX_TAU`): the paper's O_ε(log n).
+
+    ω must stretch over about ln(1/λ)/ε values on each side of τ/2 for λ ~ 1/n to keep
+    ε_∞(λ) below ε (module doc), hence the 1/ε."""
+    n = check_n(n)
+    eps = check_epsilon(epsilon)
+    half = math.ceil(math.log2(max(n, 2)) / min(eps, 1.0))
+    return min(2 * max(1, half) + 1, MAX_TAU)
 
 
-def local_lambda(epsilon: float, tau: int) -> float:
-    """λ_l = 1/(1 + ω(m)(e^ε − 1)): the λ whose randomizer is ε-LDP on its own."""
-    return 1.0 / (
-        1.0 + float(_omega(tau, math.exp(-epsilon))[(tau - 1) // 2]) * math.expm1(epsilon)
-    )
+def local_lambda(epsilon: float, tau: int, scale: float = 1.0) -> float:
+    """λ_l = 1/(1 + ω(m)(e^ε − 1)): the λ whose randomizer is ε-LDP on its own (ω of scale Δ)."""
+    omega_m = float(_omega(tau, math.exp(-epsilon / scale))[(tau - 1) // 2])
+    return 1.0 / (1.0 + omega_m * math.expm1(epsilon))
 
 
 def user_laws(lam: float, tau: int, alpha: float) -> tuple[npt.NDArray[np.float64], ...]:
@@ -164,14 +211,19 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
         l0, l1 = _logsumexp(w0), _logsumexp(w1)
         q0, q1 = np.exp(w0 - l0), np.exp(w1 - l1)
         # Only a window around the tilted mean is computed, with a circular FFT of the
-        # window's length: by Bernstein's inequality (each output within τ of its mean) the
-        # mass outside it, which aliases into it, is below 10⁻⁴⁰, far under any trusted value.
+        # window's length: the mass outside it, which aliases into it, is below 10⁻⁴⁰ on
+        # each side (Bernstein's or Chernoff's bound), far under any trusted value.
         mean = others * float(q0 @ o) + float(q1 @ o)
         var = others * float(q0 @ o**2 - (q0 @ o) ** 2) + float(q1 @ o**2 - (q1 @ o) ** 2)
         a = _ALIAS_LOG * tau / 3.0
         half = a + math.sqrt(a * a + 2.0 * _ALIAS_LOG * max(var, 0.0))
-        lo, hi = max(0, math.floor(mean - half)), min(size - 1, math.ceil(mean + half))
-        width = 1 << max(1, (hi - lo).bit_length())
+        below = above = half
+        if half > 2.0 * math.sqrt(2.0 * _ALIAS_LOG * max(var, 0.0)):  # τ-dominated: refine
+            below, above = (min(half, h) for h in _chernoff_window(w0 - l0, w1 - l1, others, mean))
+        lo = max(0, math.floor(mean - below))
+        hi = min(size - 1, math.ceil(mean + above))
+        # At least τ + 1 wide: np.fft.rfft truncates (does not fold) a longer input.
+        width = 1 << max(1, max(hi - lo, tau).bit_length())
         f0 = np.fft.rfft(q0, width)
         others_part = f0**others
         index = np.arange(lo, hi + 1) % width
@@ -206,6 +258,35 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
         f"their likelihood ratio is beyond what one tilt resolves (about e^"
         f"{-math.log(_TRUST):.0f}), too large an epsilon to compute this way"
     )
+
+
+def _chernoff_window(
+    lq0: npt.NDArray[np.float64], lq1: npt.NDArray[np.float64], others: int, mean: float
+) -> tuple[float, float]:
+    """(h₋, h₊) with P[X < mean − h₋] and P[X > mean + h₊] each ≤ 10⁻⁴⁰ by Chernoff's
+    bound, X the sum of ``others`` draws from e^{lq0} and one from e^{lq1}: for any s ≠ 0,
+    P[(X − mean)·sign(s) ≥ h(s)] ≤ 10⁻⁴⁰ with h(s) = (K(s) + ln 10⁴⁰)/|s| − mean·sign(s),
+    K the log-MGF of X. Any s gives a valid width; the narrowest is searched for. Unlike
+    Bernstein's bound it does not grow with τ, only with the spread of the laws."""
+    o = np.arange(lq0.size, dtype=np.float64)
+    budget = _ALIAS_LOG - math.log(2.0)  # ln 10⁴⁰
+
+    def width(log_s: float, sign: float) -> float:
+        s = sign * math.exp(log_s)
+        k = others * _logsumexp(lq0 + s * o) + _logsumexp(lq1 + s * o)
+        return (k + budget) / abs(s) - sign * mean
+
+    out = []
+    for sign in (-1.0, 1.0):
+        best = minimize_scalar(
+            width,
+            bounds=(math.log(1e-6), math.log(60.0)),
+            args=(sign,),
+            method="bounded",
+            options={"xatol": 1e-3},
+        )
+        out.append(max(float(best.fun), 0.0))
+    return out[0], out[1]
 
 
 def _logsumexp(w: npt.NDArray[np.float64]) -> float:
@@ -246,7 +327,7 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
     def gap(theta: float) -> float:
         return -abs(_logsumexp(lq0 + theta * o) - _logsumexp(lq1 + theta * o))
 
-    grid = np.linspace(-60.0, 60.0, 4801)
+    grid = np.linspace(-60.0, 60.0, 1201)
     tilted = grid[:, None] * o[None, :]
     values = -np.abs(logsumexp(lq0 + tilted, axis=1) - logsumexp(lq1 + tilted, axis=1))
     i = int(np.argmin(values))
@@ -256,11 +337,11 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
 
 
 @lru_cache(maxsize=256)
-def _limit_lambda(epsilon: float, tau: int) -> float:
-    """λ_∞: the λ with ε_∞(λ) = ε (0 if every λ ≥ 10⁻¹² has a smaller ε_∞, the local λ_l
-    if none below it has)."""
-    alpha = math.exp(-epsilon)
-    lam_local = local_lambda(epsilon, tau)
+def _limit_lambda(epsilon: float, tau: int, scale: float = 1.0) -> float:
+    """λ_∞: the λ with ε_∞(λ) = ε for ω of scale Δ (10⁻¹² if every λ down to 10⁻¹² has a
+    smaller ε_∞; the local λ_l if none below it has)."""
+    alpha = math.exp(-epsilon / scale)
+    lam_local = local_lambda(epsilon, tau, scale)
     target = epsilon - _SLACK
 
     def gap(log_lam: float) -> float:
@@ -270,33 +351,39 @@ def _limit_lambda(epsilon: float, tau: int) -> float:
     if gap(hi) >= 0.0:
         return lam_local
     if gap(floor) < 0.0:
-        return 0.0
+        return 1e-12
     return math.exp(float(brentq(gap, floor, hi, xtol=1e-6)))
 
 
+def _certified(epsilon: float, tau: int, scale: float, others: int, lam: float) -> float:
+    """The exact central ε at λ (∞ where the computation cannot reach)."""
+    try:
+        return pure_central_epsilon(
+            lam=lam, tau=tau, alpha=math.exp(-epsilon / scale), others=others
+        )
+    except ParameterError:  # ratios or laws beyond double precision: not certified
+        return math.inf
+
+
 @lru_cache(maxsize=256)
-def _calibrate(epsilon: float, tau: int, others: int) -> tuple[float, float]:
+def _calibrate(epsilon: float, tau: int, others: int, scale: float = 1.0) -> tuple[float, float]:
     """(λ, certified central ε): the smallest λ on a 2 % grid above λ_∞ whose exact central
     ε for ``others`` same-bit users is ≤ the target, or (λ_l, ε) from the local bound when
     nothing smaller is certified."""
-    alpha = math.exp(-epsilon)
-    lam_local = local_lambda(epsilon, tau)
+    lam_local = local_lambda(epsilon, tau, scale)
     if others < 1:
         return lam_local, epsilon
     target = epsilon - _SLACK
-    floor = _limit_lambda(epsilon, tau)
+    floor = _limit_lambda(epsilon, tau, scale)
     if floor >= lam_local:  # the local λ is all that can be shown
         return lam_local, epsilon
-    hi, lo = math.log(lam_local), math.log(max(floor, 1e-12))
+    hi, lo = math.log(lam_local), math.log(floor)
 
     def certified(log_lam: float) -> float:
-        try:
-            return pure_central_epsilon(lam=math.exp(log_lam), tau=tau, alpha=alpha, others=others)
-        except ParameterError:  # ratios or laws beyond double precision: not certified
-            return math.inf
+        return _certified(epsilon, tau, scale, others, math.exp(log_lam))
 
-    # The answer is usually just above λ_∞ (the exact ε is within 10⁻³ of ε_∞ from a few
-    # hundred users on): try 2 % above it first, then bisect on ln λ.
+    # The answer is often just above λ_∞ (the exact ε is within 10⁻³ of ε_∞ from a few
+    # hundred users on, when λ·N is not small): try 2 % above it first, then bisect on ln λ.
     best = (lam_local, epsilon)
     first = min(lo + 0.02, hi)
     eps_first = certified(first)
@@ -314,6 +401,80 @@ def _calibrate(epsilon: float, tau: int, others: int) -> tuple[float, float]:
 
 
 @dataclass(frozen=True, slots=True)
+class _Choice:
+    """One certified calibration: ω's scale Δ, λ, the crowd it was computed for, its ε."""
+
+    scale: float
+    lam: float
+    users: int
+    epsilon: float
+    score: float  # λ·E_ω[(z − m − ½)²], the noise variance one user adds (up to O(λ²))
+
+
+def _noise_second_moment(tau: int, alpha: float) -> float:
+    omega = _omega(tau, alpha)
+    k = np.arange(tau + 1, dtype=np.float64) - (tau - 1) / 2.0 - 0.5
+    return float(omega @ (k * k))
+
+
+@lru_cache(maxsize=256)
+def _choose(epsilon: float, tau: int, others: int) -> _Choice:
+    """The calibration of the module doc: the certified (Δ, λ) of least noise variance.
+
+    1. Every Δ in :data:`SCALES` is calibrated (2 % grid) on the pilot crowd
+       min(others, ``_PILOT``); that λ is valid for any larger crowd.
+    2. For a larger crowd, λ·N (the expected number of users in the noise branch) is
+       what the crowd needs, so λ is predicted as max(1.05·λ_∞(Δ), 1.15·λ_pilot·pilot/N)
+       and certified at the full crowd, raised by 25 % up to three times if it fails and,
+       where an evaluation is cheap (N·τ ≤ ``_REFINE_WORK``), lowered by 10 % while it
+       still passes (up to eight times). A Δ is tried only while its prediction can beat
+       the best so far.
+    """
+    pilot = min(others, _PILOT)
+    choices = []
+    for scale in SCALES:
+        lam, eps_c = _calibrate(epsilon, tau, pilot, scale)
+        moment = _noise_second_moment(tau, math.exp(-epsilon / scale))
+        users = pilot if lam < local_lambda(epsilon, tau, scale) else 0
+        choices.append(_Choice(scale, lam, users, eps_c, lam * moment))
+    best = min(choices, key=lambda c: c.score)
+    if others <= pilot:
+        return best
+    target = epsilon - _SLACK
+    predicted = []
+    for c in choices:
+        if c.users == 0:
+            continue
+        moment = c.score / c.lam
+        guess = max(1.05 * _limit_lambda(epsilon, tau, c.scale), 1.15 * c.lam * pilot / others)
+        predicted.append((guess * moment, guess, moment, c.scale))
+    for score, guess, moment, scale in sorted(predicted):
+        if score >= best.score:
+            break
+        found = None
+        lam = guess
+        for _ in range(4):
+            if lam * moment >= best.score:
+                break
+            eps_c = _certified(epsilon, tau, scale, others, lam)
+            if eps_c <= target:
+                found = (lam, eps_c)
+                break
+            lam *= 1.25
+        if found is None:
+            continue
+        if others * tau <= _REFINE_WORK:
+            for _ in range(8):
+                lower = found[0] / 1.1
+                eps_c = _certified(epsilon, tau, scale, others, lower)
+                if eps_c > target:
+                    break
+                found = (lower, eps_c)
+        best = _Choice(scale, found[0], others, found[1], found[0] * moment)
+    return best
+
+
+@dataclass(frozen=True, slots=True)
 class PureBitCounter:
     """The per-bit mechanism of ``Cnt_PURE`` (see module doc), without any codec.
 
@@ -321,11 +482,12 @@ class PureBitCounter:
         epsilon: the target pure ε of the shuffled count (central).
         tau: τ, odd number of bits each user sends.
         lam: λ, probability of the input-independent branch.
-        alpha: e^{−ε}, the SG parameter of ω.
+        alpha: e^{−ε/Δ}, the SG parameter of ω.
         omega: ω as a probability vector over {0, …, τ}.
         certified_users: N, the same-bit honest users the central ε was computed for
             (0: λ is the local calibration and the bound is local).
         epsilon_certified: the computed central ε at λ (≤ epsilon).
+        scale: Δ, ω's scale (module doc): α = e^{−ε/Δ}.
     """
 
     epsilon: float
@@ -335,6 +497,7 @@ class PureBitCounter:
     omega: tuple[float, ...]
     certified_users: int = 0
     epsilon_certified: float = 0.0
+    scale: float = 1.0
 
     @classmethod
     def derive(cls, *, epsilon: float, tau: int, honest_users: int = 0) -> PureBitCounter:
@@ -345,39 +508,34 @@ class PureBitCounter:
         if t % 2 == 0 or t > MAX_TAU:
             raise ParameterError(f"tau must be odd and <= {MAX_TAU}, got {t}")
         honest = check_n(honest_users, "honest users", 0)
-        others = min((max(honest - 1, 0) + 1) // 2, CERTIFY_CAP)  # ⌈(honest − 1)/2⌉
-        alpha = math.exp(-eps)
-        omega = _omega(t, alpha)
-        if float(omega.min()) <= 0.0:  # ω underflows (huge ε·τ): only the local bound is exact
-            others = 0
-        # The smaller crowd first (4× cheaper); the larger only if it can still help, i.e.
-        # when the smaller one's λ is well above the crowd-size-free floor λ_∞.
-        users = min(others, CERTIFY_CAP // 4)
-        lam, certified = _calibrate(eps, t, users)
-        if others > users and lam > 1.05 * _limit_lambda(eps, t):
-            users = others
-            lam, certified = _calibrate(eps, t, users)
-        if lam >= local_lambda(eps, t):
-            users = 0
-        return cls(eps, t, lam, alpha, tuple(float(w) for w in omega), users, certified)
+        others = min((max(honest - 1, 0) + 1) // 2, certify_cap(t))  # ⌈(honest − 1)/2⌉
+        if float(_omega(t, math.exp(-eps)).min()) <= 0.0:
+            others = 0  # ω underflows (huge ε·τ): only the local bound is exact
+        if others == 0:
+            choice = _Choice(1.0, local_lambda(eps, t), 0, eps, math.nan)
+        else:
+            choice = _choose(eps, t, others)
+        alpha = math.exp(-eps / choice.scale)
+        omega = tuple(float(w) for w in _omega(t, alpha))
+        return cls(eps, t, choice.lam, alpha, omega, choice.users, choice.epsilon, choice.scale)
 
     def honest_users_bound(self, honest_others: int, *, digits: int = 1) -> HonestUsersBound | None:
         """The exact accountant for one user among ``honest_others`` other honest users,
         composed over ``digits`` independent counters (``RSum_PURE``'s p digit positions).
 
-        Upper: N = min(⌈h/2⌉, CERTIFY_CAP) same-bit users (module doc). Lower: the exact ε
+        Upper: N = min(⌈h/2⌉, certify_cap(τ)) same-bit users (module doc). Lower: the exact ε
         of the dataset where all h hold 0 (for ``digits`` > 1, and the victim's value flips
-        every digit), ``None`` above 4·CERTIFY_CAP users to bound the time. ``None`` when
+        every digit), ``None`` above LOWER_BOUND_CAP users to bound the time. ``None`` when
         h = 0 or the computation cannot reach."""
         h = check_n(honest_others, "honest others", 0)
         if h == 0:
             return None
-        n_up = min((h + 1) // 2, CERTIFY_CAP)
+        n_up = min((h + 1) // 2, certify_cap(self.tau))
         try:
             upper = pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
             lower = (
                 pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h)
-                if h <= 4 * CERTIFY_CAP
+                if h <= LOWER_BOUND_CAP
                 else None
             )
         except ParameterError:  # beyond double precision (BoundNotApplicable included)
@@ -470,7 +628,7 @@ class CntPURE(ShuffleProtocol):
         self._gamma = check_gamma(gamma)
         self.bit = PureBitCounter.derive(
             epsilon=epsilon,
-            tau=default_tau(n) if messages is None else messages,
+            tau=default_tau(n, epsilon) if messages is None else messages,
             honest_users=math.ceil(self._gamma * self._n),
         )
 

@@ -120,6 +120,21 @@ def progress(enabled: bool) -> Iterator[Any]:
         yield _NoProgress()
 
 
+@contextlib.contextmanager
+def status(enabled: bool, message: str) -> Iterator[None]:
+    """A spinner with ``message`` on stderr while a stage without steps runs (e.g. a
+    protocol's calibration, ~40 s for ``cnt_pure`` at n = 10^6); same rules as
+    :func:`progress`."""
+    if enabled and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.markup import escape
+
+        with Console(stderr=True).status(escape(message)):
+            yield
+    else:
+        yield
+
+
 class _NoProgress:
     def add_task(self, *_: Any, **__: Any) -> int:
         return 0

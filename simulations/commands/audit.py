@@ -17,7 +17,7 @@ from protocols import (
 )
 
 from .._attacks import AttackSetup, distinguishing_attack, protocol_family
-from .._common import UsageError, emit_json, print_table, progress
+from .._common import UsageError, emit_json, print_table, progress, status
 
 __all__ = ["audit", "register"]
 
@@ -174,7 +174,13 @@ def run(args: Any) -> int:
         raise UsageError(f"--shufflers must be >= 1, got {args.shufflers}")
     if args.measure and args.trials < 30:
         raise UsageError(f"--trials must be >= 30, got {args.trials}")
-    with progress(args.measure and not args.json) as bar:
+    with (
+        progress(args.measure and not args.json) as bar,
+        status(
+            not args.measure and not args.json,
+            f"deriving {args.protocol}'s parameters and each scenario's bounds",
+        ),
+    ):
         task = bar.add_task("attacks", total=7)
 
         def step(name: str) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import esa
 from protocols import ProtocolSpec, ShuffleProtocol, build_protocol, protocol_names
 
-from .._common import UsageError, emit_json, print_table, progress
+from .._common import UsageError, emit_json, print_table, progress, status
 from .._data import DISTRIBUTIONS, generate_values
 
 
@@ -140,7 +140,8 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         options=parse_options(args.option),
     )
     t0 = time.perf_counter()
-    protocol = build_protocol(protocol_name, spec)
+    with status(not getattr(args, "json", True), f"deriving {protocol_name}'s parameters"):
+        protocol = build_protocol(protocol_name, spec)
     representation = choose_representation(protocol, args)
     transport = getattr(args, "transport", "inproc")
     if transport == "tcp" and representation == "tally":
