@@ -350,8 +350,9 @@ def test_pipeline_ideal_one_million_users(name):
 
 def test_rsum_pure_digits_and_parameters():
     p = RSumPURE(epsilon=1.0, n=1000)
-    assert p.bits == 2 * math.ceil(math.log2(1000))
+    assert p.bits == math.ceil(math.log2(1000) / 2) + 1  # 2^p − 1 ≥ √n: rounding std ≤ ½
     assert p.bit.epsilon == pytest.approx(1.0 / p.bits)
+    assert p.bit.tau == 2 * math.ceil(math.log2(1000) * p.bits) + 1  # O_{ε/p}(log n) per digit
     assert p.messages_per_user == p.bits * p.bit.tau
     assert p.privacy.delta == 0.0
     q = RSumPURE(epsilon=1.0, n=1000, precision=5, messages=3)
