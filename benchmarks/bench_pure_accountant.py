@@ -4,7 +4,10 @@
 others holding 0 (the bound behind Cnt_PURE's and RSum_PURE's λ). This script times it side
 by side with the obvious exact method — adding the N users one at a time in log space — on
 the same inputs, checks that both give the same ε, and times the whole calibration
-(``CntPURE(...)``, which evaluates the accountant several times) for a few (ε, n).
+(``CntPURE(...)``, which evaluates the accountant several times) for a few (ε, n). For each
+calibration it also states the std the earlier calibration gave on the same (ε, n) — ω of
+scale Δ = 1 only, τ = 2⌈log₂ n⌉ + 1, crowd capped at 4 096 — so the two are compared
+within one run.
 
     python benchmarks/bench_pure_accountant.py            # N up to 800 for the direct method
     python benchmarks/bench_pure_accountant.py --quick    # N up to 200
@@ -21,7 +24,25 @@ import numpy as np
 from scipy.special import logsumexp
 
 from protocols import CntPURE
-from protocols._cnt_pure import _calibrate, _limit_lambda, pure_central_epsilon, user_laws
+from protocols._cnt_pure import (
+    PureBitCounter,
+    _calibrate,
+    _choose,
+    _limit_lambda,
+    _omega,
+    default_tau,
+    pure_central_epsilon,
+    user_laws,
+)
+
+
+def delta_one_counter(epsilon: float, n: int) -> PureBitCounter:
+    """The earlier calibration: Δ = 1, τ = 2⌈log₂ n⌉ + 1, at most 4 096 same-bit users."""
+    tau = default_tau(n)
+    lam, eps_c = _calibrate(epsilon, tau, min((n - 1 + 1) // 2, 4096), 1.0)
+    alpha = math.exp(-epsilon)
+    omega = tuple(float(w) for w in _omega(tau, alpha))
+    return PureBitCounter(epsilon, tau, lam, alpha, omega, 4096, eps_c, 1.0)
 
 
 def direct_epsilon(lam: float, tau: int, alpha: float, others: int) -> float:
@@ -67,9 +88,9 @@ def main() -> None:
             "speedup": round((t1 - t0) / (t2 - t1), 1),
         }
         print(json.dumps(row), flush=True)
-    for others in (1024, 4096):
+    for others in (1024, 4096, 65536):
         t0 = time.perf_counter()
-        pure_central_epsilon(lam=2.7 / 1024, tau=41, alpha=alpha, others=others)
+        pure_central_epsilon(lam=4.0 / others, tau=41, alpha=math.exp(-0.5), others=others)
         print(
             json.dumps(
                 {
@@ -83,10 +104,14 @@ def main() -> None:
         )
     for n in (10_000, 1_000_000):
         for e in (0.5, 1.0, 2.0):
-            _calibrate.cache_clear()
-            _limit_lambda.cache_clear()
+            for cache in (_calibrate, _limit_lambda, _choose):
+                cache.cache_clear()
             t0 = time.perf_counter()
             p = CntPURE(epsilon=e, n=n)
+            seconds = time.perf_counter() - t0
+            old = delta_one_counter(e, n)
+            std = math.sqrt(p.bit.variance(n=n, count=n / 2, fakes=0))
+            std_old = math.sqrt(old.variance(n=n, count=n / 2, fakes=0))
             print(
                 json.dumps(
                     {
@@ -94,9 +119,15 @@ def main() -> None:
                         "n": n,
                         "epsilon": e,
                         "tau": p.bit.tau,
+                        "scale": p.bit.scale,
                         "lam": p.bit.lam,
                         "certified_users": p.bit.certified_users,
-                        "seconds": round(time.perf_counter() - t0, 2),
+                        "seconds": round(seconds, 2),
+                        "std": round(std, 2),
+                        "delta1_tau": old.tau,
+                        "delta1_lam": old.lam,
+                        "delta1_std": round(std_old, 2),
+                        "std_ratio": round(std_old / std, 1),
                     }
                 ),
                 flush=True,
