@@ -338,7 +338,7 @@ def _direct_epsilon(lp0: np.ndarray, lp1: np.ndarray, zeros: int, ones: int) -> 
         (1.0, 21, 200, 0.08),
         (0.5, 21, 300, 0.1),
         (2.0, 15, 300, 0.01),
-        # τ-dominated windows (Chernoff's bound, some narrower than τ + 1)
+        # large τ (windows dominated by Bernstein's τ term)
         (0.2, 101, 30, 0.05),
         (1.0, 61, 100, 0.01),
     ],
