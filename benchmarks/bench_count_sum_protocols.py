@@ -44,6 +44,7 @@ def main() -> None:
     for name, opts in CASES:
         t0 = time.perf_counter()
         p = build_protocol(name, ProtocolSpec(1.0, 1e-6, args.n, options=opts))
+        _ = p.privacy  # derive every parameter now (Cnt_PURE calibrates lazily)
         build = time.perf_counter() - t0
         rng = np.random.default_rng(args.seed)
         if p.input_kind.value == "binary":

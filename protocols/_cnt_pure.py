@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -110,6 +110,7 @@ __all__ = [
     "SCALES",
     "CntPURE",
     "PureBitCounter",
+    "check_tau",
     "default_tau",
     "local_lambda",
     "pure_central_epsilon",
@@ -152,6 +153,14 @@ _ALIAS_LOG = math.log(2e40)
 #: The computed ε must be below the target by this much (the computation's own error is
 #: ≲ 10⁻⁷ in ε, see _TRUST).
 _SLACK = 1e-6
+
+
+def check_tau(tau: int) -> int:
+    """τ, checked: odd, in [1, :data:`MAX_TAU`]."""
+    t = check_n(tau, "messages (tau)", 1)
+    if t % 2 == 0 or t > MAX_TAU:
+        raise ParameterError(f"tau must be odd and <= {MAX_TAU}, got {t}")
+    return t
 
 
 def default_tau(n: int, epsilon: float = 1.0) -> int:
@@ -471,9 +480,7 @@ class PureBitCounter:
         """Calibrate λ for ``honest_users`` honest users (user 1 included); 0 or 1 gives the
         local calibration."""
         eps = check_epsilon(epsilon)
-        t = check_n(tau, "messages (tau)", 1)
-        if t % 2 == 0 or t > MAX_TAU:
-            raise ParameterError(f"tau must be odd and <= {MAX_TAU}, got {t}")
+        t = check_tau(tau)
         honest = check_n(honest_users, "honest users", 0)
         others = min((max(honest - 1, 0) + 1) // 2, certify_cap(t))  # ⌈(honest − 1)/2⌉
         if float(_omega(t, math.exp(-eps)).min()) <= 0.0:
@@ -593,10 +600,15 @@ class CntPURE(ShuffleProtocol):
     ) -> None:
         self._n = check_n(n)
         self._gamma = check_gamma(gamma)
-        self.bit = PureBitCounter.derive(
-            epsilon=epsilon,
-            tau=default_tau(n, epsilon) if messages is None else messages,
-            honest_users=math.ceil(self._gamma * self._n),
+        self._eps = check_epsilon(epsilon)
+        self._tau = check_tau(default_tau(n, epsilon) if messages is None else messages)
+
+    @cached_property
+    def bit(self) -> PureBitCounter:
+        """The calibrated per-bit mechanism, derived on first use (up to a minute at
+        n = 10^6; module doc), so listing the protocol or its message count costs nothing."""
+        return PureBitCounter.derive(
+            epsilon=self._eps, tau=self._tau, honest_users=math.ceil(self._gamma * self._n)
         )
 
     @property
@@ -609,7 +621,7 @@ class CntPURE(ShuffleProtocol):
 
     @property
     def messages_per_user(self) -> float:
-        return float(self.bit.tau)
+        return float(self._tau)
 
     @property
     def privacy(self) -> PrivacyGuarantee:

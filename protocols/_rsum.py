@@ -43,7 +43,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._cnt_pure import PureBitCounter, default_tau, pure_bound_name
+from ._cnt_pure import PureBitCounter, check_tau, default_tau, pure_bound_name
 from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_bits, decode_uints, encode_bits, encode_uints, uint_codec_size
 from ._noise import polya, symmetric_geometric_variance
@@ -910,10 +910,16 @@ class RSumPURE(ShuffleProtocol):
                 f"rsum_pure: precision must be <= {MAX_PURE_BITS} binary digits, got {self.bits}"
             )
         self.scale = (1 << self.bits) - 1
-        self.bit = PureBitCounter.derive(
-            epsilon=self._eps / self.bits,
-            tau=default_tau(n, self._eps / self.bits) if messages is None else messages,
-            honest_users=n,
+        self._tau = check_tau(
+            default_tau(n, self._eps / self.bits) if messages is None else messages
+        )
+
+    @functools.cached_property
+    def bit(self) -> PureBitCounter:
+        """Each digit's calibrated counter (at ε/p), derived on first use (up to a minute at
+        n = 10^6), so listing the protocol or its message count costs nothing."""
+        return PureBitCounter.derive(
+            epsilon=self._eps / self.bits, tau=self._tau, honest_users=self._n
         )
 
     @property
@@ -926,7 +932,7 @@ class RSumPURE(ShuffleProtocol):
 
     @property
     def messages_per_user(self) -> float:
-        return float(self.bits * self.bit.tau)
+        return float(self.bits * self._tau)
 
     @property
     def privacy(self) -> PrivacyGuarantee:

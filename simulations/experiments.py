@@ -446,6 +446,7 @@ def _run_shuffle(
     try:
         spec, fakes = _spec(name, point)
         proto = build_protocol(name, spec)
+        _ = proto.privacy  # derive every parameter now (Cnt_PURE calibrates lazily)
     except ParameterError as exc:
         row.status, row.reason = "skipped", f"ParameterError: {exc}"
         return

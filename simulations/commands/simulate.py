@@ -142,6 +142,7 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
     t0 = time.perf_counter()
     with status(not getattr(args, "json", True), f"deriving {protocol_name}'s parameters"):
         protocol = build_protocol(protocol_name, spec)
+        _ = protocol.privacy  # derive every parameter now (Cnt_PURE calibrates lazily)
     representation = choose_representation(protocol, args)
     transport = getattr(args, "transport", "inproc")
     if transport == "tcp" and representation == "tally":
