@@ -110,6 +110,7 @@ __all__ = [
     "SCALES",
     "CntPURE",
     "PureBitCounter",
+    "certify_cap",
     "check_tau",
     "default_tau",
     "local_lambda",
