@@ -225,6 +225,8 @@ def test_parties_exit_when_the_simulation_dies(tmp_path: Path) -> None:
 
 
 _INTERRUPTED_RUN = """
+import faulthandler, signal
+faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack if it hangs
 import numpy as np
 import esa
 from protocols import ProtocolSpec, build_protocol
@@ -248,15 +250,18 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_ctrl_c_tears_the_chain_down() -> None:
+def test_ctrl_c_tears_the_chain_down(tmp_path: Path) -> None:
     """SIGINT to a running ``run_tcp`` (as Ctrl-C sends): every party is gone by the time
     the run has exited."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPTED_RUN],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    # stderr to a file, not a pipe nobody drains: a full pipe would block the run.
+    err_path = tmp_path / "stderr.txt"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _INTERRUPTED_RUN],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     kids: list[int] = []
     try:
         deadline = time.monotonic() + 60
@@ -266,7 +271,14 @@ def test_ctrl_c_tears_the_chain_down() -> None:
         assert len(kids) == 2, "the chain's two parties never started"
         time.sleep(1.0)  # parties up (or starting): either way they must be torn down
         os.kill(proc.pid, signal.SIGINT)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs, then fail
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(2.0)
+            pytest.fail(
+                "run_tcp still running 60 s after SIGINT; its stacks:\n" + err_path.read_text()
+            )
         assert proc.returncode != 0
         assert not any(_alive(k) for k in kids)  # checked at once: no grace period
     finally:
@@ -274,8 +286,6 @@ def test_ctrl_c_tears_the_chain_down() -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 def test_a_party_failing_to_start_leaves_nothing_running(tmp_path: Path) -> None:
