@@ -102,7 +102,7 @@ from ._cnt_robust import check_gamma
 from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, number_option, register_protocol
 
 __all__ = [
     "CERTIFY_WORK",
@@ -705,5 +705,5 @@ def _build_cnt_pure(spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon=spec.epsilon,
         n=spec.n,
         messages=None if messages is None else int(messages),
-        gamma=check_gamma(spec.options.get("gamma", 1.0)),
+        gamma=check_gamma(number_option(spec, "gamma", 1.0)),
     )

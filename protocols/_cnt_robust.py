@@ -99,7 +99,7 @@ from ._base import (
 from ._errors import ParameterError
 from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric, symmetric_geometric_variance
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, number_option, register_protocol
 
 __all__ = [
     "CntBN",
@@ -620,7 +620,7 @@ class CntBN(ShuffleProtocol):
 
 
 def _gamma(spec: ProtocolSpec) -> float:
-    return check_gamma(spec.options.get("gamma", 1.0))
+    return check_gamma(number_option(spec, "gamma", 1.0))
 
 
 @register_protocol("cnt_sgm")

@@ -42,7 +42,7 @@ class ProtocolSpec:
     domain: int = 2
     bound: str | None = None
     fake_reports: int = 0
-    options: Mapping[str, float] = field(default_factory=dict)
+    options: Mapping[str, float | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon)
@@ -54,6 +54,14 @@ class ProtocolSpec:
 
 Factory = Callable[[ProtocolSpec], ShuffleProtocol]
 _PROTOCOLS: dict[str, Factory] = {}
+
+
+def number_option(spec: ProtocolSpec, key: str, default: float) -> float:
+    """``spec.options[key]`` (or ``default``), which must be a number."""
+    value = spec.options.get(key, default)
+    if isinstance(value, str):
+        raise ParameterError(f"option {key} must be a number, got {value!r}")
+    return float(value)
 
 
 def register_protocol(name: str) -> Callable[[Factory], Factory]:
@@ -93,7 +101,7 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     inner = factory(dataclasses.replace(spec, options=options))
     from ._fragmenting import report_fragmented  # _fragmenting imports this module
 
-    return report_fragmented(inner, spec, spec.options["report_fragments"])
+    return report_fragmented(inner, spec, number_option(spec, "report_fragments", 0.0))
 
 
 def refuse_forced_bound(name: str, spec: ProtocolSpec) -> None:

@@ -28,7 +28,10 @@ coordinate's counter is configured at (ε/2, δ/2) and the labeled union is (ε,
 composition (and (2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust); the
 partition is public and data-independent. :attr:`privacy` is always twice what the
 counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can prove for its
-reconstruction (see that module), which may exceed the target ε.
+reconstruction (see that module), which may exceed the target ε. ``--option
+counter=cnt_pure`` runs PUT on ``Cnt_PURE`` instead: its central pure ε is computed exactly
+(:mod:`protocols._cnt_pure`), so the test meets the target, with τ one-bit messages per
+user and group instead of one (:data:`COUNTERS` lists each tester's choices).
 
 Statistic. n samples, group j of size s_j has null probability q_j = s_j/k and mean count
 λ_j = n q_j; the counter gives ĉ_j = c_j + η_j with noise variance σ_j² (its
@@ -115,6 +118,7 @@ from ._krr import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, build_protocol, protocol_names, register_protocol
 
 __all__ = [
+    "COUNTERS",
     "UniformityDecision",
     "UniformityTester",
     "group_partition",
@@ -653,7 +657,10 @@ class UniformityTester(ShuffleProtocol):
 
 
 class PUT(UniformityTester):
-    """``PUT``: the tester on ``Cnt_SGM`` counters (robust pure shuffle privacy)."""
+    """``PUT``: the tester on ``Cnt_SGM`` counters (robust pure shuffle privacy), or on
+    ``Cnt_PURE`` ones (``counter="cnt_pure"``): the survey's PUT states only Cnt_SGM's
+    local bound, far above the target (module doc); Cnt_PURE's central ε is computed
+    exactly, at τ one-bit messages per user and group."""
 
     name: ClassVar[str] = "put"
 
@@ -664,12 +671,23 @@ class AUT(UniformityTester):
     name: ClassVar[str] = "aut"
 
 
-def _build(counter: str, spec: ProtocolSpec) -> ShuffleProtocol:
+#: Counters each tester accepts through ``--option counter=NAME`` (the first is the
+#: paper's, the default): PUT needs a pure (δ = 0) counter, AUT an (ε, δ) one.
+COUNTERS = {"put": ("cnt_sgm", "cnt_pure"), "aut": ("cnt_bn", "cnt_rr", "cnt_2m")}
+
+
+def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     opts = spec.options
     groups = opts.get("groups")
-    cls = {"cnt_sgm": PUT, "cnt_bn": AUT}[counter]
+    allowed = COUNTERS[name]
+    counter = opts.get("counter", allowed[0])
+    if counter not in allowed:
+        raise ParameterError(
+            f"{name}: counter must be one of {', '.join(allowed)}, got {counter!r}"
+        )
+    cls = PUT if name == "put" else AUT
     return cls(
-        counter=counter,
+        counter=str(counter),
         domain=spec.domain,
         epsilon=spec.epsilon,
         delta=spec.delta,
@@ -684,11 +702,13 @@ def _build(counter: str, spec: ProtocolSpec) -> ShuffleProtocol:
 
 @register_protocol("put")
 def _build_put(spec: ProtocolSpec) -> ShuffleProtocol:
-    """``PUT``: grouping + one-hot + ``Cnt_SGM`` per group (robust pure shuffle privacy)."""
-    return _build("cnt_sgm", spec)
+    """``PUT``: grouping + one-hot + ``Cnt_SGM`` per group (robust pure shuffle privacy);
+    ``--option counter=cnt_pure`` uses ``Cnt_PURE``, whose central ε is proven."""
+    return _build("put", spec)
 
 
 @register_protocol("aut")
 def _build_aut(spec: ProtocolSpec) -> ShuffleProtocol:
-    """``AUT``: grouping + one-hot + ``Cnt_BN`` per group (robust approximate privacy)."""
-    return _build("cnt_bn", spec)
+    """``AUT``: grouping + one-hot + ``Cnt_BN`` per group (robust approximate privacy);
+    ``--option counter=cnt_rr`` or ``cnt_2m`` swaps the counter."""
+    return _build("aut", spec)

@@ -4,6 +4,7 @@ and the public-coin domain grouping (k' groups)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -14,7 +15,6 @@ from protocols import (
     ProtocolSpec,
     UniformityTester,
     build_protocol,
-    protocol_names,
     uniformity_min_samples,
 )
 from protocols._uniformity import (
@@ -160,24 +160,40 @@ def test_bad_parameters_refused(kwargs: dict[str, object], match: str) -> None:
         UniformityTester(**{**base, **kwargs})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("name", "counter"), [("put", "cnt_sgm"), ("aut", "cnt_bn")])
-def test_registered_testers_use_the_papers_counters(name: str, counter: str) -> None:
-    if counter not in protocol_names():
-        pytest.skip(f"{counter} is not registered yet (another module provides it)")
-    t = build_protocol(name, ProtocolSpec(epsilon=2.0, delta=1e-6, n=N, domain=K))
+@pytest.mark.parametrize(
+    ("name", "counter", "option"),
+    [("put", "cnt_sgm", None), ("aut", "cnt_bn", None), ("put", "cnt_pure", "cnt_pure")],
+)
+def test_registered_testers_use_the_papers_counters(
+    name: str, counter: str, option: str | None
+) -> None:
+    options = {} if option is None else {"counter": option}
+    spec = ProtocolSpec(epsilon=2.0, delta=1e-6, n=N, domain=K, options=options)
+    t = build_protocol(name, spec)
     assert isinstance(t, UniformityTester)
     assert t.counter.name == counter
     # The tester's guarantee is exactly twice its per-coordinate counter's (configured at
-    # ε/2). Cnt_BN meets the target; Cnt_SGM's module states only its local pure bound (the
-    # survey's central claim does not hold for its reconstruction), and PUT inherits that.
+    # ε/2). Cnt_BN and Cnt_PURE meet the target; Cnt_SGM's module states only its local pure
+    # bound (the survey's central claim does not hold for its reconstruction), and the
+    # survey's PUT inherits that.
     assert t.privacy.epsilon_central == pytest.approx(2 * t.counter.privacy.epsilon_central)
-    if name == "aut":
+    if counter != "cnt_sgm":
         assert t.privacy.epsilon_central <= 2.0 + 1e-9
+    if name == "put":
+        assert t.privacy.delta == 0.0
+    if counter == "cnt_pure":  # τ one-bit messages per user and group
+        assert t.messages_per_user == t.groups * t.counter.messages_per_user
     null = _statistics(t, np.full(K, 1 / K), 40, seed=8)
     z = np.array([d.statistic for d in null])
     assert abs(z.mean()) < 4 * z.std(ddof=1) / math.sqrt(z.size)
     far = _statistics(t, _half_half(0.25), 10, seed=9)
     assert not any(d.uniform for d in far)
+
+
+def test_counter_option_is_checked() -> None:
+    spec = ProtocolSpec(epsilon=2.0, delta=1e-6, n=N, domain=K, options={"counter": "cnt_bn"})
+    with pytest.raises(ParameterError, match="put: counter must be one of cnt_sgm, cnt_pure"):
+        build_protocol("put", spec)  # an (ε, δ) counter would break PUT's pure guarantee
 
 
 # --- domain grouping -----------------------------------------------------------------------
@@ -449,3 +465,17 @@ def test_partition_failure_bound_holds_for_spread_and_two_point_alternatives() -
         partition_failure_bound(k, groups, 1.0)
     t = _grouped("cnt_bn", k, groups, 5000)
     assert t.partition_failure == pytest.approx(bound)
+
+
+def test_esa_simulate_takes_a_counter_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations.cli import main
+
+    argv = ["simulate", "--protocol", "put", "--n", "200", "--domain", "8", "--epsilon", "2"]
+    assert main([*argv, "--option", "counter=cnt_pure", "--crypto", "ideal", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["epsilon_central"] <= 2.0  # proven, unlike cnt_sgm's
+    assert j["delta"] == 0.0
+    with pytest.raises(SystemExit) as exc:  # usage errors exit with code 2
+        main([*argv, "--option", "counter=cnt_bn"])
+    assert exc.value.code == 2
+    assert "counter must be one of cnt_sgm, cnt_pure" in capsys.readouterr().err

@@ -52,7 +52,8 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="protocol-specific parameter (repeatable), e.g. --option gamma=0.9",
+        help="protocol-specific parameter (repeatable), e.g. --option gamma=0.9 or "
+        "--option counter=cnt_pure (put)",
     )
     p.add_argument("--workers", type=int, default=None, help="crypto processes (default: all)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -76,12 +77,19 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def parse_options(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
+#: Options whose value is a name, not a number (e.g. put's --option counter=cnt_pure).
+NAME_OPTIONS = frozenset({"counter"})
+
+
+def parse_options(items: list[str]) -> dict[str, float | str]:
+    out: dict[str, float | str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+        if key in NAME_OPTIONS:
+            out[key] = value
+            continue
         try:
             out[key] = float(value)
         except ValueError:
