@@ -226,6 +226,10 @@ def test_parties_exit_when_the_simulation_dies(tmp_path: Path) -> None:
 
 _INTERRUPTED_RUN = """
 import faulthandler, signal
+# Ctrl-C at a terminal meets Python's default SIGINT handler; a test process started in the
+# background by a non-interactive shell (as `cmd &` does) inherits SIGINT *ignored*, and so
+# would this run, which then never sees the signal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack if it hangs
 import numpy as np
 import esa
