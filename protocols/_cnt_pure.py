@@ -507,7 +507,11 @@ class PureBitCounter:
             return None
         n_up = min((h + 1) // 2, certify_cap(self.tau))
         try:
-            upper = pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
+            upper = (
+                self.epsilon_certified  # the calibration computed exactly this (up to ~40 s)
+                if n_up == self.certified_users
+                else pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
+            )
             lower = (
                 pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h)
                 if h <= LOWER_BOUND_CAP

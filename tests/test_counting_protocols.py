@@ -426,6 +426,18 @@ def test_cnt_pure_large_crowd_is_certified_at_its_full_size(eps, n):
     assert b.variance(n=n, count=n / 2, fakes=0) < pilot.variance(n=n, count=n / 2, fakes=0)
 
 
+def test_cnt_pure_audit_reuses_the_calibration_certificate():
+    """With every other user honest the audit's crowd is the calibration's: same number."""
+    p = CntPURE(epsilon=1.0, n=3_001)
+    b = p.bit
+    got = p.honest_users_bound(3_000)
+    assert got is not None
+    assert b.certified_users == 1_500
+    assert got.epsilon_upper == b.epsilon_certified
+    again = pure_central_epsilon(lam=b.lam, tau=b.tau, alpha=b.alpha, others=1_500)
+    assert got.epsilon_upper == pytest.approx(again, abs=1e-12)
+
+
 def test_cnt_pure_robust_calibration_counts_only_honest_users():
     full = CntPURE(epsilon=1.0, n=801).bit
     half = CntPURE(epsilon=1.0, n=801, gamma=0.5).bit
