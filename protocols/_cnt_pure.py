@@ -68,7 +68,7 @@ reports it), n = 10^6:
     Δ                  1.5     1.5     1.5     2       2       1.5
     λ                  1.5e-4  3.3e-5  1.6e-5  6.1e-6  5.1e-6  2.9e-6
     std                260     41      17      7.9     6.5     2.1
-    std, Δ = 1 only    4 700   –       292     –       78      22   (τ = 41)
+    std, Δ = 1 only    4 700   –       292     –       78      21   (τ = 41)
 
 (ε = 0.1 is capped at N = 53 605 certified users.) At n = 10^4 the std is 85, 12, 4.8 at
 ε = 0.1, 0.5, 1; at n = 100 and ε = 1 it is 3.6. The local ε of the computed λ is large
