@@ -426,6 +426,16 @@ def test_cnt_pure_large_crowd_is_certified_at_its_full_size(eps, n):
     assert b.variance(n=n, count=n / 2, fakes=0) < pilot.variance(n=n, count=n / 2, fakes=0)
 
 
+def test_cnt_pure_keeps_the_pilot_certificate_when_the_crowd_cannot_lower_lambda():
+    """τ = 3 bits leave ω no room to spread: no λ below the pilot crowd's is certified for
+    the full crowd, so the pilot's (valid for every larger crowd) is kept."""
+    b = CntPURE(epsilon=1.0, n=10_000, messages=3).bit
+    assert b.certified_users == 256
+    assert b.epsilon_certified <= 1.0
+    full = pure_central_epsilon(lam=b.lam, tau=3, alpha=b.alpha, others=5_000)
+    assert full <= b.epsilon_certified  # more users, smaller ε (module doc)
+
+
 def test_cnt_pure_audit_reuses_the_calibration_certificate():
     """With every other user honest the audit's crowd is the calibration's: same number."""
     p = CntPURE(epsilon=1.0, n=3_001)
