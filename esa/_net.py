@@ -210,6 +210,17 @@ async def close_epoch(
     return expect_ack(resp)
 
 
+def _may_resend(exc: BaseException) -> bool:
+    """Whether resending a frame after ``exc`` can help: anything but a party's definite
+    refusal (a REJECT other than ``busy`` or ``internal``)."""
+    return not isinstance(exc, PeerRejected) or exc.reason in {"busy", "internal"}
+
+
+async def _back_off(attempt: int, base: float) -> None:
+    """Sleep before resend number ``attempt``: ``base``·2^attempt, at most 2 s."""
+    await trio.sleep(min(2.0, base * 2 ** min(attempt, 10)))
+
+
 async def close_epochs_together(
     addresses: Sequence[Address],
     operator_key: Any,
@@ -244,10 +255,9 @@ async def close_epochs_together(
             try:
                 await close_epoch(addresses[i], operator_key, at=at, timeout=timeout)
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, ESAError) as exc:
-                transient = not isinstance(exc, PeerRejected) or exc.reason in {"busy", "internal"}
-                if not transient or attempt == retries:
+                if not _may_resend(exc) or attempt == retries:
                     raise
-                await trio.sleep(min(2.0, 0.05 * 2**attempt))
+                await _back_off(attempt, 0.05)
                 continue
             return
 
@@ -345,7 +355,7 @@ async def submit_reports(
                         if fs is not None:
                             await trio.aclose_forcefully(fs.stream)
                             fs = None
-                        if isinstance(exc, PeerRejected) and exc.reason not in {"busy", "internal"}:
+                        if not _may_resend(exc):
                             stats.failed_frames += 1  # the shuffler will never take it
                             break
                         attempt += 1
@@ -353,7 +363,7 @@ async def submit_reports(
                             stats.failed_frames += 1
                             break
                         stats.retries += 1
-                        await trio.sleep(min(2.0, backoff * 2 ** min(attempt, 10)))
+                        await _back_off(attempt, backoff)
                         continue
                     stats.acknowledged += counts[index]
                     stats.stored += ack.stored
