@@ -191,6 +191,18 @@ def user_laws(lam: float, tau: int, alpha: float) -> tuple[npt.NDArray[np.float6
     return p0, p1
 
 
+def _log_laws(
+    lam: float, tau: int, alpha: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """(ln p_0, ln p_1), or ``None`` where a probability underflows to 0 (λ·ω too small)."""
+    p0, p1 = user_laws(lam, tau, alpha)
+    with np.errstate(divide="ignore"):
+        lq0, lq1 = np.log(p0), np.log(p1)
+    if not (np.all(np.isfinite(lq0)) and np.all(np.isfinite(lq1))):
+        return None
+    return lq0, lq1
+
+
 def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> float:
     """max_c |ln P[o_1 + S = c | x_1 = 0] / P[o_1 + S = c | x_1 = 1]|, S the sum of
     ``others`` i.i.d. users holding 0: the exact pure ε of the count for that crowd, and (by
@@ -203,11 +215,10 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
     are at least :data:`_TRUST` of their peak.
     """
     others = check_n(others, "others", 0)
-    p0, p1 = user_laws(lam, tau, alpha)
-    with np.errstate(divide="ignore"):
-        lq0, lq1 = np.log(p0), np.log(p1)
-    if not (np.all(np.isfinite(lq0)) and np.all(np.isfinite(lq1))):
+    laws = _log_laws(lam, tau, alpha)
+    if laws is None:
         raise ParameterError("pure_central_epsilon needs 0 < lam and a full-support noise law")
+    lq0, lq1 = laws
     users = others + 1
     size = users * tau + 1
     o = np.arange(tau + 1, dtype=np.float64)
@@ -294,11 +305,10 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
     the other users' law is locally e^{θ·}-tilted, so the ratio there tends to
     M_0(θ)/M_1(θ)). By the reduction in the module doc the exact ε decreases in the crowd
     size, so it is ≥ ε_∞ for every n: no λ with ε_∞(λ) > ε is ε-DP for large n."""
-    p0, p1 = user_laws(lam, tau, alpha)
-    with np.errstate(divide="ignore"):
-        lq0, lq1 = np.log(p0), np.log(p1)
-    if not (np.all(np.isfinite(lq0)) and np.all(np.isfinite(lq1))):
+    laws = _log_laws(lam, tau, alpha)
+    if laws is None:
         return math.inf  # λ·ω underflows to 0 somewhere: nothing can be certified
+    lq0, lq1 = laws
     o = np.arange(tau + 1, dtype=np.float64)
 
     def gap(theta: float) -> float:
@@ -408,12 +418,12 @@ def _choose(epsilon: float, tau: int, others: int) -> _Choice:
        the best so far.
     """
     pilot = min(others, _PILOT)
+    moments = {d: _noise_second_moment(tau, math.exp(-epsilon / d)) for d in SCALES}
     choices = []
     for scale in SCALES:
         lam, eps_c = _calibrate(epsilon, tau, pilot, scale)
-        moment = _noise_second_moment(tau, math.exp(-epsilon / scale))
         users = pilot if lam < local_lambda(epsilon, tau, scale) else 0
-        choices.append(_Choice(scale, lam, users, eps_c, lam * moment))
+        choices.append(_Choice(scale, lam, users, eps_c, lam * moments[scale]))
     best = min(choices, key=lambda c: c.score)
     if others <= pilot:
         return best
@@ -422,10 +432,10 @@ def _choose(epsilon: float, tau: int, others: int) -> _Choice:
     for c in choices:
         if c.users == 0:
             continue
-        moment = c.score / c.lam
         guess = max(1.05 * _limit_lambda(epsilon, tau, c.scale), 1.15 * c.lam * pilot / others)
-        predicted.append((guess * moment, guess, moment, c.scale))
-    for score, guess, moment, scale in sorted(predicted):
+        predicted.append((guess * moments[c.scale], guess, c.scale))
+    for score, guess, scale in sorted(predicted):
+        moment = moments[scale]
         if score >= best.score:
             break
         found = None
