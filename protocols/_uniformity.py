@@ -574,9 +574,7 @@ class UniformityTester(ShuffleProtocol):
 
     @classmethod
     def _label(cls, j: int, msgs: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        body = cls._as_rows(msgs)
-        labels = np.full((body.shape[0], 1), j, dtype=body.dtype)
-        return np.concatenate([labels, body], axis=1)
+        return cls._label_all(np.full(np.shape(msgs)[0], j, dtype=np.min_scalar_type(j)), msgs)
 
     def _unlabel(self, messages: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         msgs = np.asarray(messages)
@@ -601,8 +599,13 @@ class UniformityTester(ShuffleProtocol):
 
     @classmethod
     def _label_all(cls, labels: npt.NDArray[Any], body: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        body2 = cls._as_rows(body)
-        return np.concatenate([labels.reshape(-1, 1).astype(body2.dtype), body2], axis=1)
+        """Rows (label, body…) in a dtype that holds both: a counter's uint8 bits must not
+        wrap labels ≥ 256."""
+        body2 = cls._as_rows(np.asarray(body))
+        dtype = np.result_type(body2.dtype, np.asarray(labels).dtype)
+        return np.concatenate(
+            [np.asarray(labels).reshape(-1, 1).astype(dtype), body2.astype(dtype)], axis=1
+        )
 
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         count = check_n(count, "count", 0)

@@ -506,3 +506,16 @@ def test_esa_simulate_takes_a_counter_name(capsys: pytest.CaptureFixture[str]) -
         main([*argv, "--option", "counter=cnt_bn"])
     assert exc.value.code == 2
     assert "counter must be one of cnt_sgm, cnt_pure" in capsys.readouterr().err
+
+
+def test_labels_beyond_one_byte_survive_one_byte_counters() -> None:
+    # cnt_bn's bits are uint8: group labels ≥ 256 must not wrap (they once did).
+    t = _grouped("cnt_bn", 1024, 600, 2000)
+    rng = np.random.default_rng(3)
+    users = t.randomize(rng.integers(0, 1024, 2000), rng=rng)
+    msgs = np.concatenate([users, t.sample_fakes(50, rng=rng)])
+    assert msgs[:, 0].max() >= 256
+    decoded, valid = t.decode(t.encode(msgs))
+    assert valid.all()
+    np.testing.assert_array_equal(decoded, msgs)
+    np.testing.assert_array_equal(np.unique(users[:, 0]), np.arange(600))
