@@ -23,6 +23,7 @@ import numpy.typing as npt
 from ._errors import ParameterError
 
 __all__ = [
+    "CountNoise",
     "Estimate",
     "HonestUsersBound",
     "InputKind",
@@ -79,6 +80,35 @@ class HonestUsersBound:
     bound: str
     epsilon_lower: float | None = None
     lower_dataset: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CountNoise:
+    """The law of a counter's error, one user at a time (:meth:`ShuffleProtocol.count_noise`).
+
+    The count estimate's error is ĉ − c = Σ_i d_i over the n users, the d_i independent with
+    mean 0. A user holding 0 contributes d with the central moments below; a user holding 1
+    contributes −d in law (the mirror image), so the even moments of the error do not depend
+    on the data and its third cumulant is (n − 2c)·``third``.
+
+    Attributes:
+        variance: E d².
+        third: E d³ (0 for a symmetric law).
+        fourth: E d⁴.
+    """
+
+    variance: float
+    third: float
+    fourth: float
+
+    def moments(self, n: int, count: float) -> tuple[float, float, float]:
+        """(E e², E e³, E e⁴) of the error e = Σ_i d_i of n users of whom ``count`` hold 1."""
+        v = self.variance
+        return (
+            n * v,
+            (n - 2.0 * count) * self.third,
+            n * self.fourth + 3.0 * n * (n - 1.0) * v * v,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +254,14 @@ class ShuffleProtocol(abc.ABC):
         x = self.validate_values(values)
         return np.bincount(x, minlength=self.domain).astype(np.float64)
 
-    # --- optional: the tally representation (see MessageTally) ---------------------------
+    # --- optional: error law and own accountant ---------------------------------------------
+    @property
+    def count_noise(self) -> CountNoise | None:
+        """For a counting protocol whose error is a sum of independent per-user terms with
+        the mirror symmetry of :class:`CountNoise`, that per-user law (no fakes); ``None``
+        (the default) otherwise. Uniformity testers need its fourth moment."""
+        return None
+
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
         """The protocol's own accountant when only ``honest_others`` users besides the victim
         run the randomizer honestly (the others' messages are known to the analyzer), at
@@ -232,6 +269,7 @@ class ShuffleProtocol(abc.ABC):
         has none and the collusion audit uses the generic ε_l-LDP bounds."""
         return None
 
+    # --- optional: the tally representation (see MessageTally) ---------------------------
     @property
     def supports_tally(self) -> bool:
         """True when :meth:`estimate` reads the messages only through :meth:`tally`."""

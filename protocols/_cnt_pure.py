@@ -89,6 +89,7 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.special import logsumexp
 
 from ._base import (
+    CountNoise,
     Estimate,
     HonestUsersBound,
     InputKind,
@@ -578,6 +579,21 @@ class PureBitCounter:
         total = count * var_o(1) + (n - count) * var_o(0) + fakes / 4.0
         return total / (1.0 - lam) ** 2
 
+    @property
+    def count_noise(self) -> CountNoise:
+        """A user holding 0 sends o ones, o ~ (1 − λ)·δ_m + λ·ω; its error term in
+        :meth:`debias` is (o − E o)/(1 − λ). A user holding 1 has the mirror law (o ↦ τ − o
+        maps its law to this one's), as :class:`CountNoise` requires. Moments summed exactly
+        over o ∈ [0, τ]."""
+        law = (1.0 - self.lam) * np.eye(self.tau + 1)[self.m] + self.lam * np.asarray(self.omega)
+        o = np.arange(self.tau + 1, dtype=np.float64)
+        d = (o - float(np.dot(law, o))) / (1.0 - self.lam)
+        return CountNoise(
+            variance=float(np.dot(law, d**2)),
+            third=float(np.dot(law, d**3)),
+            fourth=float(np.dot(law, d**4)),
+        )
+
 
 def _omega(tau: int, alpha: float) -> npt.NDArray[np.float64]:
     """Law of clip(m + B + η, 0, τ): B ~ Ber(1/2), η ~ SG(α), exactly (tails summed)."""
@@ -646,6 +662,10 @@ class CntPURE(ShuffleProtocol):
             delta=0.0,
             bound=pure_bound_name(self.bit, self._gamma),
         )
+
+    @property
+    def count_noise(self) -> CountNoise:
+        return self.bit.count_noise
 
     def __repr__(self) -> str:
         b = self.bit

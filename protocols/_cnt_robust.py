@@ -87,6 +87,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    CountNoise,
     Estimate,
     HonestUsersBound,
     InputKind,
@@ -98,7 +99,11 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import decode_bits, encode_bits
-from ._noise import symmetric_geometric, symmetric_geometric_variance
+from ._noise import (
+    symmetric_geometric,
+    symmetric_geometric_fourth_moment,
+    symmetric_geometric_variance,
+)
 from ._registry import ProtocolSpec, number_option, register_protocol
 
 __all__ = [
@@ -312,6 +317,17 @@ class CntSGM(ShuffleProtocol):
         """Exact Var ĉ = (n λ Var η + n_f) / 4 (independent of the data)."""
         p = self.params
         return (n * p.lam * symmetric_geometric_variance(p.alpha) + n_fakes) / 4.0
+
+    @property
+    def count_noise(self) -> CountNoise:
+        """User i's error term is B_i η_i / 2, B_i ~ Ber(λ): symmetric, with E d² = λ E η²/4
+        and E d⁴ = λ E η⁴/16, whatever x_i."""
+        p = self.params
+        return CountNoise(
+            variance=p.lam * symmetric_geometric_variance(p.alpha) / 4.0,
+            third=0.0,
+            fourth=p.lam * symmetric_geometric_fourth_moment(p.alpha) / 16.0,
+        )
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         x = self.validate_values(values)
@@ -613,6 +629,14 @@ class CntBN(ShuffleProtocol):
     def variance(self, *, n: int, n_fakes: int = 0) -> float:
         """Exact Var ĉ = E[N]/4 = (n μ + n_f)/4 (independent of the data)."""
         return (n * self.params.mu + n_fakes) / 4.0
+
+    @property
+    def count_noise(self) -> CountNoise:
+        """User i's error term is (P₁ − P₀)/2, its noise ones and zeros P₁, P₀ independent
+        Poisson(μ/2) (thinning): symmetric, E d² = μ/4, E d⁴ = (μ + 3μ²)/16 (Skellam:
+        second and fourth cumulants μ), whatever x_i."""
+        mu = self.params.mu
+        return CountNoise(variance=mu / 4.0, third=0.0, fourth=(mu + 3.0 * mu * mu) / 16.0)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         x = self.validate_values(values)

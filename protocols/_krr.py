@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from ._amplification import BOUNDS, krr_lambda, largest_local, tightest_central
 from ._base import (
+    CountNoise,
     Estimate,
     InputKind,
     PrivacyGuarantee,
@@ -261,6 +262,20 @@ class CntRR(HistKR):
             values=hist.values[1:],
             expected_std=hist.expected_std[1:],
             messages_used=hist.messages_used,
+        )
+
+    @property
+    def count_noise(self) -> CountNoise:
+        """A user holding 0 sends 1 with probability p = λ/2, so its error term is
+        (I − p)/(1 − λ), I ~ Ber(p); a user holding 1 sends 0 with that probability: the
+        mirror image. Central moments of Ber(p): p(1−p), p(1−p)(1−2p), p(1−p)(1−3p(1−p))."""
+        p = self.uniform_probability / 2.0
+        s = 1.0 - self.uniform_probability
+        pq = p * (1.0 - p)
+        return CountNoise(
+            variance=pq / s**2,
+            third=pq * (1.0 - 2.0 * p) / s**3,
+            fourth=pq * (1.0 - 3.0 * pq) / s**4,
         )
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:

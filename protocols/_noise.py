@@ -190,6 +190,13 @@ def symmetric_geometric_variance(alpha: float) -> float:
     return 2.0 * a / (1.0 - a) ** 2
 
 
+def symmetric_geometric_fourth_moment(alpha: float) -> float:
+    """E η⁴ = 2α(1 + 10α + α²)/(1−α)⁴ for η ~ DLap(α) (Σ k⁴ α^k = α(1 + 11α + 11α² + α³)
+    /(1−α)⁵, times the normalization (1−α)/(1+α) on both sides)."""
+    a = _check_alpha(alpha)
+    return 2.0 * a * (1.0 + 10.0 * a + a * a) / (1.0 - a) ** 4
+
+
 def binomial_noise(
     trials: int,
     p: float = 0.5,

@@ -47,8 +47,10 @@ Two distinct values share group j with probability s_j(s_j − 1)/(k(k − 1)), 
 E[D_j²] = ‖d‖² s_j(k − s_j)/(k(k − 1)) and, dividing by q_j and summing,
     E_π[χ²(P, q)] = ‖d‖² k (k' − 1)/(k − 1)
 (for k' = k, the ungrouped k‖d‖²). TV(p, u) ≥ α gives ‖d‖² ≥ 4α²/k, hence
-E[Z] ≥ 4(n − 1)α²(k' − 1)/(k − 1); the test rejects uniformity iff Z > τ, the midpoint
-    τ = 2(n − 1)α²(k' − 1)/(k − 1).
+E_π[χ²(P, q)] ≥ χ²_α := 4α²(k' − 1)/(k − 1). The test trusts the partition to keep a
+fraction κ of that (κ = 1 without grouping; below) and rejects uniformity iff Z > τ, the
+midpoint
+    τ = κ(n − 1)χ²_α/2 = 2κ(n − 1)α²(k' − 1)/(k − 1).
 The seed must be drawn after the distribution is fixed. Everything below is an expectation
 over the partition, so it holds for a p chosen independently of the seed; against a p built
 from a known seed it fails outright: put each group's whole mass on one of its values, and
@@ -57,45 +59,70 @@ deployment should therefore draw a fresh public ``partition_seed`` for each test
 the epoch's public randomness); the fixed default 0 suits simulations
 (tests/test_uniformity.py shows such a p accepted under its seed and rejected under another).
 
-This is an expectation over the partition: spread-out alternatives keep ≈ (k'−1)/(k−1) of
-their distance with a χ²_{k'−1}/(k'−1)-like spread, which is why k' is kept ≥ min(k, 16)
-(:data:`MIN_GROUPS`); an alternative concentrated on two values loses its signal when both
-land in one group (probability ≈ 1/k'). How far below its expectation the signal can fall
-is bounded, for every alternative at once, by :func:`partition_failure_bound`: the exact
-second moment of χ² over the partition (:func:`partition_moments`, checked against every
-permutation at small k) and Cantelli's inequality. The chance of keeping less than half the
-expected signal is at most 0.29 at k = 64, k' = 16; 0.34 at k = 1024, k' = 16; 0.15 at
-k = 4096, k' = 47; 0.014 at k = 4096, k' = 512 (:attr:`UniformityTester.partition_failure`).
-Cantelli is conservative: at k = 64, k' = 16 the measured frequencies are 0.02 for a ±
-alternating alternative and 0.05 for a two-point one, against the bound 0.29.
-The stated sample size does not include it: it is the test's error for a partition that
-keeps the expected signal, and the bound says how often that may fail (a worst case over
-alternatives; for a given one the tests measure the error rates with a fresh partition per
-repeat). For a given alternative p and the tester's own partition,
-:meth:`UniformityTester.type_ii_bound` states the false-acceptance error: Chebyshev with
-E[Z] (exact) and the Poissonized Var[Z] (:meth:`UniformityTester.statistic_moments`);
-e.g. 0.013 for AUT at k = 10, n = 5 000, ε = 2 on a half-up/half-down p at TV 0.25
-(measured: 0 of 300), 1 below TV ≈ 0.185, where E[Z] falls under τ.
+Partition failure. Spread-out alternatives keep ≈ (k'−1)/(k−1) of their distance with a
+χ²_{k'−1}/(k'−1)-like spread; an alternative concentrated on two values loses its signal
+when both land in one group (probability ≈ 1/k'). How far below its expectation the signal
+can fall is bounded, for every alternative at once, by :func:`partition_failure_bound`: the
+exact second moment of χ² over the partition (:func:`partition_moments`, checked against
+every permutation at small k) and Cantelli's inequality. The chance of keeping less than
+half the expected signal is at most 0.29 at k = 64, k' = 16; 0.34 at k = 1024, k' = 16;
+0.15 at k = 4096, k' = 47; 0.014 at k = 4096, k' = 512. Cantelli is conservative: at
+k = 64, k' = 16 the measured frequencies are 0.02 for a ± alternating alternative and 0.05
+for a two-point one, against the bound 0.29.
 
-Null variance (Poissonized counts, noise independent with Gaussian fourth moment): with
-Y = c_j − λ_j, (Y + η)² − (λ + Y + η) − σ² = (Y² − Y − λ) + (2Y − 1)η + (η² − σ²), three
-uncorrelated parts of variances 2λ², (4λ + 1)σ², 2σ⁴, so
-    Var₀[Z] ≈ 2(k' − 1) + Σ_j ((4λ_j + 1)σ_j² + 2σ_j⁴)/λ_j²
-(2(k' − 1): the multinomial Pearson variance). Chebyshev bounds the type I error by
-Var₀/τ². Stated sample size: the smallest n with Var₀ ≤ β τ² (:func:`uniformity_min_samples`).
+Error bounds. Write P_j = q_j(1 + u_j), so Σ q_j u_j = 0 and
+χ² := χ²(P, q) = Σ q_j u_j², and let the counter error e_j = ĉ_j − c_j have mean 0,
+variance σ², fourth moment M₄ and E[e_j³ | c_j] = (n − 2c_j)t — what
+:attr:`~protocols.ShuffleProtocol.count_noise` states for cnt_bn, cnt_sgm, cnt_pure and
+cnt_rr (per user, summed; :class:`GroupNoise`); a counter that states none (cnt_2m) is
+given a Gaussian fourth moment and t = 0. With Y_j = c_j − λ_j, Z splits into the sampling
+part S = Σ_j c_j(c_j − 1)/λ_j − n + 1, the linear noise part L = Σ_j (2Y_j − 1)e_j/λ_j and
+the square part Q = Σ_j (e_j² − σ²)/λ_j; S is uncorrelated with L and Q (E[e | c] = 0,
+E[e² | c] = σ²), and so are different groups' noise terms.
+* Exact (:meth:`UniformityTester.statistic_moments`): the multinomial factorial moments
+  E c^(r) = n^(r)P^r and c^(2)·c^(2) = c^(4) + 4c^(3) + 2c^(2) give
+      Var S = Σ_j (4n^(3)P_j³ + 2n^(2)P_j²)/λ_j² − 2n(n − 1)(2n − 3)(Σ_j P_j²/λ_j)²
+  (checked against enumeration), Var L = σ² Σ_j E(2Y_j − 1)²/λ_j², Var Q = (M₄ − σ⁴)
+  Σ_j 1/λ_j², and Cov(L, Q) = t Σ_j E[(2Y_j − 1)(n − 2c_j)]/λ_j². Seeded runs match it
+  (measured/stated variance 0.94–1.07). Under uniformity Var S = 2(k' − 1)(n − 1)/n.
+* Worst case for a given χ²: in those terms
+      Var S = (n−1)/n·[2(k'−1) + 4(n−3)χ² + 4(n−2)Σ q_j u_j³ + 4Σ u_j + 2Σ u_j² − 2(2n−3)χ⁴],
+  and Σ q u³ ≤ χ³/√q_min (|u_j| ≤ √(χ²/q_j)), Σ u² ≤ χ²/q_min, |Σ u| ≤ hχ with
+  h = k/(2s(s + 1)) for sizes s and s + 1 (0 when k' divides k), while E(2Y − 1)² ≤
+  4λ + 1 + 4λ²u²; Cov(L, Q) is bounded by Cauchy–Schwarz when t ≠ 0. The resulting V(χ²)
+  (:func:`_variance_bound`; it covers the exact variance of hundreds of seeded
+  alternatives, tests/test_count_noise.py) is a sum of powers χ^a with a ≤ 3/2, so
+  V(χ²)/((n − 1)χ² − τ)² falls as χ² grows past τ/(n − 1): its worst case over every p
+  whose partition kept at least κχ²_α is at χ² = κχ²_α.
+* Hence, over the samples, the counters' noise and a fresh partition,
+      P[reject | uniform] ≤ V(0)/τ²,
+      P[accept | TV(p, u) ≥ α] ≤ F(1 − κ) + V(κχ²_α)/τ²,
+  F(θ) = :func:`partition_failure_bound` (0 without grouping)
+  (:attr:`UniformityTester.error_bounds`). For one alternative and one partition,
+  :meth:`UniformityTester.type_ii_bound` uses the exact moments instead.
+The bound on Σ q u³ is what a single heavy group attains, which a p at the least
+distance cannot have; it costs up to ≈ 3× on that term, the price of covering every p.
 
-Choice of k'. With σ² independent of n (the robust counters) and λ = n/k', the three terms
-of Var₀ ≤ β τ² ≈ 4βn²α⁴k'²/k² give
+Stated sample size (:func:`uniformity_min_samples`): the smallest n at which both bounds are
+≤ β, over κ ∈ {0.1, …, 0.9} (:data:`KAPPAS`; 1 without grouping), the noise moments held
+at the tester's n (σ² of the robust counters does not depend on n). The tester itself uses
+the κ whose larger bound is the least at its own n.
+
+Choice of k'. Without the partition's failure, with σ² independent of n and λ = n/k', the
+null terms of V(0) ≤ β τ² give
     n ≳ k/(α²√(2βk'))  (sampling),   n ≳ (σ²k²/β)^{1/3}/α^{4/3}  (noise × sampling),
-    n ≳ σ k'^{1/4} √k/(α (2β)^{1/4})  (noise²).
-The first falls and the last grows with k', the middle one does not depend on it; they
-balance at k' ≈ k^{2/3}/((ασ)^{4/3}(2β)^{1/3}), where n ≈ k^{2/3}σ^{2/3}/(α^{4/3}(2β)^{1/3}),
-the order of the middle term: the Õ(k^{2/3}) of the headline (σ = O(√log(1/δ)/ε) for
-``Cnt_BN``). Ungrouped (k' = k) the noise² term is σ k^{3/4}/(α(2β)^{1/4}).
-:func:`optimal_groups` minimizes the exact stated n over every integer k' ∈ [min(k, 16), k]
-(ties to the smaller k': fewer messages per user). At k = 4096, α = 0.25, β = 0.1 it picks
-k' = 512 (n = 12 545 vs 16 566 ungrouped) for AUT's counter noise at ε = 2 (σ² ≈ 22.8), and
-k' = 47 (n = 44 690 vs 98 008) at σ² = 1000.
+    n ≳ σ k'^{1/4} √k/(α (2β)^{1/4})  (noise²),
+and the alternative's terms n ≳ 8√k/(α β) (one heavy group) and 4/(β α²); the noise terms
+fall with fewer groups, and at their balance k' ≈ k^{2/3}/((ασ)^{4/3}(2β)^{1/3}),
+n ≈ k^{2/3}σ^{2/3}/(α^{4/3}(2β)^{1/3}): the Õ(k^{2/3}) of the headline (σ = O(√log(1/δ)/ε)
+for ``Cnt_BN``). Ungrouped (k' = k) the noise² term is σ k^{3/4}/(α(2β)^{1/4}). But
+grouping also costs F(1 − κ), which does not shrink with n and must stay below β, so it
+pays only where the noise dominates. :func:`optimal_groups` minimizes the stated n over
+:func:`group_candidates` (every k' ∈ [min(k, 16), 2048], a 0.5 % grid beyond, and k; ties to
+the smaller k': fewer messages per user). For AUT's counter at ε = 2 (σ² ≈ 22.8), k = 4096,
+α = 0.25, β = 0.1 it keeps k' = k (n = 27 203; the type I bound alone asked for 16 566); at
+ε = 0.5 (σ² ≈ 259) and β = 1/3 it picks k' = 682 (n = 36 037 vs 40 423); at
+σ² = 10⁵, k = 16 384, α = 0.05, β = 0.1, k' = 862 (10.7 M vs 14.3 M).
 """
 
 from __future__ import annotations
@@ -109,6 +136,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    CountNoise,
     Estimate,
     InputKind,
     PrivacyGuarantee,
@@ -123,8 +151,10 @@ from ._registry import ProtocolSpec, build_protocol, protocol_names, register_pr
 
 __all__ = [
     "COUNTERS",
+    "GroupNoise",
     "UniformityDecision",
     "UniformityTester",
+    "group_candidates",
     "group_partition",
     "null_variance",
     "optimal_groups",
@@ -184,6 +214,44 @@ def _falling(s: float, c: int) -> float:
     return math.prod(s - t for t in range(c))
 
 
+def _partition_moments_many(
+    k: int, groups: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`partition_moments` for many k' at once (the near-equal partition has only two
+    group sizes, so every sum over groups is a sum over two size classes)."""
+    g = np.asarray(groups, dtype=np.float64)
+    small = np.floor(k / g)
+    counts = ((g - (k - small * g), small), (k - small * g, small + 1.0))
+
+    def over_groups(f: Any) -> npt.NDArray[np.float64]:
+        return sum((c * f(s) for c, s in counts), start=np.zeros_like(g))
+
+    def falling(s: Any, c: int) -> Any:
+        return math.prod((s - t for t in range(c)), start=np.ones_like(s))
+
+    a = np.zeros_like(g)
+    b = np.zeros_like(g)
+    for blocks in _set_partitions(4):
+        r = len(blocks)
+        block_of = {pos: i for i, blk in enumerate(blocks) for pos in blk}
+        first, second = {block_of[0], block_of[1]}, {block_of[2], block_of[3]}
+        e = over_groups(lambda s, r=r: falling(s, r) / (s * s))  # both pairs in one group
+        if not first & second:  # ... or in two different groups
+            la, lb = len(first), len(second)
+            fa = over_groups(lambda s, la=la: falling(s, la) / s)
+            fb = over_groups(lambda s, lb=lb: falling(s, lb) / s)
+            e = (
+                e
+                + fa * fb
+                - over_groups(lambda s, la=la, lb=lb: falling(s, la) * falling(s, lb) / s**2)
+            )
+        e = e / _falling(k, r)
+        ca, cb = _BLOCK_COEF[tuple(sorted((len(blk) for blk in blocks), reverse=True))]
+        a += e * ca
+        b += e * cb
+    return (g - 1.0) / (k - 1.0), a, b
+
+
 @lru_cache(maxsize=64)
 def partition_moments(k: int, groups: int) -> tuple[float, float, float]:
     """(e, a, b) with E_π[Q] = e·‖d‖² and E_π[Q²] = a·‖d‖⁴ + b·Σd⁴, exactly, for every
@@ -196,22 +264,16 @@ def partition_moments(k: int, groups: int) -> tuple[float, float, float]:
     """
     k = check_n(k, "k", 2)
     groups = _check_groups(groups, k)
-    sizes = [float(len(range(j, k, groups))) for j in range(groups)]
-    a = b = 0.0
-    for blocks in _set_partitions(4):
-        r = len(blocks)
-        block_of = {pos: i for i, blk in enumerate(blocks) for pos in blk}
-        first, second = {block_of[0], block_of[1]}, {block_of[2], block_of[3]}
-        e = sum(_falling(s, r) / (s * s) for s in sizes)  # both pairs in one group
-        if not first & second:  # ... or in two different groups
-            fa = [_falling(s, len(first)) / s for s in sizes]
-            fb = [_falling(s, len(second)) / s for s in sizes]
-            e += sum(fa) * sum(fb) - sum(x * y for x, y in zip(fa, fb, strict=True))
-        e /= _falling(k, r)
-        ca, cb = _BLOCK_COEF[tuple(sorted((len(blk) for blk in blocks), reverse=True))]
-        a += e * ca
-        b += e * cb
-    return (groups - 1) / (k - 1), a, b
+    e, a, b = _partition_moments_many(k, np.array([groups]))
+    return float(e[0]), float(a[0]), float(b[0])
+
+
+def _failure_many(k: int, groups: npt.NDArray[np.int64], theta: float) -> npt.NDArray[np.float64]:
+    """:func:`partition_failure_bound` for many k' at once."""
+    e, a, b = _partition_moments_many(k, groups)
+    worst = np.maximum((a + b / k) / (e * e), (a + b) / (e * e)) - 1.0
+    worst = np.maximum(worst, 0.0)
+    return np.where(np.asarray(groups) == k, 0.0, worst / (worst + theta * theta))
 
 
 def partition_failure_bound(k: int, groups: int, theta: float = 0.5) -> float:
@@ -225,11 +287,9 @@ def partition_failure_bound(k: int, groups: int, theta: float = 0.5) -> float:
     """
     if not 0.0 < theta < 1.0:
         raise ParameterError(f"theta must lie in (0, 1), got {theta!r}")
-    if groups == k:
-        return 0.0
-    e, a, b = partition_moments(k, groups)
-    worst = max((a + b * r) / (e * e) for r in (1.0 / k, 1.0)) - 1.0
-    return max(worst, 0.0) / (max(worst, 0.0) + theta * theta)
+    k = check_n(k, "k", 2)
+    groups = _check_groups(groups, k)
+    return float(_failure_many(k, np.array([groups]), theta)[0])
 
 
 def _check_groups(groups: object, k: int) -> int:
@@ -247,97 +307,233 @@ def _group_sizes(k: int, groups: int) -> tuple[int, int, int]:
     return small, small + 1, large_count
 
 
-def null_variance(n: int, k: int, noise_var: npt.ArrayLike, groups: int | None = None) -> float:
-    """Var₀[Z] ≈ 2(k' − 1) + Σ_j ((4λ_j + 1)σ_j² + 2σ_j⁴)/λ_j² (module docstring).
+@dataclass(frozen=True, slots=True)
+class GroupNoise:
+    """The law of one group's count error e = ĉ_j − c_j that the error bounds use.
 
-    Args:
-        n: number of samples.
-        k: domain size.
-        noise_var: σ_j² per group (length k') or one value for all.
-        groups: k' (default k: no grouping); λ_j = n s_j/k with the near-equal sizes s_j.
+    Attributes:
+        variance: σ² = E e².
+        fourth: E e⁴.
+        third_per_user: t with E[e³ | c_j] = (n − 2c_j)·t (:class:`CountNoise`); 0 for a
+            symmetric law.
+        exact: True when the moments are the counter's own (:attr:`count_noise`); False
+            for the Gaussian stand-in (fourth = 3σ⁴) used for counters that state none.
     """
-    g = k if groups is None else groups
-    small, large, n_large = _group_sizes(k, g)
-    sizes = np.full(g, small, dtype=np.float64)
-    sizes[:n_large] = large
-    lam = n * sizes / k
-    s2 = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), (g,))
-    return float(2.0 * (g - 1) + np.sum(((4.0 * lam + 1.0) * s2 + 2.0 * s2**2) / lam**2))
+
+    variance: float
+    fourth: float
+    third_per_user: float = 0.0
+    exact: bool = False
+
+    @classmethod
+    def gaussian(cls, variance: float) -> GroupNoise:
+        v = float(variance)
+        if not math.isfinite(v) or v < 0.0:
+            raise ParameterError(f"noise variance must be finite and >= 0, got {variance!r}")
+        return cls(variance=v, fourth=3.0 * v * v)
+
+    @classmethod
+    def of(cls, law: CountNoise, n: int) -> GroupNoise:
+        """The error of n users (no fakes) whose per-user law is ``law``."""
+        var, _, fourth = law.moments(n, 0.0)
+        return cls(variance=var, fourth=fourth, third_per_user=law.third, exact=True)
+
+    @property
+    def square_variance(self) -> float:
+        """Var e² = E e⁴ − σ⁴."""
+        return max(self.fourth - self.variance**2, 0.0)
 
 
-def _threshold(n: npt.ArrayLike, k: int, groups: npt.ArrayLike, alpha: float) -> Any:
-    """τ = 2(n − 1)α²(k' − 1)/(k − 1): half the least expected Z at TV distance α."""
-    return 2.0 * (np.asarray(n) - 1.0) * alpha**2 * (np.asarray(groups) - 1.0) / (k - 1.0)
+def _as_noise(noise: float | GroupNoise) -> GroupNoise:
+    return noise if isinstance(noise, GroupNoise) else GroupNoise.gaussian(noise)
 
 
-def _min_samples_many(
-    k: int, groups: npt.NDArray[np.int64], alpha: float, beta: float, noise_var: float
-) -> npt.NDArray[np.int64]:
-    """Smallest n with Var₀ ≤ β τ², for every k' in ``groups`` at once (integer bisection).
-
-    Var₀ falls and τ grows with n, so feasibility is monotone in n. Equal-size groups are
-    treated through the two size classes of the near-equal partition.
-    """
-    g = groups.astype(np.float64)
+def _size_classes(k: int, groups: Any) -> tuple[tuple[tuple[Any, Any], tuple[Any, Any]], Any, Any]:
+    """((count, q) of the small groups, (count, q) of the large ones), q_min, and h, the
+    bound |Σ_j u_j| ≤ h √χ² for every P (module doc); h = 0 when k' divides k."""
+    g = np.asarray(groups, dtype=np.float64)
     small = np.floor(k / g)
     n_large = k - small * g
-    s2 = float(noise_var)
+    classes = ((g - n_large, small / k), (n_large, (small + 1.0) / k))
+    h = np.where(n_large > 0, k / (2.0 * small * (small + 1.0)), 0.0)
+    return classes, small / k, h
 
-    def ok(n: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-        noise = np.zeros_like(n)
-        for size, count in ((small, g - n_large), (small + 1.0, n_large)):
-            lam = n * size / k
-            noise += count * ((4.0 * lam + 1.0) * s2 + 2.0 * s2 * s2) / lam**2
-        tau = _threshold(n, k, g, alpha)
-        return np.asarray(2.0 * (g - 1.0) + noise <= beta * tau * tau)
 
-    lo = np.ones_like(g)  # n = 1: τ = 0, never feasible
-    hi = np.full_like(g, 2.0)
-    bad = ~ok(hi)
+def _variance_bound(n: Any, k: int, groups: Any, noise: GroupNoise, chi2: Any) -> Any:
+    """Upper bound V(χ²) on Var[Z] over every P with χ²(P, q) = ``chi2`` (module doc,
+    "Error bounds"); its sampling part is exact at χ² = 0."""
+    n = np.asarray(n, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.float64)
+    x = np.asarray(chi2, dtype=np.float64)
+    classes, q_min, h = _size_classes(k, g)
+    sampling = (
+        (n - 1.0)
+        / n
+        * (
+            2.0 * (g - 1.0)
+            + 4.0 * np.maximum(n - 3.0, 0.0) * x
+            + 4.0 * np.maximum(n - 2.0, 0.0) * x**1.5 / np.sqrt(q_min)
+            + 4.0 * h * np.sqrt(x)
+            + 2.0 * x / q_min
+        )
+    )
+    inv_lam = sum(c * (4.0 * n * q + 1.0) / (n * q) ** 2 for c, q in classes)
+    inv_lam2 = sum(c / (n * q) ** 2 for c, q in classes)
+    linear = noise.variance * (inv_lam + 4.0 * x / q_min)
+    square = noise.square_variance * inv_lam2
+    cross = 2.0 * np.sqrt(linear * square) if noise.third_per_user != 0.0 else 0.0
+    return sampling + linear + square + cross
+
+
+def _least_chi2(k: int, groups: Any, alpha: float) -> Any:
+    """4α²(k' − 1)/(k − 1): the least E_π χ²(P, q) over p at TV distance ≥ α."""
+    return 4.0 * alpha**2 * (np.asarray(groups, dtype=np.float64) - 1.0) / (k - 1.0)
+
+
+def _threshold(n: Any, k: int, groups: Any, alpha: float, kappa: Any) -> Any:
+    """τ = κ(n − 1)·4α²(k' − 1)/(k − 1)/2: half the least mean of Z the partition keeps."""
+    return 0.5 * np.asarray(kappa) * (np.asarray(n) - 1.0) * _least_chi2(k, groups, alpha)
+
+
+def _error_bounds(
+    n: Any, k: int, groups: Any, alpha: float, kappa: Any, noise: GroupNoise, failure: Any
+) -> tuple[Any, Any]:
+    """(type I, worst type II) bounds of the test with threshold :func:`_threshold`."""
+    x0 = np.asarray(kappa) * _least_chi2(k, groups, alpha)
+    tau = _threshold(n, k, groups, alpha, kappa)
+    type_i = _variance_bound(n, k, groups, noise, 0.0) / tau**2
+    type_ii = failure + _variance_bound(n, k, groups, noise, x0) / tau**2
+    return np.minimum(type_i, 1.0), np.minimum(type_ii, 1.0)
+
+
+#: Fractions κ of its expected signal the partition is trusted to keep (grouped tests).
+KAPPAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def _designs(
+    k: int, groups: npt.NDArray[np.int64], alpha: float, beta: float, noise: GroupNoise
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """For every k' in ``groups``: the smallest n whose type I and worst type II bounds are
+    both ≤ β, minimized over κ ∈ :data:`KAPPAS` (κ = 1 for k' = k), and that κ. An
+    infeasible k' (partition failure ≥ β at every κ) gets n = 2⁶³ − 1.
+
+    Both bounds fall as n grows (τ grows like n, the variance bound at most like n), so
+    feasibility is monotone in n: integer bisection, vectorized over (k', κ).
+    """
+    g_all = np.repeat(groups, len(KAPPAS))
+    kap = np.tile(np.array(KAPPAS), groups.size)
+    ungrouped = g_all == k
+    kap = np.where(ungrouped, 1.0, kap)
+    fail = np.zeros(g_all.size)
+    for i, kappa in enumerate(KAPPAS):
+        sel = slice(i, None, len(KAPPAS))
+        fail[sel] = _failure_many(k, groups, 1.0 - kappa)
+    live = fail < beta
+
+    def ok(n: npt.NDArray[np.float64], idx: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        t1, t2 = _error_bounds(n, k, g_all[idx], alpha, kap[idx], noise, fail[idx])
+        return np.asarray((t1 <= beta) & (t2 <= beta))
+
+    idx = np.flatnonzero(live)
+    lo = np.full(idx.size, 2.0)  # n = 2 (τ > 0 but the bounds are ≥ 1): never feasible
+    hi = np.full(idx.size, 4.0)
+    bad = ~ok(hi, idx)
     while bad.any():
         lo = np.where(bad, hi, lo)
         hi = np.where(bad, 2.0 * hi, hi)
         if hi.max() > 2.0**62:
-            raise ParameterError("uniformity: no sample size below 2^62 meets the bound")
-        bad = ~ok(hi)
-    while np.any(hi - lo > 1):
+            keep = hi <= 2.0**62
+            idx, lo, hi = idx[keep], lo[keep], hi[keep]
+            if idx.size == 0:
+                break
+        bad = ~ok(hi, idx)
+    while idx.size and np.any(hi - lo > 1):
         mid = np.floor((lo + hi) / 2.0)
-        good = ok(mid)
+        good = ok(mid, idx)
         hi = np.where(good, mid, hi)
         lo = np.where(good, lo, mid)
-    return hi.astype(np.int64)
+    n_all = np.full(g_all.size, np.iinfo(np.int64).max, dtype=np.int64)
+    n_all[idx] = hi.astype(np.int64)
+    n_by = n_all.reshape(groups.size, len(KAPPAS))
+    best = np.argmin(n_by, axis=1)  # first minimizer: the smallest κ reaching it
+    rows = np.arange(groups.size)
+    kappa_best = np.where(groups == k, 1.0, np.array(KAPPAS)[best])
+    return n_by[rows, best], kappa_best
+
+
+def _design_one(
+    k: int, groups: int, alpha: float, beta: float, noise: GroupNoise
+) -> tuple[int, float]:
+    n, kappa = _designs(k, np.array([groups]), alpha, beta, noise)
+    if n[0] == np.iinfo(np.int64).max:
+        raise ParameterError(
+            f"uniformity: no sample size below 2^62 meets beta={beta:g} with k'={groups} "
+            f"groups of k={k} (the random partition alone fails too often; use more groups)"
+        )
+    return int(n[0]), float(kappa[0])
+
+
+def null_variance(n: int, k: int, noise: float | GroupNoise, groups: int | None = None) -> float:
+    """Upper bound on Var₀[Z], the statistic's variance under uniformity (module doc):
+    2(k' − 1)(n − 1)/n (exact, multinomial) plus the noise terms."""
+    g = k if groups is None else groups
+    return float(_variance_bound(n, k, g, _as_noise(noise), 0.0))
 
 
 def uniformity_min_samples(
-    k: int, alpha: float, beta: float, noise_var: float, groups: int | None = None
+    k: int,
+    alpha: float,
+    beta: float,
+    noise: float | GroupNoise,
+    groups: int | None = None,
 ) -> int:
-    """Smallest n whose Chebyshev type I bound Var₀/τ² is ≤ β, for constant noise σ².
+    """Smallest n at which the test's type I and worst-case type II bounds are both ≤ β.
 
     Args:
         k: domain size.
         alpha: distance (total variation) the tester must detect.
-        beta: allowed type I error.
-        noise_var: per-group noise variance σ² of the counter (assumed independent of n).
+        beta: allowed error, of each kind.
+        noise: each group's count noise: a :class:`GroupNoise`, or a variance σ² (Gaussian
+            fourth moment), held fixed as n varies.
         groups: k' (default k: the ungrouped tester).
     """
     k = check_n(k, "k", 2)
     _check_alpha_beta(alpha, beta)
     g = k if groups is None else _check_groups(groups, k)
-    return int(_min_samples_many(k, np.array([g]), float(alpha), float(beta), noise_var)[0])
+    return _design_one(k, g, float(alpha), float(beta), _as_noise(noise))[0]
 
 
-def optimal_groups(k: int, alpha: float, beta: float, noise_var: float) -> tuple[int, int]:
-    """The k' ∈ [min(k, 16), k] with the smallest stated sample size, and that size.
+#: Every k' up to this many groups is a candidate; beyond it, a geometric grid.
+EXACT_GROUPS = 2048
 
-    Evaluates :func:`uniformity_min_samples` for every such k' (vectorized) and returns the
-    smallest minimizer (fewer groups: fewer messages per user).
+
+def group_candidates(k: int) -> npt.NDArray[np.int64]:
+    """The k' :func:`optimal_groups` considers: every integer in [min(k, 16), min(k, 2048)],
+    then a geometric grid of ratio 1.005 up to k, and k itself."""
+    top = min(k, EXACT_GROUPS)
+    cand = np.arange(min(k, MIN_GROUPS), top + 1, dtype=np.int64)
+    if k > top:
+        steps = math.ceil(math.log(k / top) / math.log(1.005))
+        grid = np.rint(np.geomspace(top, k, steps + 1)).astype(np.int64)
+        cand = np.unique(np.concatenate([cand, grid, [k]]))
+    return cand[cand >= 2]
+
+
+def optimal_groups(k: int, alpha: float, beta: float, noise: float | GroupNoise) -> tuple[int, int]:
+    """The k' among :func:`group_candidates` with the smallest stated sample size, and
+    that size.
+
+    Evaluates :func:`uniformity_min_samples` for every candidate (vectorized) and returns
+    the smallest minimizer (fewer groups: fewer messages per user). k' = k is always
+    feasible (no partition, so no partition failure).
     """
     k = check_n(k, "k", 2)
     _check_alpha_beta(alpha, beta)
-    cand = np.arange(min(k, MIN_GROUPS), k + 1, dtype=np.int64)
-    cand = cand[cand >= 2]
-    n = _min_samples_many(k, cand, float(alpha), float(beta), noise_var)
+    cand = group_candidates(k)
+    n, _ = _designs(k, cand, float(alpha), float(beta), _as_noise(noise))
     best = int(np.argmin(n))  # first minimizer = smallest k'
+    if n[best] == np.iinfo(np.int64).max:
+        raise ParameterError("uniformity: no sample size below 2^62 meets the bound")
     return int(cand[best]), int(n[best])
 
 
@@ -354,10 +550,12 @@ class UniformityDecision:
 
     Attributes:
         statistic: Z (module docstring).
-        threshold: τ = 2(n − 1)α²(k' − 1)/(k − 1).
+        threshold: τ = 2κ(n − 1)α²(k' − 1)/(k − 1).
         uniform: the decision, Z ≤ τ.
-        null_std: √Var₀[Z], the statistic's standard deviation under uniformity.
+        null_std: √Var₀[Z] (its bound), the statistic's standard deviation under uniformity.
         type_i_bound: Chebyshev bound min(1, Var₀/τ²) on the false-rejection probability.
+        type_ii_bound: bound on the false-acceptance probability for every p at TV distance
+            ≥ α, the random partition's failure included.
     """
 
     statistic: float
@@ -365,6 +563,7 @@ class UniformityDecision:
     uniform: bool
     null_std: float
     type_i_bound: float
+    type_ii_bound: float
 
 
 class UniformityTester(ShuffleProtocol):
@@ -378,7 +577,8 @@ class UniformityTester(ShuffleProtocol):
         delta: total δ (each counter gets δ/2).
         n: number of users (samples).
         alpha: total-variation distance to detect.
-        beta: target error probability (sets the default k' and :attr:`min_samples`).
+        beta: target error probability, of each kind (sets the default k' and
+            :attr:`min_samples`).
         fake_reports: passed to the counter's specification.
         groups: k' ∈ [2, k]; None (default) picks :func:`optimal_groups` for the counter's
             noise variance at this n; k means no grouping.
@@ -429,14 +629,27 @@ class UniformityTester(ShuffleProtocol):
         self._k, self._eps, self._delta, self._n = k, eps, delta, n
         self._alpha, self._beta = float(alpha), float(beta)
         self._noise_var = self._design_noise_var()
+        law = inner.count_noise
+        self._noise = GroupNoise.gaussian(self._noise_var) if law is None else GroupNoise.of(law, n)
         if groups is None:
-            groups, _ = optimal_groups(k, self._alpha, self._beta, self._noise_var)
+            groups, _ = optimal_groups(k, self._alpha, self._beta, self._noise)
         self._groups = groups
+        self._kappa = self._best_kappa()
         self._seed = seed
         self._group_of = group_partition(k, groups, seed)
         self._q = np.bincount(self._group_of, minlength=groups) / k
         self._label_size = uint_codec_size(groups)
         self.share_spec = inner.share_spec
+
+    def _best_kappa(self) -> float:
+        """κ ∈ :data:`KAPPAS` (1 for k' = k) whose larger error bound is the least at this n."""
+        k, g, n = self._k, self._groups, self._n
+        if g == k:
+            return 1.0
+        kap = np.array(KAPPAS)
+        fail = np.array([partition_failure_bound(k, g, 1.0 - c) for c in KAPPAS])
+        t1, t2 = _error_bounds(float(n), k, g, self._alpha, kap, self._noise, fail)
+        return float(kap[int(np.argmin(np.maximum(t1, t2)))])
 
     def _design_noise_var(self) -> float:
         """σ² of one group's counter at this n, from its own ``expected_std``.
@@ -475,22 +688,51 @@ class UniformityTester(ShuffleProtocol):
         return self._alpha
 
     @property
+    def kappa(self) -> float:
+        """κ: the fraction of its expected χ² signal the partition is trusted to keep; the
+        threshold sits at half of what that leaves (1 without grouping)."""
+        return self._kappa
+
+    @property
     def partition_failure(self) -> float:
-        """:func:`partition_failure_bound` at θ = 1/2 for this (k, k'): the worst-case chance
-        that the random partition keeps less than half of the expected χ² signal."""
-        return partition_failure_bound(self._k, self._groups, 0.5)
+        """:func:`partition_failure_bound` at θ = 1 − κ for this (k, k'): the worst-case
+        chance that the random partition keeps less than κ of the expected χ² signal."""
+        if self._groups == self._k:
+            return 0.0
+        return partition_failure_bound(self._k, self._groups, 1.0 - self._kappa)
 
     @property
     def noise_var(self) -> float:
-        """σ² the design (k' and :attr:`min_samples`) assumed for each group's counter."""
+        """σ² of each group's counter at this n (read off its estimator)."""
         return self._noise_var
 
     @property
-    def min_samples(self) -> int:
-        """The stated sample size at this k': smallest n with Var₀ ≤ β τ² (module doc)."""
-        return uniformity_min_samples(
-            self._k, self._alpha, self._beta, self._noise_var, self._groups
+    def noise(self) -> GroupNoise:
+        """The law of each group's count error the error bounds use (exact when the counter
+        states its :attr:`~protocols.ShuffleProtocol.count_noise`)."""
+        return self._noise
+
+    @property
+    def error_bounds(self) -> tuple[float, float]:
+        """(type I, type II) bounds at this n: the chance of rejecting uniform data, and the
+        largest chance of accepting data from any p at TV distance ≥ α from uniform, over
+        the samples, the counters' noise and a fresh public partition (module doc)."""
+        t1, t2 = _error_bounds(
+            float(self._n),
+            self._k,
+            self._groups,
+            self._alpha,
+            self._kappa,
+            self._noise,
+            self.partition_failure,
         )
+        return float(t1), float(t2)
+
+    @property
+    def min_samples(self) -> int:
+        """The stated sample size at this k': the smallest n at which both error bounds are
+        ≤ β (κ chosen for it; the noise law held at this n's)."""
+        return uniformity_min_samples(self._k, self._alpha, self._beta, self._noise, self._groups)
 
     @property
     def message_size(self) -> int:
@@ -511,39 +753,47 @@ class UniformityTester(ShuffleProtocol):
         )
 
     def threshold(self, n: int) -> float:
-        """τ = 2(n − 1)α²(k' − 1)/(k − 1): half the least mean of Z at TV distance α."""
-        return float(_threshold(n, self._k, self._groups, self._alpha))
+        """τ = 2κ(n − 1)α²(k' − 1)/(k − 1): half the least mean of Z at TV distance α
+        when the partition keeps κ of the expected signal."""
+        return float(_threshold(n, self._k, self._groups, self._alpha, self._kappa))
 
     def statistic_moments(self, p: npt.ArrayLike, n: int) -> tuple[float, float]:
         """(E[Z], Var[Z]) for n samples from the distribution ``p`` over [k], under this
-        tester's public partition and design noise σ² (:attr:`noise_var`).
+        tester's public partition and its counters' noise law (:attr:`noise`), exactly.
 
-        E[Z] = (n − 1) χ²(P, q) exactly (module doc). The variance is the Poissonized one,
-        as for Var₀: with μ_j = nP_j, λ_j = nq_j, d_j = μ_j − λ_j, each group contributes
-        [2μ² + 4μd² + (4μ + (2d − 1)²)σ² + 2σ⁴]/λ² (Poisson Y = c − μ: Var Y² = 2μ² + μ,
-        Cov(Y², Y) = μ; the noise terms are uncorrelated with them, Gaussian fourth moment).
-        At p = uniform it is Var₀ (:func:`null_variance`) + 2: Poisson counts give 2k' where
-        the multinomial gives 2(k' − 1). Against seeded runs (k = 10, n = 5 000) it is
-        conservative: measured/stated 0.68–0.98, the gap growing with the distance (the
-        multinomial's negative correlations, which Poissonization drops).
+        E[Z] = (n − 1) χ²(P, q). Var[Z] is the multinomial variance of the sampling part
+        plus the noise parts (module doc, "Error bounds"); exact when :attr:`noise` is, and
+        with a Gaussian fourth moment otherwise. At p = uniform it is at most
+        :func:`null_variance`.
         """
         prob = np.asarray(p, dtype=np.float64)
         if prob.shape != (self._k,) or np.any(prob < 0) or not math.isclose(prob.sum(), 1.0):
             raise ParameterError(f"{self.name}: p must be a distribution over {self._k} values")
         n = check_n(n, "n", 2)
         big_p = np.bincount(self._group_of, weights=prob, minlength=self._groups)
-        mu, lam = n * big_p, n * self._q
-        d = mu - lam
-        s2 = self._noise_var
+        lam = n * self._q
+        noise = self._noise
         mean = (n - 1) * float(np.sum((big_p - self._q) ** 2 / self._q))
-        per = 2 * mu**2 + 4 * mu * d**2 + (4 * mu + (2 * d - 1) ** 2) * s2 + 2 * s2**2
-        return mean, float(np.sum(per / lam**2))
+        # Sampling: Var Σ_j c_j(c_j − 1)/λ_j, from the multinomial factorial moments.
+        w = 1.0 / lam
+        ff3, ff2 = n * (n - 1.0) * (n - 2.0), n * (n - 1.0)
+        sampling = float(
+            np.sum(w**2 * (4.0 * ff3 * big_p**3 + 2.0 * ff2 * big_p**2))
+            - 2.0 * n * (n - 1.0) * (2.0 * n - 3.0) * np.sum(w * big_p**2) ** 2
+        )
+        # Noise: (2Y − 1)e and e² − σ², Y = c − λ; their covariance through E[e³ | c].
+        ey = n * big_p - lam
+        ey2 = n * big_p * (1.0 - big_p) + ey**2
+        linear = noise.variance * (4.0 * ey2 - 4.0 * ey + 1.0)
+        cross = noise.third_per_user * ((n - 2.0 * lam) * (2.0 * ey - 1.0) - 4.0 * ey2 + 2.0 * ey)
+        per = linear + noise.square_variance + 2.0 * cross
+        return mean, sampling + float(np.sum(per / lam**2))
 
     def type_ii_bound(self, p: npt.ArrayLike, n: int) -> float:
         """Chebyshev bound Var[Z]/(E[Z] − τ)² on accepting uniformity for samples from
-        ``p`` (1 where E[Z] ≤ τ): the test's false-acceptance error for *this* alternative
-        under *this* partition (:meth:`statistic_moments`). Over a fresh random partition,
-        :attr:`partition_failure` bounds the chance that E[Z] falls below 2τ."""
+        ``p`` (1 where E[Z] ≤ τ): the false-acceptance error for *this* alternative under
+        *this* partition (:meth:`statistic_moments`). :attr:`error_bounds` bounds it for
+        every alternative at distance ≥ α and a fresh partition."""
         mean, var = self.statistic_moments(p, n)
         tau = self.threshold(n)
         if mean <= tau:
@@ -651,22 +901,48 @@ class UniformityTester(ShuffleProtocol):
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
         z = self.statistic(est, std**2, n=n)
         tau = self.threshold(n)
-        var0 = null_variance(n, self._k, std**2, self._groups)
+        noise = self._noise_at(n, float(np.mean(std**2)))
+        type_i, type_ii = _error_bounds(
+            float(n),
+            self._k,
+            self._groups,
+            self._alpha,
+            self._kappa,
+            noise,
+            self.partition_failure,
+        )
         return UniformityDecision(
             statistic=z,
             threshold=tau,
             uniform=bool(z <= tau),
-            null_std=math.sqrt(var0),
-            type_i_bound=min(1.0, var0 / tau**2),
+            null_std=math.sqrt(null_variance(n, self._k, noise, self._groups)),
+            type_i_bound=float(type_i),
+            type_ii_bound=float(type_ii),
+        )
+
+    def _noise_at(self, n: int, variance: float) -> GroupNoise:
+        """The count noise of n users whose estimator states ``variance`` (fakes add to it):
+        the counter's law at n, plus an independent Gaussian part for any excess."""
+        law = self._counter.count_noise
+        if law is None:
+            return GroupNoise.gaussian(variance)
+        base = GroupNoise.of(law, n)
+        extra = max(variance - base.variance, 0.0)
+        return GroupNoise(
+            variance=base.variance + extra,
+            fourth=base.fourth + 6.0 * base.variance * extra + 3.0 * extra * extra,
+            third_per_user=base.third_per_user,
+            exact=base.exact and extra == 0.0,
         )
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         """The statistic Z; its stated std is Z's spread around :meth:`truth` (the noiseless
         statistic of these data), not the null std the test uses (in ``extra``).
 
-        With ĉ_j = c_j + e_j, e_j of mean 0 and variance σ_j² (symmetric, near-Gaussian),
-        Z − Z_true = Σ_j (2 a_j e_j + e_j² − e_j − σ_j²)/λ_j with a_j = c_j − λ_j, so
-            Var[Z | data] ≈ Σ_j (σ_j² (2 a_j − 1)² + 2 σ_j⁴) / λ_j²,
+        With ĉ_j = c_j + e_j, e_j of mean 0, variance σ_j² and E[e_j³ | c_j] = (n − 2c_j)t
+        (:class:`GroupNoise`), Z − Z_true = Σ_j ((2a_j − 1)e_j + e_j² − σ_j²)/λ_j with
+        a_j = c_j − λ_j, so
+            Var[Z | data] = Σ_j (σ_j² (2a_j − 1)² + Var e_j² + 2(2a_j − 1)(n − 2c_j)t) / λ_j²,
         evaluated at â_j = ĉ_j − λ_j. Under uniformity this is about the null variance's
         noise part; on skewed data it grows with the signal (the null std alone understated
         the error 60× at n = 10^5 on Zipf data).
@@ -675,8 +951,13 @@ class UniformityTester(ShuffleProtocol):
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
         lam = n * self._q
         s2 = np.broadcast_to(np.asarray(std, dtype=np.float64) ** 2, np.shape(est))
-        a = np.asarray(est, dtype=np.float64) - lam
-        var = float(np.sum((s2 * (2 * a - 1) ** 2 + 2 * s2**2) / lam**2))
+        c = np.asarray(est, dtype=np.float64)
+        a = c - lam
+        noise = self._noise_at(n, float(np.mean(s2)))
+        skew = 2.0 * (2 * a - 1) * (n - 2 * c) * noise.third_per_user
+        var = float(
+            np.sum(np.maximum(s2 * (2 * a - 1) ** 2 + noise.square_variance + skew, 0.0) / lam**2)
+        )
         return Estimate(
             values=np.array([dec.statistic]),
             expected_std=np.array([math.sqrt(var)]),
@@ -686,6 +967,8 @@ class UniformityTester(ShuffleProtocol):
                 "threshold": dec.threshold,
                 "null_std": dec.null_std,
                 "type_i_bound": dec.type_i_bound,
+                "type_ii_bound": dec.type_ii_bound,
+                "kappa": self._kappa,
                 "alpha": self._alpha,
                 "groups": self._groups,
                 "partition_failure_bound": self.partition_failure,
