@@ -134,6 +134,7 @@ class RunResult:
             "max_abs_error": self.max_abs_error,
             "rmse": self.rmse,
             "expected_std": self.estimate.expected_std.tolist(),
+            "estimator_details": dict(self.estimate.extra),
             "hops": [h.to_json() for h in self.hops],
             "seconds": dict(self.seconds),
             **self.extra,

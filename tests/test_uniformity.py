@@ -542,6 +542,15 @@ def test_esa_simulate_takes_a_counter_name(capsys: pytest.CaptureFixture[str]) -
     j = json.loads(capsys.readouterr().out)
     assert j["epsilon_central"] <= 2.0  # proven, unlike cnt_sgm's
     assert j["delta"] == 0.0
+    details = j["estimator_details"]  # the test's decision and its two error bounds
+    assert isinstance(details["uniform"], bool)
+    assert details["threshold"] > 0
+    assert 0 <= details["type_i_bound"] <= 1
+    assert 0 <= details["type_ii_bound"] <= 1
+    assert main([*argv, "--crypto", "ideal"]) == 0
+    table = capsys.readouterr().out
+    assert "estimator details" in table
+    assert "type_ii_bound" in table
     with pytest.raises(SystemExit) as exc:  # usage errors exit with code 2
         main([*argv, "--option", "counter=cnt_bn"])
     assert exc.value.code == 2

@@ -236,6 +236,10 @@ def show(result: esa.RunResult) -> None:
         ("seconds (total)", j["seconds"].get("total", 0.0)),
     ]
     print_table("esa simulate", ["quantity", "value"], rows)
+    if j["estimator_details"]:  # what the estimator reports beyond its values, e.g. a decision
+        print_table(
+            "estimator details", ["quantity", "value"], list(j["estimator_details"].items())
+        )
     hop_cols = [
         "hop",
         "role",
