@@ -210,10 +210,6 @@ def _set_partitions(n: int) -> list[list[list[int]]]:
     return out
 
 
-def _falling(s: float, c: int) -> float:
-    return math.prod(s - t for t in range(c))
-
-
 def _partition_moments_many(
     k: int, groups: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -226,13 +222,15 @@ def _partition_moments_many(
     def over_groups(f: Any) -> npt.NDArray[np.float64]:
         return sum((c * f(s) for c, s in counts), start=np.zeros_like(g))
 
-    def falling(s: Any, c: int) -> Any:
+    def falling(s: Any, c: int) -> Any:  # s(s − 1)…(s − c + 1)
         return math.prod((s - t for t in range(c)), start=np.ones_like(s))
 
     a = np.zeros_like(g)
     b = np.zeros_like(g)
     for blocks in _set_partitions(4):
         r = len(blocks)
+        if r > k:  # r distinct values do not exist
+            continue
         block_of = {pos: i for i, blk in enumerate(blocks) for pos in blk}
         first, second = {block_of[0], block_of[1]}, {block_of[2], block_of[3]}
         e = over_groups(lambda s, r=r: falling(s, r) / (s * s))  # both pairs in one group
@@ -245,7 +243,7 @@ def _partition_moments_many(
                 + fa * fb
                 - over_groups(lambda s, la=la, lb=lb: falling(s, la) * falling(s, lb) / s**2)
             )
-        e = e / _falling(k, r)
+        e = e / math.prod(k - t for t in range(r))
         ca, cb = _BLOCK_COEF[tuple(sorted((len(blk) for blk in blocks), reverse=True))]
         a += e * ca
         b += e * cb
@@ -299,12 +297,6 @@ def _check_groups(groups: object, k: int) -> int:
     if g != groups or not 2 <= g <= k:
         raise ParameterError(f"groups must be an integer in [2, k={k}], got {groups!r}")
     return g
-
-
-def _group_sizes(k: int, groups: int) -> tuple[int, int, int]:
-    """(small size, large size, number of large groups) of the near-equal partition."""
-    small, large_count = divmod(k, groups)
-    return small, small + 1, large_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,8 +427,8 @@ def _designs(
         return np.asarray((t1 <= beta) & (t2 <= beta))
 
     idx = np.flatnonzero(live)
-    lo = np.full(idx.size, 2.0)  # n = 2 (τ > 0 but the bounds are ≥ 1): never feasible
-    hi = np.full(idx.size, 4.0)
+    lo = np.full(idx.size, 1.0)  # n = 1: τ = 0, never feasible
+    hi = np.full(idx.size, 2.0)
     bad = ~ok(hi, idx)
     while bad.any():
         lo = np.where(bad, hi, lo)
