@@ -3,7 +3,10 @@
 ``protocols._cnt_pure.pure_central_epsilon`` computes the exact pure ε of one user among N
 others holding 0 (the bound behind Cnt_PURE's and RSum_PURE's λ). This script times it side
 by side with the obvious exact method — adding the N users one at a time in log space — on
-the same inputs, checks that both give the same ε, and times the whole calibration
+the same inputs, checks that both give the same ε, times it against its previous sweep
+(each next tilt's window overlapping three quarters of the last, numpy's FFT and complex
+power; restored by patching the module, so both run here side by side), and times the whole
+calibration
 (``CntPURE(...)``, which evaluates the accountant several times) for a few (ε, n). For each
 calibration it also states the std the earlier calibration gave on the same (ε, n) — ω of
 scale Δ = 1 only, τ = 2⌈log₂ n⌉ + 1, crowd capped at 4 096 — so the two are compared
@@ -16,13 +19,17 @@ within one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
+import protocols._cnt_pure as cnt_pure_module
 from protocols import CntPURE
 from protocols._cnt_pure import (
     PureBitCounter,
@@ -43,6 +50,22 @@ def delta_one_counter(epsilon: float, n: int) -> PureBitCounter:
     alpha = math.exp(-epsilon)
     omega = tuple(float(w) for w in _omega(tau, alpha))
     return PureBitCounter(epsilon, tau, lam, alpha, omega, 4096, eps_c, 1.0)
+
+
+@contextlib.contextmanager
+def previous_sweep() -> Iterator[None]:
+    """pure_central_epsilon as it was before 2026-11-29 22:40 UTC: the next tilt's mean a
+    quarter of a trusted half-width *below* the top of the last trusted region, numpy's
+    FFT, and numpy's complex power for the crowd's characteristic function."""
+    previous = {"_SWEEP_STEP": -0.25, "sfft": np.fft, "_int_power": lambda z, n: z**n}
+    saved = {name: getattr(cnt_pure_module, name) for name in previous}
+    for name, value in previous.items():
+        setattr(cnt_pure_module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(cnt_pure_module, name, value)
 
 
 def direct_epsilon(lam: float, tau: int, alpha: float, others: int) -> float:
@@ -88,29 +111,37 @@ def main() -> None:
             "speedup": round((t1 - t0) / (t2 - t1), 1),
         }
         print(json.dumps(row), flush=True)
-    for others in (1024, 4096, 65536):
+    large = [(n, 41, 4.0 / n, math.exp(-0.5)) for n in (4096, 65536, 1 << 19)]
+    large.append((53_605, 401, 1.5e-4, math.exp(-0.1 / 1.5)))  # ε = 0.1's old crowd cap
+    for others, tau, lam, alpha in large:
+        kw: dict[str, Any] = {"lam": lam, "tau": tau, "alpha": alpha, "others": others}
         t0 = time.perf_counter()
-        pure_central_epsilon(lam=4.0 / others, tau=41, alpha=math.exp(-0.5), others=others)
-        print(
-            json.dumps(
-                {
-                    "case": "accountant_large",
-                    "others": others,
-                    "tau": 41,
-                    "tilted_s": round(time.perf_counter() - t0, 3),
-                }
-            ),
-            flush=True,
-        )
+        now = pure_central_epsilon(**kw)
+        t1 = time.perf_counter()
+        with previous_sweep():
+            before = pure_central_epsilon(**kw)
+        t2 = time.perf_counter()
+        row = {
+            "case": "accountant_large",
+            "others": others,
+            "tau": tau,
+            "epsilon": now,
+            "abs_diff_previous": abs(now - before),
+            "tilted_s": round(t1 - t0, 3),
+            "previous_s": round(t2 - t1, 3),
+            "speedup": round((t2 - t1) / (t1 - t0), 1),
+        }
+        print(json.dumps(row), flush=True)
     for n in (10_000, 1_000_000):
-        for e in (0.5, 1.0, 2.0):
+        for e in (0.1, 0.5, 1.0, 2.0):
             for cache in (_calibrate, _limit_lambda, _choose):
                 cache.cache_clear()
             t0 = time.perf_counter()
             p = CntPURE(epsilon=e, n=n)
+            bit = p.bit  # calibrated on first use
             seconds = time.perf_counter() - t0
             old = delta_one_counter(e, n)
-            std = math.sqrt(p.bit.variance(n=n, count=n / 2, fakes=0))
+            std = math.sqrt(bit.variance(n=n, count=n / 2, fakes=0))
             std_old = math.sqrt(old.variance(n=n, count=n / 2, fakes=0))
             print(
                 json.dumps(
@@ -118,10 +149,10 @@ def main() -> None:
                         "case": "calibration",
                         "n": n,
                         "epsilon": e,
-                        "tau": p.bit.tau,
-                        "scale": p.bit.scale,
-                        "lam": p.bit.lam,
-                        "certified_users": p.bit.certified_users,
+                        "tau": bit.tau,
+                        "scale": bit.scale,
+                        "lam": bit.lam,
+                        "certified_users": bit.certified_users,
                         "seconds": round(seconds, 2),
                         "std": round(std, 2),
                         "delta1_tau": old.tau,
