@@ -4,8 +4,9 @@
 others holding 0 (the bound behind Cnt_PURE's and RSum_PURE's λ). This script times it side
 by side with the obvious exact method — adding the N users one at a time in log space — on
 the same inputs, checks that both give the same ε, times it against its previous sweep
-(each next tilt's window overlapping three quarters of the last, numpy's FFT and complex
-power; restored by patching the module, so both run here side by side), and times the whole
+(each next tilt's window overlapping three quarters of the last, power-of-two lengths,
+numpy's FFT and complex power; restored by patching the module, so both run here side by
+side), and times the whole
 calibration
 (``CntPURE(...)``, which evaluates the accountant several times) for a few (ε, n). For each
 calibration it also states the std the earlier calibration gave on the same (ε, n) — ω of
@@ -55,9 +56,15 @@ def delta_one_counter(epsilon: float, n: int) -> PureBitCounter:
 @contextlib.contextmanager
 def previous_sweep() -> Iterator[None]:
     """pure_central_epsilon as it was before 2026-11-29 22:40 UTC: the next tilt's mean a
-    quarter of a trusted half-width *below* the top of the last trusted region, numpy's
-    FFT, and numpy's complex power for the crowd's characteristic function."""
-    previous = {"_SWEEP_STEP": -0.25, "sfft": np.fft, "_int_power": lambda z, n: z**n}
+    quarter of a trusted half-width *below* the top of the last trusted region, FFT lengths
+    rounded up to a power of two, numpy's FFT, and numpy's complex power for the crowd's
+    characteristic function."""
+    previous = {
+        "_SWEEP_STEP": -0.25,
+        "sfft": np.fft,
+        "_int_power": lambda z, n: z**n,
+        "_fft_width": lambda span, tau: 1 << max(1, max(span - 1, tau).bit_length()),
+    }
     saved = {name: getattr(cnt_pure_module, name) for name in previous}
     for name, value in previous.items():
         setattr(cnt_pure_module, name, value)

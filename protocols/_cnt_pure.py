@@ -52,8 +52,8 @@ offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose
   by 25 % on failure; lowered in 10 % steps while it passes where an evaluation is cheap).
   The pair leaving the least noise variance λ·E(z − m − ½)² wins. N is capped at
   :func:`certify_cap` = 123·2¹⁹/τ (3·2¹⁹ users, n ≈ 3·10⁶, at τ = 41): the bound for the
-  cap is valid for every larger n. An evaluation takes ~0.07 s at N·τ = 4 096·41, ~14 s at
-  N·τ = 2¹⁹·41 and ~40 s at the cap; a calibration 1–60 s, cached per (ε, τ, N).
+  cap is valid for every larger n. An evaluation takes ~0.08 s at N·τ = 4 096·41, ~8 s at
+  N·τ = 2¹⁹·41 and 20–35 s at the cap; a calibration 1–40 s, cached per (ε, τ, N).
 * Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n; or
   ε ≳ 15, where ratios beyond e^16 or underflowing λ·ω put the computation out of double
   precision's reach) the local bound is used: user 1's own law differs between x = 0 and
@@ -126,7 +126,7 @@ __all__ = [
 MAX_TAU = 1023
 
 #: Most (same-bit honest users) × τ the exact central accountant convolves (module doc):
-#: 3·2¹⁹ users, n ≈ 3·10⁶, at τ = 41. One evaluation at the cap takes about 40 s.
+#: 3·2¹⁹ users, n ≈ 3·10⁶, at τ = 41. One evaluation at the cap takes 20–35 s.
 CERTIFY_WORK = 123 << 19
 
 
@@ -247,8 +247,7 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
         a = _ALIAS_LOG * tau / 3.0
         half = a + math.sqrt(a * a + 2.0 * _ALIAS_LOG * max(var, 0.0))
         lo, hi = max(0, math.floor(mean - half)), min(size - 1, math.ceil(mean + half))
-        # At least τ + 1 wide: np.fft.rfft truncates (does not fold) a longer input.
-        width = 1 << max(1, max(hi - lo, tau).bit_length())
+        width = _fft_width(hi - lo + 1, tau)
         f0, f1 = sfft.rfft(np.stack([q0, q1]), width, axis=1)
         others_part = _int_power(f0, others)
         index = np.arange(lo, hi + 1) % width
@@ -284,6 +283,13 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
         f"their likelihood ratio is beyond what one tilt resolves (about e^"
         f"{-math.log(_TRUST):.0f}), too large an epsilon to compute this way"
     )
+
+
+def _fft_width(span: int, tau: int) -> int:
+    """The FFT length for a window of ``span`` outcomes: at least the span (no outcome of
+    the window folds onto another) and at least τ + 1 (rfft truncates, does not fold, a
+    longer input), rounded up to a length scipy transforms fast (2^a 3^b 5^c …)."""
+    return int(sfft.next_fast_len(max(span, tau + 1), real=True))
 
 
 def _int_power(z: npt.NDArray[np.complex128], n: int) -> npt.NDArray[np.complex128]:
@@ -542,7 +548,7 @@ class PureBitCounter:
         n_up = min((h + 1) // 2, certify_cap(self.tau))
         try:
             upper = (
-                self.epsilon_certified  # the calibration computed exactly this (up to ~40 s)
+                self.epsilon_certified  # the calibration computed exactly this (up to ~35 s)
                 if n_up == self.certified_users
                 else pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
             )

@@ -123,7 +123,7 @@ def progress(enabled: bool) -> Iterator[Any]:
 @contextlib.contextmanager
 def status(enabled: bool, message: str) -> Iterator[None]:
     """A spinner with ``message`` on stderr while a stage without steps runs (e.g. a
-    protocol's calibration, ~40 s for ``cnt_pure`` at n = 10^6); same rules as
+    protocol's calibration, up to ~35 s for ``cnt_pure`` at n = 10^6); same rules as
     :func:`progress`."""
     if enabled and sys.stderr.isatty():
         from rich.console import Console
