@@ -339,7 +339,7 @@ def test_grouping_pays_only_where_the_noise_dominates() -> None:
     # The stated n covers the worst type II error, partition failure included, so grouping
     # must save more than the failure bound costs. With AUT's own noise at ε = 2 (σ² ≈ 22.8)
     # and β = 0.1 it does not: k' = k. At ε = 0.5 (σ² ≈ 259) and β = 1/3 it does (measured
-    # k' = 682, 36 037 vs 40 423 samples), and at σ² = 10⁵ by 25 % (10.67 M vs 14.30 M).
+    # k' = 682, 36 035 vs 38 843 samples), and at σ² = 10⁵ by 25 % (10.67 M vs 14.25 M).
     k = 4096
     t = build_protocol("aut", ProtocolSpec(2.0, 1e-6, 20_000, domain=k, options={"beta": 0.1}))
     assert isinstance(t, UniformityTester)
