@@ -24,7 +24,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,13 @@ def previous_sweep() -> Iterator[None]:
             setattr(cnt_pure_module, name, value)
 
 
+def timed(fn: Callable[..., float], *args: Any, **kwargs: Any) -> tuple[float, float]:
+    """(fn(*args, **kwargs), its wall time in seconds)."""
+    t0 = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return value, time.perf_counter() - t0
+
+
 def direct_epsilon(lam: float, tau: int, alpha: float, others: int) -> float:
     """The exact ε by sequential log-space convolution (O(N² τ²) work)."""
     p0, p1 = user_laws(lam, tau, alpha)
@@ -100,44 +107,26 @@ def main() -> None:
     alpha = math.exp(-eps)
     for others in (50, 200) if args.quick else (50, 200, 800):
         lam = 16.0 / others
-        t0 = time.perf_counter()
-        direct = direct_epsilon(lam, tau, alpha, others)
-        t1 = time.perf_counter()
-        tilted = pure_central_epsilon(lam=lam, tau=tau, alpha=alpha, others=others)
-        t2 = time.perf_counter()
-        row = {
-            "case": "accountant",
-            "others": others,
-            "tau": tau,
-            "lam": lam,
+        direct, direct_s = timed(direct_epsilon, lam, tau, alpha, others)
+        tilted, tilted_s = timed(pure_central_epsilon, lam=lam, tau=tau, alpha=alpha, others=others)
+        row = {"case": "accountant", "others": others, "tau": tau, "lam": lam}
+        row |= {
             "epsilon_direct": direct,
             "epsilon_tilted": tilted,
             "abs_diff": abs(direct - tilted),
-            "direct_s": round(t1 - t0, 3),
-            "tilted_s": round(t2 - t1, 4),
-            "speedup": round((t1 - t0) / (t2 - t1), 1),
         }
-        print(json.dumps(row), flush=True)
+        row |= {"direct_s": round(direct_s, 3), "tilted_s": round(tilted_s, 4)}
+        print(json.dumps(row | {"speedup": round(direct_s / tilted_s, 1)}), flush=True)
     large = [(n, 41, 4.0 / n, math.exp(-0.5)) for n in (4096, 65536, 1 << 19)]
     large.append((53_605, 401, 1.5e-4, math.exp(-0.1 / 1.5)))  # ε = 0.1's old crowd cap
     for others, tau, lam, alpha in large:
         kw: dict[str, Any] = {"lam": lam, "tau": tau, "alpha": alpha, "others": others}
-        t0 = time.perf_counter()
-        now = pure_central_epsilon(**kw)
-        t1 = time.perf_counter()
+        now, now_s = timed(pure_central_epsilon, **kw)
         with previous_sweep():
-            before = pure_central_epsilon(**kw)
-        t2 = time.perf_counter()
-        row = {
-            "case": "accountant_large",
-            "others": others,
-            "tau": tau,
-            "epsilon": now,
-            "abs_diff_previous": abs(now - before),
-            "tilted_s": round(t1 - t0, 3),
-            "previous_s": round(t2 - t1, 3),
-            "speedup": round((t2 - t1) / (t1 - t0), 1),
-        }
+            before, before_s = timed(pure_central_epsilon, **kw)
+        row = {"case": "accountant_large", "others": others, "tau": tau, "epsilon": now}
+        row |= {"abs_diff_previous": abs(now - before), "tilted_s": round(now_s, 3)}
+        row |= {"previous_s": round(before_s, 3), "speedup": round(before_s / now_s, 1)}
         print(json.dumps(row), flush=True)
     for n in (10_000, 1_000_000):
         for e in (0.1, 0.5, 1.0, 2.0):
