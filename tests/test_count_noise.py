@@ -13,6 +13,7 @@ from scipy import stats
 from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 from protocols._base import CountNoise
 from protocols._uniformity import GroupNoise, UniformityTester, _variance_bound
+from tests.test_uniformity import _grouped
 
 N = 2000
 
@@ -129,22 +130,10 @@ def test_ungrouped_worst_type_ii_bound_covers_every_alternative(counter: str) ->
     # 800 seeded Dirichlet ones moved to TV ∈ [α, 1.5α], and a spread one with a spike of
     # every size (the shape the bound's worst case has). Measured: the largest is 0.72×
     # (cnt_bn) and 0.86× (cnt_sgm) of the bound.
-    k, alpha = 50, 0.25
+    k, alpha = 50, 0.25  # the α _grouped configures
 
-    def tester(n: int) -> UniformityTester:
-        return UniformityTester(
-            counter=counter,
-            domain=k,
-            epsilon=2.0,
-            delta=1e-6,
-            n=n,
-            alpha=alpha,
-            beta=1 / 3,
-            groups=k,
-        )
-
-    n = tester(1000).min_samples
-    t = tester(n)
+    n = _grouped(counter, k, k, 1000, beta=1 / 3).min_samples
+    t = _grouped(counter, k, k, n, beta=1 / 3)
     worst = t.error_bounds[1]
     assert worst <= 1 / 3
     u = np.full(k, 1 / k)
