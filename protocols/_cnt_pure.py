@@ -109,7 +109,6 @@ from ._registry import ProtocolSpec, number_option, register_protocol
 
 __all__ = [
     "CERTIFY_WORK",
-    "LOWER_BOUND_CAP",
     "SCALES",
     "CntPURE",
     "PureBitCounter",
@@ -140,9 +139,6 @@ _PILOT = 256
 
 #: Most N·τ at which the full-crowd λ is refined downwards (≈ 1 s per evaluation).
 _REFINE_WORK = 1 << 20
-
-#: Most honest users the audit's lower bound (one dataset's exact ε) is computed for.
-LOWER_BOUND_CAP = 1 << 14
 
 #: Scales Δ of ω = truncated DLap(τ/2, Δ/ε) the calibration chooses from (module doc).
 SCALES = (1.0, 1.5, 2.0, 3.0)
@@ -540,8 +536,8 @@ class PureBitCounter:
 
         Upper: N = min(⌈h/2⌉, certify_cap(τ)) same-bit users (module doc). Lower: the exact ε
         of the dataset where all h hold 0 (for ``digits`` > 1, and the victim's value flips
-        every digit), ``None`` above LOWER_BOUND_CAP users to bound the time. ``None`` when
-        h = 0 or the computation cannot reach."""
+        every digit), ``None`` above :func:`certify_cap` users (the certificate's own budget:
+        up to ~35 s). ``None`` when h = 0 or the computation cannot reach."""
         h = check_n(honest_others, "honest others", 0)
         if h == 0:
             return None
@@ -554,7 +550,7 @@ class PureBitCounter:
             )
             lower = (
                 pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h)
-                if h <= LOWER_BOUND_CAP
+                if h <= certify_cap(self.tau)
                 else None
             )
         except ParameterError:  # beyond double precision (BoundNotApplicable included)

@@ -552,3 +552,21 @@ def test_cnt_pure_honest_users_bound_brackets_every_dataset():
         assert max(exact) <= got.epsilon_upper + 1e-9
     assert p.honest_users_bound(0) is None
     assert CntRR(epsilon_local=1.0, n=100, delta=1e-6).honest_users_bound(5) is None
+
+
+def test_cnt_pure_audit_lower_bound_up_to_the_certificates_budget(monkeypatch):
+    """The exact lower bound is computed for as many honest others as the certificate's
+    budget allows (certify_cap(τ)), and is then nearly tight: at n = 4·10⁴ it is within
+    10⁻³ of the upper bound; above the budget (shrunk here to 100 users) it is omitted."""
+    p = CntPURE(epsilon=1.0, n=40_000)
+    got = p.honest_users_bound(39_999)
+    assert got is not None
+    assert got.epsilon_lower is not None
+    assert got.epsilon_upper - 1e-3 < got.epsilon_lower <= got.epsilon_upper + 1e-9
+    monkeypatch.setattr(cnt_pure_module, "CERTIFY_WORK", 100 * p.bit.tau)
+    beyond = p.honest_users_bound(101)
+    assert beyond is not None
+    assert beyond.epsilon_lower is None
+    at_cap = p.honest_users_bound(100)
+    assert at_cap is not None
+    assert at_cap.epsilon_lower is not None
