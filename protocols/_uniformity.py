@@ -620,7 +620,7 @@ class UniformityTester(ShuffleProtocol):
             :attr:`min_samples`).
         fake_reports: passed to the counter's specification.
         groups: k' ∈ [2, k]; None (default) picks :func:`optimal_groups` for the counter's
-            noise variance at this n; k means no grouping.
+            error law at this n; k means no grouping.
         partition_seed: public seed of the random partition (shared by users and analyzer).
     """
 
@@ -755,7 +755,8 @@ class UniformityTester(ShuffleProtocol):
     def error_bounds(self) -> tuple[float, float]:
         """(type I, type II) bounds at this n: the chance of rejecting uniform data, and the
         largest chance of accepting data from any p at TV distance ≥ α from uniform, over
-        the samples, the counters' noise and a fresh public partition (module doc)."""
+        the samples, the counters' noise and a fresh public partition (module doc). Without
+        fakes; :meth:`test` states both for its run, the fakes' noise included."""
         t1, t2 = _error_bounds(
             float(self._n),
             self._k,
