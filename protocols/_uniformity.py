@@ -220,14 +220,22 @@ def _set_partitions(n: int) -> list[list[list[int]]]:
     return out
 
 
+def _size_counts(k: int, groups: Any) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """((number, size) of the small groups, (number, size) of the large ones) of the
+    near-equal partition of [k] into k' groups (sizes ⌊k/k'⌋ and ⌊k/k'⌋ + 1)."""
+    g = np.asarray(groups, dtype=np.float64)
+    small = np.floor(k / g)
+    n_large = k - small * g
+    return (g - n_large, small), (n_large, small + 1.0)
+
+
 def _partition_moments_many(
     k: int, groups: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """:func:`partition_moments` for many k' at once (the near-equal partition has only two
     group sizes, so every sum over groups is a sum over two size classes)."""
     g = np.asarray(groups, dtype=np.float64)
-    small = np.floor(k / g)
-    counts = ((g - (k - small * g), small), (k - small * g, small + 1.0))
+    counts = _size_counts(k, g)
 
     def over_groups(f: Any) -> npt.NDArray[np.float64]:
         return sum((c * f(s) for c, s in counts), start=np.zeros_like(g))
@@ -276,11 +284,13 @@ def partition_moments(k: int, groups: int) -> tuple[float, float, float]:
     return float(e[0]), float(a[0]), float(b[0])
 
 
-def _failure_many(k: int, groups: npt.NDArray[np.int64], theta: float) -> npt.NDArray[np.float64]:
-    """:func:`partition_failure_bound` for many k' at once."""
-    e, a, b = _partition_moments_many(k, groups)
+def _failure(k: int, groups: Any, moments: tuple[Any, Any, Any], theta: Any) -> Any:
+    """:func:`partition_failure_bound` from :func:`partition_moments`' (e, a, b); every
+    argument but k broadcasts (many k', many θ)."""
+    e, a, b = moments
     worst = np.maximum((a + b / k) / (e * e), (a + b) / (e * e)) - 1.0
     worst = np.maximum(worst, 0.0)
+    theta = np.asarray(theta)
     return np.where(np.asarray(groups) == k, 0.0, worst / (worst + theta * theta))
 
 
@@ -297,7 +307,7 @@ def partition_failure_bound(k: int, groups: int, theta: float = 0.5) -> float:
         raise ParameterError(f"theta must lie in (0, 1), got {theta!r}")
     k = check_n(k, "k", 2)
     groups = _check_groups(groups, k)
-    return float(_failure_many(k, np.array([groups]), theta)[0])
+    return float(_failure(k, groups, partition_moments(k, groups), theta))
 
 
 def _check_groups(groups: object, k: int) -> int:
@@ -353,11 +363,9 @@ def _as_noise(noise: float | GroupNoise) -> GroupNoise:
 def _size_classes(k: int, groups: Any) -> tuple[tuple[tuple[Any, Any], tuple[Any, Any]], Any, Any]:
     """((count, q) of the small groups, (count, q) of the large ones), q_min, and h, the
     bound |Σ_j u_j| ≤ h √χ² for every P (module doc); h = 0 when k' divides k."""
-    g = np.asarray(groups, dtype=np.float64)
-    small = np.floor(k / g)
-    n_large = k - small * g
-    classes = ((g - n_large, small / k), (n_large, (small + 1.0) / k))
-    h = np.where(n_large > 0, k / (2.0 * small * (small + 1.0)), 0.0)
+    (n_small, small), (n_large, large) = _size_counts(k, groups)
+    classes = ((n_small, small / k), (n_large, large / k))
+    h = np.where(n_large > 0, k / (2.0 * small * large), 0.0)
     return classes, small / k, h
 
 
@@ -463,10 +471,10 @@ def _designs(
     kap = np.tile(np.array(KAPPAS), groups.size)
     ungrouped = g_all == k
     kap = np.where(ungrouped, 1.0, kap)
-    fail = np.zeros(g_all.size)
-    for i, kappa in enumerate(KAPPAS):
-        sel = slice(i, None, len(KAPPAS))
-        fail[sel] = _failure_many(k, groups, 1.0 - kappa)
+    e, a, b = _partition_moments_many(k, groups)
+    theta = 1.0 - np.array(KAPPAS)[None, :]
+    moments = (e[:, None], a[:, None], b[:, None])
+    fail = _failure(k, groups[:, None], moments, theta).ravel()  # same order as g_all
     live = fail < beta
 
     def ok(n: npt.NDArray[np.float64], idx: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -686,7 +694,7 @@ class UniformityTester(ShuffleProtocol):
         if g == k:
             return 1.0
         kap = np.array(KAPPAS)
-        fail = np.array([partition_failure_bound(k, g, 1.0 - c) for c in KAPPAS])
+        fail = _failure(k, g, partition_moments(k, g), 1.0 - kap)
         t1, t2 = _error_bounds(float(n), k, g, self._alpha, kap, self._noise, fail)
         return float(kap[int(np.argmin(np.maximum(t1, t2)))])
 
