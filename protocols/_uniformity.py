@@ -947,6 +947,12 @@ class UniformityTester(ShuffleProtocol):
     def test(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> UniformityDecision:
         """Run the test on the shuffled messages of n users (+ n_fakes fakes)."""
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
+        return self._decide(est, std, n)[0]
+
+    def _decide(
+        self, est: npt.NDArray[np.float64], std: npt.NDArray[np.float64], n: int
+    ) -> tuple[UniformityDecision, GroupNoise]:
+        """The decision from the group counts and their stds, and the noise law it used."""
         z = self.statistic(est, std**2, n=n)
         tau = self.threshold(n)
         noise = self._noise_at(n, float(np.mean(std**2)))
@@ -959,7 +965,7 @@ class UniformityTester(ShuffleProtocol):
             noise,
             self.partition_failure,
         )
-        return UniformityDecision(
+        decision = UniformityDecision(
             statistic=z,
             threshold=tau,
             uniform=bool(z <= tau),
@@ -967,6 +973,7 @@ class UniformityTester(ShuffleProtocol):
             type_i_bound=float(type_i),
             type_ii_bound=float(type_ii),
         )
+        return decision, noise
 
     def _noise_at(self, n: int, variance: float) -> GroupNoise:
         """The count noise of n users whose estimator states ``variance`` (fakes add to it):
@@ -995,14 +1002,12 @@ class UniformityTester(ShuffleProtocol):
         noise part; on skewed data it grows with the signal (the null std alone understated
         the error 60× at n = 10^5 on Zipf data).
         """
-        dec = self.test(messages, n=n, n_fakes=n_fakes)
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
+        dec, noise = self._decide(est, std, n)
         lam = n * self._q
-        s2 = np.broadcast_to(np.asarray(std, dtype=np.float64) ** 2, np.shape(est))
-        c = np.asarray(est, dtype=np.float64)
-        a = c - lam
-        noise = self._noise_at(n, float(np.mean(s2)))
-        skew = 2.0 * (2 * a - 1) * (n - 2 * c) * noise.third_per_user
+        s2 = std**2
+        a = est - lam
+        skew = 2.0 * (2 * a - 1) * (n - 2 * est) * noise.third_per_user
         var = float(
             np.sum(np.maximum(s2 * (2 * a - 1) ** 2 + noise.square_variance + skew, 0.0) / lam**2)
         )
