@@ -610,7 +610,7 @@ class PureBitCounter:
         :meth:`debias` is (o − E o)/(1 − λ). A user holding 1 has the mirror law (o ↦ τ − o
         maps its law to this one's), as :class:`CountNoise` requires. Moments summed exactly
         over o ∈ [0, τ]."""
-        law = (1.0 - self.lam) * np.eye(self.tau + 1)[self.m] + self.lam * np.asarray(self.omega)
+        law, _ = user_laws(self.lam, self.tau, self.alpha)
         o = np.arange(self.tau + 1, dtype=np.float64)
         d = (o - float(np.dot(law, o))) / (1.0 - self.lam)
         return CountNoise(
@@ -661,8 +661,8 @@ class CntPURE(ShuffleProtocol):
 
     @cached_property
     def bit(self) -> PureBitCounter:
-        """The calibrated per-bit mechanism, derived on first use (up to a minute at
-        n = 10^6; module doc), so listing the protocol or its message count costs nothing."""
+        """The calibrated per-bit mechanism, derived on first use (up to ~40 s at n = 10^6;
+        module doc), so listing the protocol or its message count costs nothing."""
         return PureBitCounter.derive(
             epsilon=self._eps, tau=self._tau, honest_users=math.ceil(self._gamma * self._n)
         )
