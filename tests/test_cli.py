@@ -53,6 +53,29 @@ def test_simulate_table_says_which_crypto_ran(capsys: pytest.CaptureFixture[str]
     assert "IDEAL plaintext" in capsys.readouterr().out
 
 
+def test_simulate_warns_when_the_proven_epsilon_exceeds_the_request(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # PUT on Cnt_SGM proves only the counter's local bound (the survey's claim fails):
+    # the run says so, on stderr under the table and in the JSON, and names the fix.
+    argv = ["simulate", "--protocol", "put", "--n", "2000", "--crypto", "ideal"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "ε requested" in captured.out
+    warning = captured.err.strip().splitlines()[-1]
+    assert warning.startswith("warning: put proves ε_c = ")
+    assert "not the requested 1" in warning
+    assert "counter=cnt_pure" in warning
+    out = run_json(capsys, *argv)
+    assert out["epsilon_requested"] == 1.0
+    assert out["epsilon_central"] > 1.0
+    assert out["privacy_warning"] == warning.removeprefix("warning: ")
+    # a protocol that proves its target stays quiet
+    fine = run_json(capsys, *argv[:2], "cnt_rr", *argv[3:])
+    assert fine["privacy_warning"] is None
+    assert fine["epsilon_central"] <= 1.0
+
+
 BAD = [
     (["simulate", "--protocol", "hist_kr", "--epsilon", "0"], "epsilon"),
     (["simulate", "--protocol", "hist_kr", "--epsilon", "-2"], "epsilon"),

@@ -152,6 +152,9 @@ def test_audit_cnt_sgm_shows_its_claim_fail_in_every_scenario(
     for r in with_users:
         assert 1.0 < r["epsilon_lower"] <= r["epsilon_upper"]  # the target 1 is not met
         assert "no +1 message" in r["explanation"]
+    assert out["epsilon_requested"] == 1.0
+    assert "cnt_sgm proves" in out["privacy_warning"]
+    assert "cnt_pure" in out["privacy_warning"]
 
 
 def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

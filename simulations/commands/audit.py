@@ -17,7 +17,14 @@ from protocols import (
 )
 
 from .._attacks import AttackSetup, distinguishing_attack, protocol_family
-from .._common import UsageError, emit_json, print_table, progress, status
+from .._common import (
+    UsageError,
+    emit_json,
+    print_table,
+    privacy_shortfall,
+    progress,
+    status,
+)
 
 __all__ = ["audit", "register"]
 
@@ -121,6 +128,8 @@ def audit(
         "colluding_users": ku,
         "colluding_shufflers": colluding_shufflers,
         "protocol_claim": {"epsilon_central": privacy.epsilon_central, "bound": privacy.bound},
+        "epsilon_requested": epsilon,
+        "privacy_warning": privacy_shortfall(protocol_name, epsilon, privacy.epsilon_central),
         "measured": measure,
         "trials": trials if measure else None,
         "measure_note": measure_note,
@@ -232,6 +241,8 @@ def run(args: Any) -> int:
             rows,
             caption=caption,
         )
+    if out["privacy_warning"]:
+        print(f"warning: {out['privacy_warning']}", file=sys.stderr)
     if out["violations"]:
         print(
             "esa audit: BUG: measured lower bound above the proven upper bound in: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -11,7 +12,14 @@ import numpy as np
 import esa
 from protocols import ProtocolSpec, ShuffleProtocol, build_protocol, protocol_names
 
-from .._common import UsageError, emit_json, print_table, progress, status
+from .._common import (
+    UsageError,
+    emit_json,
+    print_table,
+    privacy_shortfall,
+    progress,
+    status,
+)
 from .._data import DISTRIBUTIONS, generate_values
 
 
@@ -190,6 +198,10 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
             "distribution": args.distribution,
             "transport": transport,
             "fakes_source": "seeded (simulation)" if config.seeded_fakes else "csprng",
+            "epsilon_requested": spec.epsilon,
+            "privacy_warning": privacy_shortfall(
+                protocol_name, spec.epsilon, protocol.privacy.epsilon_central
+            ),
         }
     )
     return result
@@ -216,6 +228,7 @@ def show(result: esa.RunResult) -> None:
         ("protocol", j["protocol"]),
         ("users n", j["n"]),
         ("domain d", j["domain"]),
+        ("ε requested", j.get("epsilon_requested", "")),
         ("ε central (analyzer alone)", j["epsilon_central"]),
         ("ε local (if every shuffler colludes)", j["epsilon_local"]),
         ("δ", j["delta"]),
@@ -236,6 +249,8 @@ def show(result: esa.RunResult) -> None:
         ("seconds (total)", j["seconds"].get("total", 0.0)),
     ]
     print_table("esa simulate", ["quantity", "value"], rows)
+    if j.get("privacy_warning"):
+        print(f"warning: {j['privacy_warning']}", file=sys.stderr)
     if j["estimator_details"]:  # what the estimator reports beyond its values, e.g. a decision
         print_table(
             "estimator details", ["quantity", "value"], list(j["estimator_details"].items())
