@@ -180,6 +180,24 @@ class _Stopwatch:
         self.seconds[key] = time.perf_counter() - t
 
 
+@contextlib.contextmanager
+def _counting(on_progress: Callable[[int, int], None] | None, total: int) -> Iterator[None]:
+    """Announce ``(done, total)`` reports of the current stage as the crypto finishes them."""
+    if on_progress is None:
+        yield
+        return
+    done = 0
+    on_progress(0, total)
+
+    def advance(k: int) -> None:
+        nonlocal done
+        done += k
+        on_progress(done, max(total, done))
+
+    with crypto.report_progress(advance):
+        yield
+
+
 def _result(
     protocol: ShuffleProtocol,
     config: PipelineConfig,
@@ -212,6 +230,7 @@ def run_pipeline(
     interceptors: Mapping[int, Interceptor] | None = None,
     keys: Sequence[crypto.PartyKeys] | None = None,
     on_stage: Callable[[str], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> RunResult:
     """Run every user's report through m shufflers to the analyzer.
 
@@ -226,6 +245,8 @@ def run_pipeline(
             model a malicious or colluding party on the path.
         keys: the parties' keys in route order (default: fresh in-memory keys).
         on_stage: called with each stage's name as it starts (progress display).
+        on_progress: called with ``(done, total)`` reports of the current stage as their
+            encryption or peeling finishes (onion runs; a progress bar for long stages).
     """
     x = protocol.validate_values(values)
     n = int(x.shape[0])
@@ -253,14 +274,15 @@ def run_pipeline(
         )
         channel_of = protocol.channel_of(messages) if channels > 1 else None
         batches = []
-        for c in range(channels):
-            part = messages if channel_of is None else messages[channel_of == c]
-            encoder = Encoder(protocol, codec, routes[c], workers=config.workers)
-            batches.append(
-                encoder.seal_messages(
-                    part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
+        with _counting(on_progress, len(messages)):
+            for c in range(channels):
+                part = messages if channel_of is None else messages[channel_of == c]
+                encoder = Encoder(protocol, codec, routes[c], workers=config.workers)
+                batches.append(
+                    encoder.seal_messages(
+                        part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
+                    )
                 )
-            )
 
     hops: list[HopCounters] = []
     for c in range(channels):
@@ -270,6 +292,7 @@ def run_pipeline(
             with clock.stage(f"shuffler {label}/{m}", f"shuffler_{label}"):
                 if i in interceptors and c == 0:
                     batch = interceptors[i](batch)
+                work = codec.count(batch) + config.fake_reports  # peel, then wrap the fakes
                 shuffler = Shuffler(
                     hop=i,
                     codec=codec,
@@ -283,7 +306,8 @@ def run_pipeline(
                     workers=config.workers,
                     channel=c,
                 )
-                batch, counters = shuffler.process(batch, epoch=config.epoch)
+                with _counting(on_progress, work):
+                    batch, counters = shuffler.process(batch, epoch=config.epoch)
                 counters.channel = c
                 hops.append(counters)
         batches[c] = batch
@@ -302,7 +326,8 @@ def run_pipeline(
         )
         # Fakes actually released: a shuffler that held its whole crowd added none.
         n_fakes = sum(h.fakes_added for h in hops)
-        out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
+        with _counting(on_progress, codec.count(batch)):
+            out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
     return _result(protocol, config, x, hops, out, clock)
 
 

@@ -130,12 +130,18 @@ def progress(enabled: bool) -> Iterator[Any]:
     """
     if enabled and sys.stderr.isatty():
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
+            MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=True,
@@ -168,4 +174,7 @@ class _NoProgress:
         pass
 
     def advance(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def reset(self, *_: Any, **__: Any) -> None:
         pass

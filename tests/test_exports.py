@@ -69,6 +69,7 @@ CRYPTO_PUBLIC = [
     "peek_kind",
     "peel_batch",
     "peel_report",
+    "report_progress",
     "report_size",
     "secure_permutation",
     "secure_uniform_ints",

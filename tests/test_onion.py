@@ -28,6 +28,7 @@ from crypto import (
     pad,
     peel_batch,
     peel_report,
+    report_progress,
     report_size,
     wrap_batch,
     wrap_report,
@@ -456,3 +457,29 @@ def test_forked_child_does_not_inherit_pools(
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert 2 in _onion._POOLS  # the parent keeps its pool
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_report_progress_counts_every_report_in_order(
+    large_batch: tuple[list[bytes], set[int], list[bytes]], workers: int
+) -> None:
+    """Inside ``report_progress`` both batch functions announce finished reports in chunks;
+    outside it nothing is called and the results are the same."""
+    reports, _, payloads = large_batch
+    many = reports * 8  # more than one progress chunk, in process and on the pool
+    steps: list[int] = []
+    with report_progress(steps.append):
+        peeled = peel_batch(many, KEYS[0], epoch=EPOCH, hop=0, workers=workers)
+    assert sum(steps) == len(many)
+    assert len(steps) >= 2
+    assert all(k > 0 for k in steps)
+    assert peeled == peel_batch(many, KEYS[0], epoch=EPOCH, hop=0, workers=workers)
+    steps.clear()
+    with report_progress(steps.append):
+        wrapped = wrap_batch(
+            payloads, ROUTE[:1], epoch=EPOCH, crowd_ids=[0] * len(payloads), workers=workers
+        )
+    assert sum(steps) == len(payloads) == len(wrapped)
+    steps.clear()
+    peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=workers)  # hook gone
+    assert steps == []

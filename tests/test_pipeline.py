@@ -324,3 +324,36 @@ def test_channels_get_their_own_shuffler_chains(mode: str) -> None:
         assert ok.all()
         msgs, _ = proto.decode(np.ascontiguousarray(payload))
         assert set(proto.channel_of(msgs).tolist()) == {0}
+
+
+def test_on_progress_reports_each_stage_up_to_its_total() -> None:
+    """``on_progress`` follows every onion stage from 0 to its report count (the encoder's
+    messages, each shuffler's batch plus its fakes, the analyzer's batch)."""
+    events: list[tuple[str, int, int]] = []
+    stage = [""]
+
+    def on_stage(name: str) -> None:
+        stage[0] = name
+
+    def on_progress(done: int, total: int) -> None:
+        events.append((stage[0], done, total))
+
+    config = esa.PipelineConfig(shufflers=M, fake_reports=5, crypto="onion", workers=1)
+    esa.run_pipeline(
+        _proto(), _values(), config, rng=np.random.default_rng(0),
+        on_stage=on_stage, on_progress=on_progress,
+    )  # fmt: skip
+    by_stage: dict[str, list[tuple[int, int]]] = {}
+    for name, done, total in events:
+        by_stage.setdefault(name, []).append((done, total))
+    assert list(by_stage) == ["encode", "shuffler 1/2", "shuffler 2/2", "analyze"]
+    totals = {name: steps[-1] for name, steps in by_stage.items()}
+    assert totals == {
+        "encode": (N, N),
+        "shuffler 1/2": (N + 5, N + 5),
+        "shuffler 2/2": (N + 10, N + 10),
+        "analyze": (N + 10, N + 10),
+    }
+    for steps in by_stage.values():
+        assert steps[0][0] == 0
+        assert [d for d, _ in steps] == sorted(d for d, _ in steps)

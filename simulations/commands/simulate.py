@@ -182,15 +182,23 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
             raise UsageError("--transport tcp is not available in this build") from None
         result: esa.RunResult = run_tcp(protocol, values, config, rng=run_rng)
     else:
-        stages = 2 + config.shufflers
+        stages = 2 + protocol.channels * config.shufflers
         with progress(not args.json) as bar:
-            task = bar.add_task("pipeline", total=stages)
+            # one bar per stage: its reports encrypted or peeled so far (onion runs)
+            task = bar.add_task("pipeline", total=None)
+            started = 0
 
             def on_stage(name: str) -> None:
-                bar.update(task, description=name)
-                bar.advance(task)
+                nonlocal started
+                started += 1
+                bar.reset(task, total=None, description=f"{started}/{stages} {name}")
 
-            result = esa.run_pipeline(protocol, values, config, rng=run_rng, on_stage=on_stage)
+            def on_progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = esa.run_pipeline(
+                protocol, values, config, rng=run_rng, on_stage=on_stage, on_progress=on_progress
+            )
     result.seconds["setup"] = setup
     result.extra.update(
         {
