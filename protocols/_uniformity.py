@@ -315,7 +315,7 @@ def _check_groups(groups: object, k: int) -> int:
         raise ParameterError(f"groups must be an integer in [2, k={k}], got {groups!r}")
     g = int(groups)
     if g != groups or not 2 <= g <= k:
-        raise ParameterError(f"groups must be an integer in [2, k={k}], got {groups!r}")
+        raise ParameterError(f"groups must be an integer in [2, k={k}], got {groups:g}")
     return g
 
 

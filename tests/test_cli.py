@@ -85,9 +85,14 @@ BAD = [
     (["simulate", "--protocol", "hist_kr", "--domain", "1"], "domain"),
     (["simulate", "--protocol", "no_such"], "unknown protocol"),
     (["simulate", "--protocol", "hist_kr", "--shufflers", "0"], "shufflers"),
-    (["simulate", "--protocol", "hist_kr", "--fake-reports", "-1"], "fake_reports"),
+    # the flag and the value typed, not the total over the 3 shufflers
+    (
+        ["simulate", "--protocol", "hist_kr", "--fake-reports", "-1"],
+        "--fake-reports must be >= 0, got -1",
+    ),
     (["simulate", "--protocol", "hist_kr", "--distribution", "cauchy"], "distribution"),
     (["simulate", "--protocol", "hist_kr", "--option", "gamma"], "KEY=VALUE"),
+    (["simulate", "--protocol", "put", "--option", "groups=1"], "k=16], got 1\n"),
     (["simulate", "--protocol", "hist_kr", "--n", "ten"], "invalid int"),
     (["simulate"], "--protocol"),
     (["keygen", "--shufflers", "2"], "--out"),

@@ -164,6 +164,8 @@ def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
          "--colluding-shufflers", "9"],
         ["audit", "--protocol", "hist_kr", "--n", "100", "--epsilon", "1",
          "--colluding-users", "500"],
+        ["audit", "--protocol", "hist_kr", "--n", "100", "--epsilon", "1",
+         "--fake-reports", "-2"],
     ):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             main(argv)

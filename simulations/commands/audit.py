@@ -181,6 +181,8 @@ def _fmt(v: float | None) -> str:
 def run(args: Any) -> int:
     if args.shufflers < 1:
         raise UsageError(f"--shufflers must be >= 1, got {args.shufflers}")
+    if args.fake_reports < 0:
+        raise UsageError(f"--fake-reports must be >= 0, got {args.fake_reports}")
     if args.measure and args.trials < 30:
         raise UsageError(f"--trials must be >= 30, got {args.trials}")
     with (

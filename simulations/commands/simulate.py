@@ -146,6 +146,8 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         )
     if args.n < 1:
         raise UsageError(f"--n must be >= 1, got {args.n}")
+    if args.fake_reports < 0:  # checked here: the spec gets the total over the shufflers
+        raise UsageError(f"--fake-reports must be >= 0, got {args.fake_reports}")
     spec = ProtocolSpec(
         epsilon=args.epsilon,
         delta=args.delta,
