@@ -74,8 +74,10 @@ Error bounds. Write P_j = q_j(1 + u_j), so Σ q_j u_j = 0 and
 χ² := χ²(P, q) = Σ q_j u_j², and let the counter error e_j = ĉ_j − c_j have mean 0,
 variance σ², fourth moment M₄ and E[e_j³ | c_j] = (n − 2c_j)t — what
 :attr:`~protocols.ShuffleProtocol.count_noise` states for cnt_bn, cnt_sgm, cnt_pure and
-cnt_rr (per user, summed; :class:`GroupNoise`); a counter that states none (cnt_2m) is
-given a Gaussian fourth moment and t = 0. With Y_j = c_j − λ_j, Z splits into the sampling
+cnt_rr (per user, summed; :class:`GroupNoise`). A counter that states none is refused:
+the bounds below would not be proven for it (Cnt_2M, whose estimator also truncates to 0
+whenever fewer than n ones arrive, i.e. for every group count below 50 ln(2/δ)/ε², and is
+biased there). With Y_j = c_j − λ_j, Z splits into the sampling
 part S = Σ_j c_j(c_j − 1)/λ_j − n + 1, the linear noise part L = Σ_j (2Y_j − 1)e_j/λ_j and
 the square part Q = Σ_j (e_j² − σ²)/λ_j; S is uncorrelated with L and Q (E[e | c] = 0,
 E[e² | c] = σ²), and so are different groups' noise terms.
@@ -617,8 +619,9 @@ class UniformityTester(ShuffleProtocol):
     """Public random grouping + one-hot + a registered counter per group + chi-square.
 
     Args:
-        counter: registered name of a BINARY counting protocol (``cnt_sgm`` for PUT,
-            ``cnt_bn`` for AUT; any counter works, e.g. ``cnt_rr`` in tests).
+        counter: registered name of a BINARY counting protocol that states its error law
+            (:attr:`~protocols.ShuffleProtocol.count_noise`): ``cnt_sgm`` for PUT,
+            ``cnt_bn`` for AUT, ``cnt_pure`` or ``cnt_rr`` too.
         domain: k.
         epsilon: total ε of the test (each group's counter gets ε/2).
         delta: total δ (each counter gets δ/2).
@@ -672,12 +675,17 @@ class UniformityTester(ShuffleProtocol):
         )
         if inner.input_kind is not InputKind.BINARY:
             raise ParameterError(f"{self.name}: {counter!r} is not a counting (BINARY) protocol")
+        law = inner.count_noise
+        if law is None:
+            raise ParameterError(
+                f"{self.name}: counter {counter!r} states no error law (count_noise), so the "
+                "test's error bounds would not be proven for it"
+            )
         self._counter = inner
         self._k, self._eps, self._delta, self._n = k, eps, delta, n
         self._alpha, self._beta = float(alpha), float(beta)
         self._noise_var = self._design_noise_var()
-        law = inner.count_noise
-        self._noise = GroupNoise.gaussian(self._noise_var) if law is None else GroupNoise.of(law, n)
+        self._noise = GroupNoise.of(law, n)
         if groups is None:
             groups, _ = optimal_groups(k, self._alpha, self._beta, self._noise)
         self._groups = groups
@@ -810,8 +818,8 @@ class UniformityTester(ShuffleProtocol):
         tester's public partition and its counters' noise law (:attr:`noise`), exactly.
 
         E[Z] = (n − 1) χ²(P, q). Var[Z] is the multinomial variance of the sampling part
-        plus the noise parts (module doc, "Error bounds"); exact when :attr:`noise` is, and
-        with a Gaussian fourth moment otherwise. At p = uniform it is at most
+        plus the noise parts (module doc, "Error bounds"), from the counter's own error law.
+        At p = uniform it is at most
         :func:`null_variance`.
         """
         prob = np.asarray(p, dtype=np.float64)
@@ -979,8 +987,7 @@ class UniformityTester(ShuffleProtocol):
         """The count noise of n users whose estimator states ``variance`` (fakes add to it):
         the counter's law at n, plus an independent Gaussian part for any excess."""
         law = self._counter.count_noise
-        if law is None:
-            return GroupNoise.gaussian(variance)
+        assert law is not None  # the constructor refuses counters without one
         base = GroupNoise.of(law, n)
         extra = max(variance - base.variance, 0.0)
         return GroupNoise(
@@ -1051,8 +1058,9 @@ class AUT(UniformityTester):
 
 
 #: Counters each tester accepts through ``--option counter=NAME`` (the first is the
-#: paper's, the default): PUT needs a pure (δ = 0) counter, AUT an (ε, δ) one.
-COUNTERS = {"put": ("cnt_sgm", "cnt_pure"), "aut": ("cnt_bn", "cnt_rr", "cnt_2m")}
+#: paper's, the default): PUT needs a pure (δ = 0) counter, AUT an (ε, δ) one, and each must
+#: state its error law (not Cnt_2M, whose truncated estimator is biased).
+COUNTERS = {"put": ("cnt_sgm", "cnt_pure"), "aut": ("cnt_bn", "cnt_rr")}
 
 
 def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
@@ -1089,5 +1097,5 @@ def _build_put(spec: ProtocolSpec) -> ShuffleProtocol:
 @register_protocol("aut")
 def _build_aut(spec: ProtocolSpec) -> ShuffleProtocol:
     """``AUT``: grouping + one-hot + ``Cnt_BN`` per group (robust approximate privacy);
-    ``--option counter=cnt_rr`` or ``cnt_2m`` swaps the counter."""
+    ``--option counter=cnt_rr`` swaps the counter."""
     return _build("aut", spec)

@@ -555,3 +555,14 @@ def test_esa_simulate_takes_a_counter_name(capsys: pytest.CaptureFixture[str]) -
         main([*argv, "--option", "counter=cnt_bn"])
     assert exc.value.code == 2
     assert "counter must be one of cnt_sgm, cnt_pure" in capsys.readouterr().err
+
+
+def test_counter_without_an_error_law_is_refused() -> None:
+    """The tester's bounds rest on the counter's stated error law; Cnt_2M states none (its
+    estimator truncates to 0 below n received ones, so it is biased) and is refused, both
+    as an ``--option`` and directly."""
+    spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=20_000, domain=16, options={"counter": "cnt_2m"})
+    with pytest.raises(ParameterError, match="counter must be one of cnt_bn, cnt_rr"):
+        build_protocol("aut", spec)
+    with pytest.raises(ParameterError, match="states no error law"):
+        UniformityTester(counter="cnt_2m", domain=16, epsilon=1.0, delta=1e-6, n=20_000)
