@@ -168,6 +168,24 @@ def test_console_script_entry_point() -> None:
     assert proc.stderr.count("\n") == 1
 
 
+def test_reader_closing_the_pipe_stops_quietly() -> None:
+    # `esa ... --json | head`: the JSON (~0.5 MB here) outgrows the pipe, the reader leaves,
+    # and the command stops with SIGPIPE's status instead of a traceback.
+    with subprocess.Popen(
+        [sys.executable, "-m", "simulations.cli", "simulate", "--protocol", "hist_kr",
+         "--n", "500", "--domain", "20000", "--crypto", "ideal", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        assert proc.stdout.read(64).startswith(b"{")
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err
+    assert err == ""
+
+
 @pytest.mark.slow
 def test_issue_example_run_real_encryption(capsys: pytest.CaptureFixture[str]) -> None:
     # The foundation issue's example: n = 50,000, d = 16, real encryption, 3 shufflers,
