@@ -18,6 +18,7 @@ __all__ = [
     "emit_json",
     "error_exit",
     "parameter_errors",
+    "parse_options",
     "print_table",
     "privacy_shortfall",
     "progress",
@@ -53,6 +54,28 @@ def parameter_errors() -> Iterator[None]:
         if type(exc).__module__.split(".")[0] in {"protocols", "crypto", "esa", "simulations"}:
             raise UsageError(str(exc)) from exc
         raise
+
+
+#: Options whose value is a name, not a number (e.g. put's --option counter=cnt_pure).
+NAME_OPTIONS = frozenset({"counter"})
+
+
+def parse_options(items: list[str]) -> dict[str, float | str]:
+    """``--option KEY=VALUE`` flags as a protocol's options (numbers, or names for
+    :data:`NAME_OPTIONS`); a malformed one is a usage error."""
+    out: dict[str, float | str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+        if key in NAME_OPTIONS:
+            out[key] = value
+            continue
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise UsageError(f"--option {key}: {value!r} is not a number") from None
+    return out
 
 
 #: What proves the requested ε instead, for the protocols whose proven bound can exceed it.

@@ -157,6 +157,20 @@ def test_audit_cnt_sgm_shows_its_claim_fail_in_every_scenario(
     assert "cnt_pure" in out["privacy_warning"]
 
 
+def test_audit_takes_protocol_options_as_simulate_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The warning for PUT names --option counter=cnt_pure; the audit accepts it, and then the
+    # target is proven and nothing is flagged.
+    args = ("audit", "--protocol", "put", "--n", "5000", "--epsilon", "1", "--domain", "16")
+    default = run_json(capsys, *args)
+    assert "counter=cnt_pure" in default["privacy_warning"]
+    proven = run_json(capsys, *args, "--option", "counter=cnt_pure")
+    assert proven["privacy_warning"] is None
+    assert proven["protocol_claim"]["epsilon_central"] <= 1.0
+    assert "cnt_pure" in proven["protocol_claim"]["bound"]
+
+
 def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (
         ["audit", "--protocol", "nope", "--n", "100", "--epsilon", "1"],
@@ -166,6 +180,7 @@ def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
          "--colluding-users", "500"],
         ["audit", "--protocol", "hist_kr", "--n", "100", "--epsilon", "1",
          "--fake-reports", "-2"],
+        ["audit", "--protocol", "put", "--n", "100", "--epsilon", "1", "--option", "counter"],
     ):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             main(argv)

@@ -20,6 +20,7 @@ from .._attacks import AttackSetup, distinguishing_attack, protocol_family
 from .._common import (
     UsageError,
     emit_json,
+    parse_options,
     print_table,
     privacy_shortfall,
     progress,
@@ -44,6 +45,7 @@ def audit(
     trials: int = 1000,
     seed: int = 0,
     on_scenario: Any = None,
+    options: dict[str, float | str] | None = None,
 ) -> dict[str, Any]:
     """Every scenario's bounds (and measured lower bounds) as the JSON ``esa audit`` prints."""
     if protocol_name not in protocol_names():
@@ -51,7 +53,12 @@ def audit(
             f"unknown protocol {protocol_name!r}; choose one of: {', '.join(protocol_names())}"
         )
     spec = ProtocolSpec(
-        epsilon=epsilon, delta=delta, n=n, domain=domain, fake_reports=shufflers * fake_reports
+        epsilon=epsilon,
+        delta=delta,
+        n=n,
+        domain=domain,
+        fake_reports=shufflers * fake_reports,
+        options=dict(options or {}),
     )
     protocol = build_protocol(protocol_name, spec)
     family, k, note = protocol_family(protocol)
@@ -168,6 +175,14 @@ def register(sub: Any) -> None:
     p.add_argument("--measure", action="store_true", help="run the distinguishing attacks")
     p.add_argument("--trials", type=int, default=1000, help="runs per hypothesis (--measure)")
     p.add_argument("--seed", type=int, default=0, help="seed of the attack runs")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="protocol-specific parameter (repeatable), as for esa simulate, e.g. "
+        "--option counter=cnt_pure (put)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=run)
 
@@ -212,6 +227,7 @@ def run(args: Any) -> int:
             trials=args.trials,
             seed=args.seed,
             on_scenario=step,
+            options=parse_options(args.option),
         )
     if args.json:
         emit_json(out)

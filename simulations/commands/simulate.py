@@ -15,6 +15,7 @@ from protocols import ProtocolSpec, ShuffleProtocol, build_protocol, protocol_na
 from .._common import (
     UsageError,
     emit_json,
+    parse_options,
     print_table,
     privacy_shortfall,
     progress,
@@ -83,26 +84,6 @@ def register(sub: Any) -> None:
         help="inproc (default) or tcp: every party its own process on 127.0.0.1",
     )
     p.set_defaults(handler=run)
-
-
-#: Options whose value is a name, not a number (e.g. put's --option counter=cnt_pure).
-NAME_OPTIONS = frozenset({"counter"})
-
-
-def parse_options(items: list[str]) -> dict[str, float | str]:
-    out: dict[str, float | str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
-        if key in NAME_OPTIONS:
-            out[key] = value
-            continue
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise UsageError(f"--option {key}: {value!r} is not a number") from None
-    return out
 
 
 #: Reports one in-process run may create: rows of ~30 bytes in the ideal codec, and about
