@@ -331,7 +331,10 @@ class GroupNoise:
         third_per_user: t with E[e³ | c_j] = (n − 2c_j)·t (:class:`CountNoise`); 0 for a
             symmetric law.
         exact: True when the moments are the counter's own (:attr:`count_noise`); False
-            for the Gaussian stand-in (fourth = 3σ⁴) used for counters that state none.
+            where a Gaussian stand-in (fourth = 3σ⁴) enters: a bare variance given to the
+            design functions, or the error that fakes add to a run's counts (an
+            approximation: :attr:`UniformityTester.error_bounds` and the stated sample
+            size are for runs without fakes).
     """
 
     variance: float
@@ -928,21 +931,28 @@ class UniformityTester(ShuffleProtocol):
         kk = self._groups
         order = np.argsort(labels, kind="stable")
         bounds = np.searchsorted(labels[order], np.arange(kk + 1))
-        # Fakes carry uniform labels; the counter's estimator is affine in its fake count,
-        # so interpolating between floor and ceil of n_f/k' keeps it unbiased.
+        # Fakes carry uniform labels, so a group holds F ~ Bin(n_f, 1/k') of them, a number
+        # no one sees. The counter's estimator is affine in its fake count: interpolating
+        # between floor and ceil of E F = n_f/k' keeps it unbiased, and where it depends on
+        # that count (slope b ≠ 0: cnt_rr subtracts the fakes' expected ones; cnt_bn, cnt_sgm
+        # and cnt_pure read theirs off the messages) it errs by b(F − E F) besides: variance
+        # b² n_f (1/k')(1 − 1/k'), added to the stated one.
         per = n_fakes / kk
         lo, w = math.floor(per), per - math.floor(per)
+        label_var = n_fakes * (1.0 / kk) * (1.0 - 1.0 / kk)
         est = np.empty(kk)
         std = np.empty(kk)
         for j in range(kk):
             mine = body[order[bounds[j] : bounds[j + 1]]]
             e_lo = self._counter.estimate(mine, n=n, n_fakes=lo)
-            if w > 0:
-                e_hi = self._counter.estimate(mine, n=n, n_fakes=lo + 1)
-                est[j] = (1 - w) * e_lo.values[0] + w * e_hi.values[0]
-                std[j] = (1 - w) * e_lo.expected_std[0] + w * e_hi.expected_std[0]
-            else:
+            if n_fakes == 0:
                 est[j], std[j] = e_lo.values[0], e_lo.expected_std[0]
+                continue
+            e_hi = self._counter.estimate(mine, n=n, n_fakes=lo + 1)
+            slope = e_hi.values[0] - e_lo.values[0]
+            est[j] = (1 - w) * e_lo.values[0] + w * e_hi.values[0]
+            stated = (1 - w) * e_lo.expected_std[0] + w * e_hi.expected_std[0]
+            std[j] = math.sqrt(stated**2 + slope**2 * label_var)
         return est, std
 
     def statistic(self, counts: npt.ArrayLike, noise_var: npt.ArrayLike, *, n: int) -> float:
@@ -985,7 +995,8 @@ class UniformityTester(ShuffleProtocol):
 
     def _noise_at(self, n: int, variance: float) -> GroupNoise:
         """The count noise of n users whose estimator states ``variance`` (fakes add to it):
-        the counter's law at n, plus an independent Gaussian part for any excess."""
+        the counter's law at n, plus an independent part for any excess, with a Gaussian
+        fourth moment (the fakes' error, not an exact law: their count per group is random)."""
         law = self._counter.count_noise
         assert law is not None  # the constructor refuses counters without one
         base = GroupNoise.of(law, n)
