@@ -13,7 +13,7 @@ real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -247,6 +247,30 @@ class AnalyzerOutput:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_shares(
+    protocol: ShuffleProtocol, estimate: Estimate, received: int, n_users: int, n_fakes: int
+) -> Estimate:
+    """The estimate if every Split-Mix share arrived, else a lost one (NaN, std ∞).
+
+    A Split-Mix protocol sends a fixed number of shares per user and per fake value, and its
+    estimator sums them mod q: one share lost on the way (dropped as malformed, replayed,
+    held) or one injected leaves that sum uniform on Z_q, so no estimate survives and none
+    may be reported as if it did. ``extra`` says how many shares were expected and arrived.
+    """
+    spec = protocol.share_spec
+    assert spec is not None
+    expected = round(protocol.messages_per_user * n_users) + spec.shares * n_fakes
+    extra = {**estimate.extra, "shares_expected": expected, "shares_received": received}
+    if received == expected:
+        return replace(estimate, extra={**extra, "complete": True})
+    return Estimate(
+        values=np.full(estimate.values.shape, np.nan),
+        expected_std=np.full(estimate.expected_std.shape, np.inf),
+        messages_used=estimate.messages_used,
+        extra={**extra, "complete": False},
+    )
+
+
 class Analyzer:
     """Peel the last layer, decode, drop malformed messages, estimate (removing fakes)."""
 
@@ -288,6 +312,8 @@ class Analyzer:
         messages = messages[valid]
         counters.forwarded = int(valid.sum())  # messages that reached the estimator
         estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)
+        if self.protocol.share_spec is not None:
+            estimate = _check_shares(self.protocol, estimate, messages.shape[0], n_users, n_fakes)
         return AnalyzerOutput(estimate=estimate, messages=messages, counters=counters)
 
     def process_tally(self, tally: MessageTally, *, n_users: int, n_fakes: int) -> AnalyzerOutput:

@@ -357,3 +357,30 @@ def test_on_progress_reports_each_stage_up_to_its_total() -> None:
     for steps in by_stage.values():
         assert steps[0][0] == 0
         assert [d for d, _ in steps] == sorted(d for d, _ in steps)
+
+
+@pytest.mark.parametrize("name", ["rsum_dsg", "disele"])
+def test_a_lost_split_mix_share_loses_the_estimate_visibly(name: str) -> None:
+    """One share dropped on the way leaves the Split-Mix sum uniform on Z_q: the analyzer
+    reports the estimate as lost (NaN, std ∞, ``complete`` False) instead of a wrong number
+    with a small std; with every share there it says ``complete`` True."""
+    n = 3000
+    proto = protocols.build_protocol(
+        name, protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8, fake_reports=20)
+    )
+    rng = np.random.default_rng(0)
+    x = rng.random(n) if name == "rsum_dsg" else rng.integers(0, 8, n)
+    config = esa.PipelineConfig(shufflers=2, fake_reports=10, crypto="ideal", workers=1)
+    whole = esa.run_pipeline(proto, x, config, rng=np.random.default_rng(1))
+    assert whole.estimate.extra["complete"] is True
+    assert np.all(np.isfinite(whole.estimate.values))
+    expected = whole.estimate.extra["shares_expected"]
+    assert whole.estimate.extra["shares_received"] == expected == whole.hops[-1].forwarded
+    for hop, drop in ((0, lambda b: b[1:]), (2, lambda b: b[:-3])):
+        lost = esa.run_pipeline(
+            proto, x, config, rng=np.random.default_rng(1), interceptors={hop: drop}
+        )
+        assert lost.estimate.extra["complete"] is False
+        assert lost.estimate.extra["shares_received"] < expected
+        assert np.all(np.isnan(lost.estimate.values))
+        assert np.all(np.isinf(lost.estimate.expected_std))

@@ -242,6 +242,13 @@ def show(result: esa.RunResult) -> None:
     print_table("esa simulate", ["quantity", "value"], rows)
     if j.get("privacy_warning"):
         print(f"warning: {j['privacy_warning']}", file=sys.stderr)
+    details = j["estimator_details"]
+    if details.get("complete") is False:
+        print(
+            f"warning: {details['shares_received']} of {details['shares_expected']} Split-Mix "
+            "shares reached the analyzer: their sum is lost, so is the estimate",
+            file=sys.stderr,
+        )
     if j["estimator_details"]:  # what the estimator reports beyond its values, e.g. a decision
         print_table(
             "estimator details", ["quantity", "value"], list(j["estimator_details"].items())
