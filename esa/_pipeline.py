@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +20,7 @@ from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import make_codec
 from ._errors import ConfigError
-from ._roles import Analyzer, AnalyzerOutput, Encoder, HopCounters, Shuffler
+from ._roles import Analyzer, AnalyzerOutput, Encoder, HopCounters, Shuffler, lost_estimate
 
 __all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
 
@@ -207,6 +207,11 @@ def _result(
     clock: _Stopwatch,
 ) -> RunResult:
     hops.append(out.counters)
+    held = sum(h.held for h in hops)
+    if held:
+        # A crowd below the threshold never reached the analyzer (the pipeline sends one
+        # crowd per chain): its users are missing from whatever the estimator computed.
+        out = replace(out, estimate=lost_estimate(out.estimate, reports_held=held))
     seconds = dict(clock.seconds)
     seconds["total"] = sum(seconds.values())
     return RunResult(

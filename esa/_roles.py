@@ -263,11 +263,19 @@ def _check_shares(
     extra = {**estimate.extra, "shares_expected": expected, "shares_received": received}
     if received == expected:
         return replace(estimate, extra={**extra, "complete": True})
+    return lost_estimate(replace(estimate, extra=extra))
+
+
+def lost_estimate(estimate: Estimate, **why: Any) -> Estimate:
+    """``estimate`` marked as lost: values NaN, std ∞, ``complete`` False, plus ``why``.
+
+    For a run whose reports did not all reach the estimator in a way it cannot correct
+    for: the number it would compute is not an estimate of anything."""
     return Estimate(
         values=np.full(estimate.values.shape, np.nan),
         expected_std=np.full(estimate.expected_std.shape, np.inf),
         messages_used=estimate.messages_used,
-        extra={**extra, "complete": False},
+        extra={**estimate.extra, **why, "complete": False},
     )
 
 

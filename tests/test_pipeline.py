@@ -384,3 +384,25 @@ def test_a_lost_split_mix_share_loses_the_estimate_visibly(name: str) -> None:
         assert lost.estimate.extra["shares_received"] < expected
         assert np.all(np.isnan(lost.estimate.values))
         assert np.all(np.isinf(lost.estimate.expected_std))
+
+
+@pytest.mark.parametrize(("representation", "name"), [("reports", "cnt_rr"), ("tally", "cnt_pure")])
+def test_a_crowd_held_below_the_threshold_loses_the_estimate(
+    representation: str, name: str
+) -> None:
+    """The pipeline sends one crowd; held below T it never reaches the analyzer, whose
+    estimate would otherwise be the fakes-corrected nothing with a small std."""
+    proto = protocols.build_protocol(name, protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=N))
+    x = _values(N, domain=2)
+    reports = round(proto.messages_per_user * N)
+    for threshold, lost in ((reports + 1, True), (reports, False)):
+        config = esa.PipelineConfig(
+            shufflers=M, threshold=threshold, crypto="ideal", representation=representation
+        )
+        result = esa.run_pipeline(proto, x, config, rng=np.random.default_rng(0))
+        assert result.hops[0].held == (reports if lost else 0)
+        assert np.isnan(result.estimate.values).all() == lost
+        assert np.isinf(result.estimate.expected_std).all() == lost
+        if lost:
+            assert result.estimate.extra["reports_held"] == reports
+            assert result.estimate.extra["complete"] is False

@@ -243,7 +243,13 @@ def show(result: esa.RunResult) -> None:
     if j.get("privacy_warning"):
         print(f"warning: {j['privacy_warning']}", file=sys.stderr)
     details = j["estimator_details"]
-    if details.get("complete") is False:
+    if details.get("reports_held"):
+        print(
+            f"warning: {details['reports_held']} reports were held below the threshold "
+            f"T = {j['threshold']}: the estimate is lost",
+            file=sys.stderr,
+        )
+    elif details.get("complete") is False:
         print(
             f"warning: {details['shares_received']} of {details['shares_expected']} Split-Mix "
             "shares reached the analyzer: their sum is lost, so is the estimate",
