@@ -247,7 +247,7 @@ class AnalyzerOutput:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _check_shares(
+def check_shares(
     protocol: ShuffleProtocol, estimate: Estimate, received: int, n_users: int, n_fakes: int
 ) -> Estimate:
     """The estimate if every Split-Mix share arrived, else a lost one (NaN, std ∞).
@@ -321,7 +321,7 @@ class Analyzer:
         counters.forwarded = int(valid.sum())  # messages that reached the estimator
         estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)
         if self.protocol.share_spec is not None:
-            estimate = _check_shares(self.protocol, estimate, messages.shape[0], n_users, n_fakes)
+            estimate = check_shares(self.protocol, estimate, messages.shape[0], n_users, n_fakes)
         return AnalyzerOutput(estimate=estimate, messages=messages, counters=counters)
 
     def process_tally(self, tally: MessageTally, *, n_users: int, n_fakes: int) -> AnalyzerOutput:

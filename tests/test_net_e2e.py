@@ -182,6 +182,38 @@ def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
     assert res["n_fakes"] == 17  # arrived traps are removed like fakes
 
 
+def test_split_mix_trap_values_count_once_among_the_fakes(tmp_path: Path) -> None:
+    """A DisEle trap is one fake value sent as `shares` reports: the RESULT removes it as
+    one fake (its Horvitz-Thompson weight depends on the number of fake values), while the
+    audit counts trap reports."""
+    n, d, count = 200, 4, 3
+    protocol = build_protocol("disele", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=d))
+    assert protocol.share_spec is not None
+    shares = protocol.share_spec.shares
+    with running_chain(tmp_path, protocol, shufflers=1, key_epoch=1) as chain:
+        route = [p.layer_public for p in crypto.KeyDirectory.load(tmp_path / "keys").route()]
+        codec = esa.make_codec("onion", message_size=protocol.message_size, layers=2)
+        enc = esa.Encoder(protocol, codec, route, workers=1)
+        users = list(enc.encode(np.arange(n) % d, rng=np.random.default_rng(0), epoch=1))
+        traps = make_traps(protocol, route, count=count, key_epoch=1)
+        assert len(traps.reports) == count * shares
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+            await commit_traps(chain.analyzer.address, traps)
+            await submit_reports(chain.first.address, users + list(traps.reports), key_epoch=1)
+            await close_epoch(chain.first.address, chain.operator)
+            await wait_processed(chain, timeout=60)
+            opened = await open_traps(chain.analyzer.address, traps)
+            res = await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+            return opened, res
+
+        opened, res = trio.run(main)
+    assert opened["arrived"] == count * shares
+    assert res["n_fakes"] == count
+    assert res["estimate_extra"]["complete"] is True
+    assert res["estimate_extra"]["shares_expected"] == shares * (d * n + count)
+
+
 _ORPHANING_PARENT = """
 import os, sys
 from pathlib import Path
@@ -299,3 +331,40 @@ def test_a_party_failing_to_start_leaves_nothing_running(tmp_path: Path) -> None
     with pytest.raises(esa.ESAError, match=r"exited with 2: .*max_frame_bytes"):
         start_chain(tmp_path, protocol, shufflers=2, max_frame=10)
     assert not [p for p in set(_children(os.getpid())) - before if _alive(p)]
+
+
+@pytest.mark.slow
+def test_result_of_a_split_mix_protocol_says_whether_every_share_arrived(tmp_path: Path) -> None:
+    """RSum_DSG over TCP: with every share the RESULT is the sum and says ``complete``; with
+    one share never submitted the sum is lost and the RESULT says so (NaN estimate, infinite
+    std) instead of reporting a wrong number."""
+    n = 400
+    protocol = build_protocol("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n))
+    assert protocol.share_spec is not None
+    values = np.random.default_rng(3).random(n)
+
+    def result(state: Path, drop: int) -> dict[str, Any]:
+        with running_chain(state, protocol, shufflers=1, crypto_mode="ideal", key_epoch=1) as chain:
+            route = [p.layer_public for p in crypto.KeyDirectory.load(state / "keys").route()]
+            codec = esa.make_codec("ideal", message_size=protocol.message_size, layers=2)
+            enc = esa.Encoder(protocol, codec, route, workers=1)
+            sealed = enc.encode(values, rng=np.random.default_rng(0), epoch=1)
+            reports = [r.tobytes() for r in sealed][drop:]
+
+            async def epoch() -> dict[str, Any]:
+                await submit_reports(chain.first.address, reports, key_epoch=1)
+                await close_epoch(chain.first.address, chain.operator)
+                await wait_processed(chain, timeout=60)
+                return await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+
+            return trio.run(epoch)
+
+    shares = n * protocol.share_spec.shares
+    lost = result(tmp_path / "lost", drop=1)
+    assert lost["estimate_extra"]["complete"] is False
+    assert lost["estimate_extra"]["shares_received"] == shares - 1
+    assert lost["estimate"] == [None]  # NaN in JSON
+    whole = result(tmp_path / "whole", drop=0)
+    assert whole["estimate_extra"]["complete"] is True
+    assert whole["estimate_extra"]["shares_received"] == shares
+    assert abs(whole["estimate"][0] - values.sum()) < 5 * whole["expected_std"][0]
