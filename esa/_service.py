@@ -706,6 +706,8 @@ class PartyService:
         else:
             closed = await self._db(self.inbox.close_epochs, served, if_none_open=served[-1], at=at)
         if closed:
+            # Stamped before the counter moves: whoever sees the count sees the time too.
+            self.last_epoch_closed_at = trio.current_time()
             self.counters["epochs_closed"] += len(closed)
             sizes = [await self._db(self.inbox.epoch_size, e) for e in closed]
             self.counters["empty_epochs_closed"] += sizes.count(0)
@@ -725,7 +727,6 @@ class PartyService:
                 first_open = None
             elif total >= rule.max_reports or now - first_open >= rule.deadline_seconds:  # type: ignore[operator]
                 await self._close_open_epochs()
-                self.last_epoch_closed_at = trio.current_time()
                 first_open = None
                 continue
             self._wake_epoch = trio.Event()
