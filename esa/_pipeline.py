@@ -20,7 +20,15 @@ from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import make_codec
 from ._errors import ConfigError
-from ._roles import Analyzer, AnalyzerOutput, Encoder, HopCounters, Shuffler, lost_estimate
+from ._roles import (
+    Analyzer,
+    AnalyzerOutput,
+    Encoder,
+    HopCounters,
+    Shuffler,
+    lost_estimate,
+    reports_per_fake,
+)
 
 __all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
 
@@ -329,8 +337,9 @@ def run_pipeline(
             replay_protection=config.replay_protection,
             workers=config.workers,
         )
-        # Fakes actually released: a shuffler that held its whole crowd added none.
-        n_fakes = sum(h.fakes_added for h in hops)
+        # Fake values actually released (a shuffler that held its whole crowd added none);
+        # the counters count their reports.
+        n_fakes = sum(h.fakes_added for h in hops) // reports_per_fake(protocol)
         with _counting(on_progress, codec.count(batch)):
             out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
     return _result(protocol, config, x, hops, out, clock)

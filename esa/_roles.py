@@ -25,13 +25,23 @@ from protocols import Estimate, MessageTally, ShuffleProtocol
 from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError
 
-__all__ = ["Analyzer", "AnalyzerOutput", "Encoder", "HopCounters", "Shuffler", "split_messages"]
+__all__ = [
+    "Analyzer",
+    "AnalyzerOutput",
+    "Encoder",
+    "HopCounters",
+    "Shuffler",
+    "reports_per_fake",
+    "split_messages",
+]
 
 
 @dataclass(slots=True)
 class HopCounters:
-    """Per-hop accounting of one epoch. Every received report lands in exactly one of
-    ``invalid``, ``replayed``, ``held`` or ``forwarded`` (forwarded also counts fakes)."""
+    """Per-hop accounting of one epoch, in reports. Every received report lands in exactly
+    one of ``invalid``, ``replayed``, ``held`` or ``forwarded``, and forwarded = received −
+    invalid − replayed − held + ``fakes_added``: fake *reports*, so a Split-Mix fake value
+    counts its ``shares`` (:func:`reports_per_fake`)."""
 
     hop: int
     role: str
@@ -45,6 +55,11 @@ class HopCounters:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def reports_per_fake(protocol: ShuffleProtocol) -> int:
+    """Reports one fake value travels as: its Split-Mix shares, else 1."""
+    return 1 if protocol.share_spec is None else protocol.share_spec.shares
 
 
 def split_messages(protocol: ShuffleProtocol, messages: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -196,8 +211,9 @@ class Shuffler:
                 continue
             parts.append(members)
             if self.fake_reports:
-                parts.append(self._fakes(self.fake_reports, epoch=epoch, crowd_id=int(crowd)))
-                counters.fakes_added += self.fake_reports
+                fakes = self._fakes(self.fake_reports, epoch=epoch, crowd_id=int(crowd))
+                parts.append(fakes)
+                counters.fakes_added += self.codec.count(fakes)
         if not parts:
             return self.codec.concat([self.codec.take(opened.forward, np.arange(0))]), counters
         out = self.codec.concat(parts)

@@ -92,7 +92,7 @@ from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
 from ._inbox import EpochAhead, EpochRecord, Inbox, InboxError
 from ._net import FrameStream, PeerClosed, ReadTimeout, expect_ack
-from ._roles import Analyzer, Shuffler, check_shares
+from ._roles import Analyzer, Shuffler, check_shares, reports_per_fake
 
 __all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
 
@@ -974,13 +974,12 @@ class PartyService:
         # Opened trap reports are uniform fake messages (see make_traps): the estimator
         # removes them like the shufflers' fakes.
         trap_arrived, trap_total, trap_pending = self.inbox.trap_totals()
-        # Fakes count values, as the shufflers' stats do; a trap value of a Split-Mix
-        # protocol travels as `shares` trap reports.
+        # The estimators count fake values; the shufflers' statements and the trap audit
+        # count reports, and a Split-Mix fake value travels as `shares` reports.
         spec = self.protocol.share_spec
-        per_value = 1 if spec is None else spec.shares
-        n_fakes = sum(int(rec.stats.get("fakes", 0)) for rec, _ in outputs) + (
-            trap_arrived // per_value
-        )
+        per_value = reports_per_fake(self.protocol)
+        fake_reports = sum(int(rec.stats.get("fakes", 0)) for rec, _ in outputs) + trap_arrived
+        n_fakes = fake_reports // per_value
         n_param = params.get("n")
         if n_param is not None and (
             isinstance(n_param, bool) or not isinstance(n_param, int) or n_param < 1
@@ -988,7 +987,7 @@ class PartyService:
             raise _Rejected(
                 RejectReason.MALFORMED_FRAME, f"n must be an integer >= 1, got {n_param!r}"
             )
-        users_messages = len(messages) - per_value * n_fakes
+        users_messages = len(messages) - fake_reports
         n = n_param or max(1, round(users_messages / self.protocol.messages_per_user))
         est = self.protocol.estimate(messages, n=n, n_fakes=n_fakes)
         if spec is not None:  # a lost share loses the sum (see check_shares)

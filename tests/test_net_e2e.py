@@ -214,6 +214,24 @@ def test_split_mix_trap_values_count_once_among_the_fakes(tmp_path: Path) -> Non
     assert res["estimate_extra"]["shares_expected"] == shares * (d * n + count)
 
 
+@pytest.mark.slow
+def test_split_mix_fakes_keep_the_signed_counts_consistent() -> None:
+    """A shuffler's fake DisEle value travels as `shares` reports; its signed statement
+    counts reports, so the analyzer's drop check finds every hop consistent (it used to flag
+    each hop whose fakes were counted as values), and the estimate removes 2 fake values
+    per shuffler, exactly as in process."""
+    n = 300
+    protocol = build_protocol("disele", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8))
+    values = np.random.default_rng(5).integers(0, 8, n)
+    config = esa.PipelineConfig(shufflers=2, fake_reports=2, crypto="ideal", workers=1)
+    tcp = run_tcp(protocol, values, config, rng=np.random.default_rng(1), timeout=120)
+    inproc = esa.run_pipeline(protocol, values, config, rng=np.random.default_rng(1))
+    assert tcp.to_json()["drop_check"] == {"ok": True, "problems": []}
+    assert tcp.estimate.extra["complete"] is True
+    np.testing.assert_array_equal(tcp.estimate.values, inproc.estimate.values)
+    assert [h.fakes_added for h in tcp.hops] == [h.fakes_added for h in inproc.hops]
+
+
 _ORPHANING_PARENT = """
 import os, sys
 from pathlib import Path

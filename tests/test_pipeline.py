@@ -376,6 +376,11 @@ def test_a_lost_split_mix_share_loses_the_estimate_visibly(name: str) -> None:
     assert np.all(np.isfinite(whole.estimate.values))
     expected = whole.estimate.extra["shares_expected"]
     assert whole.estimate.extra["shares_received"] == expected == whole.hops[-1].forwarded
+    # The per-hop counters are in reports and add up: a fake value travels as its shares.
+    shares = proto.share_spec.shares  # type: ignore[union-attr]
+    for h in whole.hops[:-1]:
+        assert h.fakes_added == 10 * shares
+        assert h.received - h.invalid - h.replayed - h.held + h.fakes_added == h.forwarded
     for hop, drop in ((0, lambda b: b[1:]), (2, lambda b: b[:-3])):
         lost = esa.run_pipeline(
             proto, x, config, rng=np.random.default_rng(1), interceptors={hop: drop}
@@ -397,7 +402,10 @@ def test_a_crowd_held_below_the_threshold_loses_the_estimate(
     reports = round(proto.messages_per_user * N)
     for threshold, lost in ((reports + 1, True), (reports, False)):
         config = esa.PipelineConfig(
-            shufflers=M, threshold=threshold, crypto="ideal", representation=representation
+            shufflers=M,
+            threshold=threshold,
+            crypto="ideal",
+            representation=representation,  # type: ignore[arg-type]
         )
         result = esa.run_pipeline(proto, x, config, rng=np.random.default_rng(0))
         assert result.hops[0].held == (reports if lost else 0)
