@@ -687,7 +687,6 @@ class UniformityTester(ShuffleProtocol):
         self._counter = inner
         self._k, self._eps, self._delta, self._n = k, eps, delta, n
         self._alpha, self._beta = float(alpha), float(beta)
-        self._noise_var = self._design_noise_var()
         self._noise = GroupNoise.of(law, n)
         if groups is None:
             groups, _ = optimal_groups(k, self._alpha, self._beta, self._noise)
@@ -708,19 +707,6 @@ class UniformityTester(ShuffleProtocol):
         fail = _failure(k, g, partition_moments(k, g), 1.0 - kap)
         t1, t2 = _error_bounds(float(n), k, g, self._alpha, kap, self._noise, fail)
         return float(kap[int(np.argmin(np.maximum(t1, t2)))])
-
-    def _design_noise_var(self) -> float:
-        """σ² of one group's counter at this n, from its own ``expected_std``.
-
-        Counters state their std through ``estimate``; it is read off one run on a fixed
-        synthetic column (n/k ones, seed 0) — exact for counters whose noise does not depend
-        on the data (``cnt_bn``, ``cnt_sgm``), the null level for the others.
-        """
-        x = np.zeros(self._n, dtype=np.int64)
-        x[: max(1, self._n // self._k)] = 1
-        msgs = np.asarray(self._counter.randomize(x, rng=np.random.default_rng(0)))
-        std = self._counter.estimate(msgs, n=self._n, n_fakes=0).expected_std[0]
-        return float(std) ** 2
 
     # --- parameters -------------------------------------------------------------------
     @property
@@ -761,8 +747,9 @@ class UniformityTester(ShuffleProtocol):
 
     @property
     def noise_var(self) -> float:
-        """σ² of each group's counter at this n (read off its estimator)."""
-        return self._noise_var
+        """σ² of each group's counter at this n, from its error law (no fakes): the variance
+        its estimator states (tests/test_count_noise.py)."""
+        return self._noise.variance
 
     @property
     def noise(self) -> GroupNoise:
