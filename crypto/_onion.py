@@ -309,15 +309,21 @@ def report_progress(callback: Callable[[int], None]) -> Iterator[None]:
 def _run_chunks(
     workers: int,
     fn: Callable[..., list[_T]],
-    items: int,
-    job: Callable[[slice], tuple[object, ...]],
+    columns: tuple[Sequence[object], ...],
+    rest: tuple[object, ...],
 ) -> list[_T]:
-    """``fn(*job(s))`` over slices ``s`` of ``items``, in process or on the shared pool,
-    results concatenated in order; each finished slice is announced to the progress hook."""
+    """``fn(*columns, *rest)``, the equal-length ``columns`` cut into slices, in process or
+    on the shared pool, results concatenated in order; each finished slice is announced to
+    the progress hook (in process and without one, the batch goes through uncut)."""
+    items = len(columns[0])
     done = _PROGRESS.get()
+
+    def job(s: slice) -> tuple[object, ...]:
+        return (*(list(c[s]) for c in columns), *rest)
+
     if workers == 1 or items < _MIN_PARALLEL:
         if done is None:
-            return fn(*job(slice(0, items)))
+            return fn(*columns, *rest)
         out: list[_T] = []
         for s in _chunks(items, -(-items // _PROGRESS_CHUNK)):
             out += fn(*job(s))
@@ -366,12 +372,7 @@ def peel_batch(
     ``workers=None`` uses every available core; small batches always run in-process.
     """
     _check_route(epoch, hop)
-    return _run_chunks(
-        _workers(workers),
-        _peel_chunk,
-        len(reports),
-        lambda s: (list(reports[s]), key, epoch, hop, expected_size),
-    )
+    return _run_chunks(_workers(workers), _peel_chunk, (reports,), (key, epoch, hop, expected_size))
 
 
 def wrap_batch(
@@ -387,8 +388,5 @@ def wrap_batch(
     if len(crowd_ids) != len(payloads):
         raise CryptoParameterError("one crowd id per payload is required")
     return _run_chunks(
-        _workers(workers),
-        _wrap_chunk,
-        len(payloads),
-        lambda s: (list(payloads[s]), list(crowd_ids[s]), list(route), epoch, first_hop),
+        _workers(workers), _wrap_chunk, (payloads, crowd_ids), (list(route), epoch, first_hop)
     )
