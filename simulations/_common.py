@@ -6,7 +6,8 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -147,11 +148,15 @@ def _fmt(v: Any) -> str:
 
 @contextlib.contextmanager
 def progress(enabled: bool) -> Iterator[Any]:
-    """A rich Progress (or a do-nothing stand-in) for long stages.
+    """A rich Progress for long stages on a terminal; plain lines when stderr is a file.
 
-    Disabled with ``--json`` or when stderr is not a TTY, so machine output stays clean.
+    With ``--json`` nothing is shown. When stderr is not a TTY (a job run under ``nohup``,
+    CI, ``2> log``) a :class:`LineProgress` writes one line at most every 30 s, so a short
+    run prints nothing and a long one leaves a heartbeat in its log.
     """
-    if enabled and sys.stderr.isatty():
+    if enabled and not sys.stderr.isatty():
+        yield LineProgress()
+    elif enabled:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -187,6 +192,84 @@ def status(enabled: bool, message: str) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def _clock_text(seconds: float) -> str:
+    minutes, sec = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{sec:02d}" if hours else f"{minutes}:{sec:02d}"
+
+
+class LineProgress:
+    """The subset of rich's Progress the commands use, written as plain lines.
+
+    A line (``DESCRIPTION: DONE/TOTAL (M:SS elapsed)``) is written when ``interval``
+    seconds have passed since the previous one (or since the start), never more often,
+    so runs shorter than ``interval`` stay silent.
+    """
+
+    def __init__(
+        self,
+        *,
+        interval: float = 30.0,
+        stream: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._interval = interval
+        self._stream = stream
+        self._clock = clock
+        self._start = clock()
+        self._last = self._start
+        self._tasks: dict[int, dict[str, Any]] = {}
+
+    def add_task(self, description: str, *, total: float | None = None, **_: Any) -> int:
+        task = len(self._tasks)
+        self._tasks[task] = {"description": description, "total": total, "completed": 0.0}
+        return task
+
+    def update(
+        self,
+        task: int,
+        *,
+        description: str | None = None,
+        total: float | None = None,
+        completed: float | None = None,
+        advance: float | None = None,
+        **_: Any,
+    ) -> None:
+        t = self._tasks[task]
+        if description is not None:
+            t["description"] = description
+        if total is not None:
+            t["total"] = total
+        if completed is not None:
+            t["completed"] = completed
+        if advance is not None:
+            t["completed"] += advance
+        self._maybe_write(t)
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        self.update(task, advance=advance)
+
+    def reset(
+        self, task: int, *, total: float | None = None, description: str | None = None, **_: Any
+    ) -> None:
+        t = self._tasks[task]
+        t["total"] = total
+        t["completed"] = 0.0
+        if description is not None:
+            t["description"] = description
+        self._maybe_write(t)
+
+    def _maybe_write(self, t: Mapping[str, Any]) -> None:
+        now = self._clock()
+        if now - self._last < self._interval:
+            return
+        self._last = now
+        done = f"{t['completed']:g}" + (f"/{t['total']:g}" if t["total"] is not None else "")
+        stream = self._stream if self._stream is not None else sys.stderr
+        elapsed = _clock_text(now - self._start)
+        print(f"{t['description']}: {done} ({elapsed} elapsed)", file=stream, flush=True)
 
 
 class _NoProgress:

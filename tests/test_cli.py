@@ -200,3 +200,40 @@ def test_issue_example_run_real_encryption(capsys: pytest.CaptureFixture[str]) -
     z = (np.array(out["estimate"]) - np.array(out["truth"])) / np.array(out["expected_std"])
     assert float(np.sum(z**2)) < 48.0
     assert out["hops"][-1]["forwarded"] == 50_000 + 1500
+
+
+def test_line_progress_writes_a_heartbeat_at_most_every_interval() -> None:
+    # A job logged to a file (stderr not a TTY) gets plain progress lines; a fake clock
+    # makes the throttle deterministic.
+    import io
+
+    from simulations._common import LineProgress
+
+    now = [0.0]
+    out = io.StringIO()
+    bar = LineProgress(interval=30.0, stream=out, clock=lambda: now[0])
+    task = bar.add_task("sum experiments", total=45)
+    for _ in range(10):  # 10 points in 20 s: quicker than the interval, silent
+        now[0] += 2.0
+        bar.advance(task)
+    assert out.getvalue() == ""
+    now[0] = 31.0
+    bar.advance(task)
+    now[0] = 40.0
+    bar.advance(task)  # 9 s after the last line: throttled
+    now[0] = 3725.0
+    bar.reset(task, total=None, description="2/5 shuffler 1")
+    assert out.getvalue().splitlines() == [
+        "sum experiments: 11/45 (0:31 elapsed)",
+        "2/5 shuffler 1: 0 (1:02:05 elapsed)",
+    ]
+
+
+def test_progress_is_plain_lines_off_a_terminal_and_silent_with_json() -> None:
+    # pytest's captured stderr is not a TTY.
+    from simulations._common import LineProgress, _NoProgress, progress
+
+    with progress(True) as bar:
+        assert isinstance(bar, LineProgress)
+    with progress(False) as bar:
+        assert isinstance(bar, _NoProgress)
