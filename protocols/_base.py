@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -150,6 +151,20 @@ class ShareSpec:
     def __post_init__(self) -> None:
         check_n(self.modulus, "modulus", 2)
         check_n(self.shares, "shares", 2)
+
+    @staticmethod
+    def shares_for(*, sigma: float, modulus: int, users: int) -> int:
+        """Shares per value that make the shuffled shares 2^{−σ}-close to their sum.
+
+        Balle, Bell, Gascón, Nissim's analysis of Split-Mix (arXiv 1906.09116): with
+        ``users`` ≥ 3 honest users each splitting a value of Z_q into m shares, the shuffled
+        multiset is 2^{−σ}-close in total variation to one determined by the sum alone when
+            m ≥ (2σ + log₂ q)/(log₂ users − log₂ e) + 1
+        (at least 2).
+        """
+        users = check_n(users, "users", 3)
+        need = (2.0 * sigma + math.log2(modulus)) / (math.log2(users) - math.log2(math.e)) + 1
+        return max(2, math.ceil(need))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,16 @@ def decode_uints(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.int64
     return padded.view(">u8").reshape(-1).astype(np.int64)
 
 
+def sum_mod(values: npt.NDArray[np.int64], q: int) -> int:
+    """Σ values mod q without overflow (int64 when the total fits, else in chunks)."""
+    v = np.asarray(values, dtype=np.int64).reshape(-1) % q
+    chunk = max(1, (1 << 62) // max(q, 1))
+    total = 0
+    for start in range(0, v.size, chunk):
+        total = (total + int(v[start : start + chunk].sum())) % q
+    return total
+
+
 def encode_bits(messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     """One-byte messages of 0/1 protocols as ``(k, 1)`` rows."""
     return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()

@@ -45,7 +45,14 @@ from ._base import (
 )
 from ._cnt_pure import PureBitCounter, check_tau, default_tau, pure_bound_name
 from ._errors import BoundNotApplicable, ParameterError
-from ._krr import decode_bits, decode_uints, encode_bits, encode_uints, uint_codec_size
+from ._krr import (
+    decode_bits,
+    decode_uints,
+    encode_bits,
+    encode_uints,
+    sum_mod,
+    uint_codec_size,
+)
 from ._noise import polya, symmetric_geometric_variance
 from ._registry import ProtocolSpec, register_protocol
 
@@ -231,16 +238,6 @@ def _argmin_int(f: Callable[[int], float], lo: int, hi: int) -> int:
     if best_k is None:
         raise BoundNotApplicable(f"no precision in [{lo}, {hi}] has an applicable bound")
     return best_k
-
-
-def _sum_mod(values: npt.NDArray[np.int64], q: int) -> int:
-    """Σ values mod q without overflow (int64 when the total fits, else in chunks)."""
-    v = np.asarray(values, dtype=np.int64).reshape(-1) % q
-    chunk = max(1, (1 << 62) // max(q, 1))
-    total = 0
-    for start in range(0, v.size, chunk):
-        total = (total + int(v[start : start + chunk].sum())) % q
-    return total
 
 
 def _check_precision(k: Any, name: str = "precision") -> int:
@@ -769,12 +766,7 @@ class RSumDSG(ShuffleProtocol):
         self.q = 1 << (2 * (span + 1) - 1).bit_length()
         self.sigma = math.log2((1.0 + math.exp(self._eps)) / self._delta)
         if shares is None:
-            shares = max(
-                2,
-                math.ceil(
-                    (2 * self.sigma + math.log2(self.q)) / (math.log2(n) - math.log2(math.e)) + 1
-                ),
-            )
+            shares = ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=n)
         self.m = check_n(shares, "shares", 2)
         self.share_spec = ShareSpec(modulus=self.q, shares=self.m)
         self._size = uint_codec_size(self.q)
@@ -828,12 +820,12 @@ class RSumDSG(ShuffleProtocol):
         if count == 0:
             return np.zeros(0, dtype=np.int64)
         out = rng.integers(0, self.q, size=count, dtype=np.int64)
-        out[-1] = (-_sum_mod(out[:-1], self.q)) % self.q
+        out[-1] = (-sum_mod(out[:-1], self.q)) % self.q
         return out
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         m = np.asarray(messages, dtype=np.int64).reshape(-1)
-        z = _sum_mod(m, self.q)
+        z = sum_mod(m, self.q)
         span = n * self.p
         margin = (self.q - span) // 2
         wrapped = z > span + margin
