@@ -7,7 +7,7 @@ A new protocol is a new module that calls :func:`register_protocol`, plus one im
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ._base import ShuffleProtocol, check_delta, check_epsilon, check_n
@@ -93,15 +93,49 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         raise ParameterError(
             f"unknown protocol {name!r}; choose one of: {', '.join(protocol_names())}"
         ) from None
+    read = _ReadOptions(spec.options)
+    spec = dataclasses.replace(spec, options=read)
     if "report_fragments" not in spec.options:
-        return factory(spec)
-    # Report fragmenting as an option on any single-message protocol (Erlingsson et al.):
-    # the inner protocol is configured as usual, then wrapped.
-    options = {k: v for k, v in spec.options.items() if k != "report_fragments"}
-    inner = factory(dataclasses.replace(spec, options=options))
-    from ._fragmenting import report_fragmented  # _fragmenting imports this module
+        protocol = factory(spec)
+    else:
+        # Report fragmenting as an option on any single-message protocol (Erlingsson et
+        # al.): the inner protocol is configured as usual, then wrapped.
+        inner = factory(spec)
+        from ._fragmenting import report_fragmented  # _fragmenting imports this module
 
-    return report_fragmented(inner, spec, number_option(spec, "report_fragments", 0.0))
+        protocol = report_fragmented(inner, spec, number_option(spec, "report_fragments", 0.0))
+    unknown = sorted(set(read) - read.asked)
+    if unknown:
+        known = [*sorted(read.asked - {"report_fragments"}), "report_fragments"]
+        raise ParameterError(
+            f"{name}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+            f"{name} reads: {', '.join(known)}"
+        )
+    return protocol
+
+
+class _ReadOptions(Mapping[str, "float | str"]):
+    """The options, recording every key a protocol's factory asks for (present or not), so
+    that a misspelt option is refused instead of silently ignored."""
+
+    def __init__(self, options: Mapping[str, float | str]) -> None:
+        self._options = dict(options)
+        self.asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> float | str:
+        self.asked.add(key)
+        return self._options[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.asked.add(key)
+        return key in self._options
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._options)
+
+    def __len__(self) -> int:
+        return len(self._options)
 
 
 def refuse_forced_bound(name: str, spec: ProtocolSpec) -> None:

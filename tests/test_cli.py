@@ -237,3 +237,25 @@ def test_progress_is_plain_lines_off_a_terminal_and_silent_with_json() -> None:
         assert isinstance(bar, LineProgress)
     with progress(False) as bar:
         assert isinstance(bar, _NoProgress)
+
+
+def test_misspelt_option_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from protocols import ParameterError, ProtocolSpec, build_protocol
+
+    with pytest.raises(ParameterError, match="unknown option gama; cnt_sgm reads: "):
+        build_protocol(
+            "cnt_sgm", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100, options={"gama": 0.5})
+        )
+    argv = ["simulate", "--protocol", "cnt_rr", "--n", "100", "--option", "gama=0.5"]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "unknown option gama" in err
+    # options a protocol reads, and report fragmenting on top of them, still pass
+    frag = build_protocol(
+        "hist_kr",
+        ProtocolSpec(epsilon=1.0, delta=1e-6, n=2_000, options={"report_fragments": 2}),
+    )
+    assert frag.name.startswith("hist_kr")
