@@ -23,6 +23,8 @@ from ._cnt_2m import Cnt2M as Cnt2M
 from ._cnt_pure import CntPURE as CntPURE
 from ._cnt_robust import CntBN as CntBN
 from ._cnt_robust import CntSGM as CntSGM
+from ._cnt_robust import CntSGMSplitMix as CntSGMSplitMix
+from ._cnt_robust import sgm_sum_epsilon as sgm_sum_epsilon
 from ._collusion import CollusionConfig as CollusionConfig
 from ._collusion import ScenarioBound as ScenarioBound
 from ._collusion import collusion_scenarios as collusion_scenarios

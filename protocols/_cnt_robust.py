@@ -34,6 +34,17 @@ ln n as λ ∝ 1/n shrinks), so ``esa audit`` shows the claim fail in every scen
 :attr:`CntSGM.claimed_privacy` keeps the survey's statement for comparison. The estimator
 and its variance are exact.
 
+Where the claim does hold: the sum. The survey's λ and ε make the SUM T = Σ y_i alone
+(3ε/γ)-DP with ⌈γn⌉ honest users: :func:`sgm_sum_epsilon` computes T's pure ε exactly
+(a log-concavity argument leaves one likelihood ratio to evaluate, by exact Fourier
+inversion), and it is at most 3ε/γ on every grid point we tried (ε_c from 0.01 to 20, n
+from 3 to 10^8, γ from 0.01 to 1; :attr:`CntSGM.sum_epsilon`), usually 2ε = (2/3)ε_c. What
+breaks the claim is the unary encoding, which shows the two counts #(+1), #(−1) and not just
+their difference. ``--option encoding=splitmix`` (:class:`CntSGMSplitMix`) keeps the
+randomizer and sends y_i mod q as Split-Mix shares instead, so the analyzer learns T and,
+up to the shares' statistical distance, nothing else: robust (ε_T, δ, γ)-DP with ε_T ≤ the
+survey's 3ε/γ — its pure claim, up to a δ.
+
 ``Cnt_BN`` (approximate, survey: (ε, δ, γ)-RSDP). What the survey states (seed 004, §4.1):
 the protocol "is based on the Poisson distribution"; user i sends its bit x_i together with
 s_i noise bits drawn iid Ber(1/2); the analyzer estimates the count from n₁, n₀ (the ones
@@ -92,13 +103,21 @@ from ._base import (
     HonestUsersBound,
     InputKind,
     PrivacyGuarantee,
+    ShareSpec,
     ShuffleProtocol,
     check_delta,
     check_epsilon,
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import decode_bits, encode_bits
+from ._krr import (
+    decode_bits,
+    decode_uints,
+    encode_bits,
+    encode_uints,
+    sum_mod,
+    uint_codec_size,
+)
 from ._noise import (
     symmetric_geometric,
     symmetric_geometric_fourth_moment,
@@ -111,10 +130,12 @@ __all__ = [
     "CntBNParams",
     "CntSGM",
     "CntSGMParams",
+    "CntSGMSplitMix",
     "bn_shift_delta",
     "calibrate_bn_noise",
     "check_gamma",
     "poisson_bn_delta",
+    "sgm_sum_epsilon",
 ]
 
 #: Wire values of the Cnt_SGM messages (+1 and −1); any other byte is invalid.
@@ -172,7 +193,8 @@ class CntSGMParams:
 
 
 class CntSGM(ShuffleProtocol):
-    """``Cnt_SGM``: ±1 messages carrying s_i + Bernoulli(λ)·SG noise (see module doc)."""
+    """``Cnt_SGM``: ±1 messages carrying s_i + Bernoulli(λ)·SG noise (see module doc;
+    ``--option encoding=splitmix`` sends the value as Split-Mix shares instead)."""
 
     name: ClassVar[str] = "cnt_sgm"
     input_kind: ClassVar[InputKind] = InputKind.BINARY
@@ -231,6 +253,20 @@ class CntSGM(ShuffleProtocol):
         q0 = 1.0 - lam + lam * (1.0 - a * a / (1.0 + a))
         q1 = lam * a / (1.0 + a)
         return math.log(q0 / q1)
+
+    @property
+    def honest_users(self) -> int:
+        """⌈γn⌉, the honest users (the victim included) the robust guarantee assumes."""
+        return max(1, math.ceil(self.params.gamma * self.params.n - 1e-9))
+
+    @property
+    def sum_epsilon(self) -> float:
+        """Exact pure ε of the sum T = Σ y_i alone with :attr:`honest_users` honest users
+        (:func:`sgm_sum_epsilon`): at most the survey's 3ε/γ wherever we computed it, so its
+        claim holds for T; the unary messages reveal more than T (:attr:`no_plus_epsilon`),
+        and ``encoding=splitmix`` (:class:`CntSGMSplitMix`) reveals only T."""
+        p = self.params
+        return sgm_sum_epsilon(epsilon=p.epsilon, lam=p.lam, honest=self.honest_users)
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
         """Upper: the local bound (:attr:`privacy`). Lower: :attr:`no_plus_epsilon`, exact
@@ -332,6 +368,250 @@ class CntSGM(ShuffleProtocol):
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         x = self.validate_values(values)
         return np.array([float(x.sum())], dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------
+# Cnt_SGM's sum, and Cnt_SGM over Split-Mix
+# ---------------------------------------------------------------------------------------
+
+#: Relative slack of :func:`sgm_sum_epsilon`'s quadrature (aliasing plus round-off): the
+#: value returned is an upper bound, above the exact ε_T by at most about this much.
+_SUM_QUADRATURE_SLACK: float = 1e-9
+
+
+def sgm_sum_epsilon(*, epsilon: float, lam: float, honest: int) -> float:
+    """Exact pure ε of Cnt_SGM's sum T = Σ y_i alone, with ``honest`` honest users.
+
+    T = s + M + c: s = ±1 the victim's mapped bit, c the other users' known part (dishonest
+    users' messages, honest users' bits) and M = Σ_{i ≤ h} B_i η_i the honest users' noise
+    (victim included), B_i ~ Ber(λ), η_i ~ SG(α), α = e^{−ε}. Neighbouring datasets shift T
+    by 2, so ε_T = sup_u |ln P(M = u)/P(M = u − 2)|. Write P(M = u) = P₀[u = 0] + Q(u),
+    P₀ = (1 − λ)^h, Q(u) = Σ_{k ≥ 1} P(K = k) P(S_k = u) with K ~ Bin(h, λ) noisy users
+    and S_k a sum of k SG(α) — a difference of two NB(k, 1 − α), hence discrete
+    log-concave and symmetric. For such a law P(u)/P(u + 1) does not decrease in u and tends
+    to 1/α, so every ratio P(S_k = u)/P(S_k = u − 2) lies in [α², α^{−2}] and tends to
+    α^{−2} as u → ∞ (k = h dominates the tail); mixtures keep the range. The atom P₀ only
+    moves the two ratios that involve u = 0, the larger being (P₀ + Q(0))/Q(2). Hence
+        ε_T = max{2ε, ln((P₀ + Q(0))/Q(2))}   (2ε alone when λ = 1).
+    Q(0) and Q(2) come from the exact inversion of M's lattice characteristic function
+    ψ(θ)^h, ψ = 1 − λ + λ(1 − α)²/(1 − 2α cos θ + α²), at N points: the mean of
+    (ψ^h − P₀)·cos(uθ) is Σ_j Q(u + jN), whose aliased part is at most
+    2·exp(−θ₀(N − 2))·E[e^{θ₀B η}]^h (Chernoff at θ₀ = ε/2); N doubles (from 2^12, up to
+    2^24) until that is under 10^{−12}·Q(2), and the result is rounded up by the aliasing
+    and round-off bounds. First, and where N runs out or Q(2) is below the round-off, the
+    closed-form bound ln(e^{2ε} + P₀/Q₂) is used, Q₂ ≤ Q(2) one term of Q(2)
+    (:func:`_log_atom_over_q2`; Q(0) ≤ e^{2ε}Q(2) by the ratios above): it is 2ε to 10^{−9}
+    whenever λh is large. Adding honest users is a post-processing (independent noise), so
+    fewer than ``honest`` only raises ε_T.
+
+    Args:
+        epsilon: the noise's ε (α = e^{−ε}).
+        lam: the probability λ ∈ (0, 1] that a user adds noise.
+        honest: h ≥ 1 honest users, the victim included.
+
+    Returns:
+        ε_T, never below the exact value and above it by at most 10^{−9}·ε_T + 3·10^{−10}
+        (or the closed-form bound where the quadrature cannot certify, as stated).
+    """
+    eps = check_epsilon(epsilon)
+    h = check_n(honest, "honest", 1)
+    lam = float(lam)
+    if not 0.0 < lam <= 1.0:
+        raise ParameterError(f"lam must lie in (0, 1], got {lam!r}")
+    if lam == 1.0:
+        return 2.0 * eps
+    a = math.exp(-eps)
+    log_p0 = h * math.log1p(-lam)
+    p0 = math.exp(log_p0)
+    closed_form = math.log(math.exp(2.0 * eps) + math.exp(_log_atom_over_q2(eps, lam, h)))
+    if closed_form <= 2.0 * eps * (1.0 + _SUM_QUADRATURE_SLACK):
+        return closed_form
+    theta0 = eps / 2.0
+    log_mgf = math.log1p(
+        lam * ((1.0 - a) ** 2 / ((1.0 - a * math.exp(theta0)) * (1.0 - a / math.exp(theta0))) - 1)
+    )
+    size = 1 << 12
+    while size <= 1 << 24:
+        theta = 2.0 * math.pi * np.arange(size) / size
+        phi = (1.0 - a) ** 2 / (1.0 - 2.0 * a * np.cos(theta) + a * a)
+        # ψ^h − P₀ = ψ^h·(1 − e^{−x}), x = h·log1p(λφ/(1 − λ)): neither cancels nor
+        # overflows, whether λh is small or P₀ underflows.
+        x = h * np.log1p(lam * phi / (1.0 - lam))
+        f = np.exp(log_p0 + x) * -np.expm1(-x)
+        q0 = float(f.mean())
+        q2 = float((f * np.cos(2.0 * theta)).mean())
+        # Each f value carries ≲ (|ln P₀| + 16) ulps (log1p/expm1 at argument ≲ |ln P₀|), and
+        # numpy's pairwise mean adds ≲ log₂ N ulps of max f.
+        ulps = 2.0 * math.log2(size) + 64.0 - log_p0
+        rounding = ulps * float(np.finfo(np.float64).eps) * float(f.max())
+        aliasing = 2.0 * math.exp(min(0.0, -theta0 * (size - 2) + h * log_mgf))
+        err = aliasing + rounding
+        if aliasing <= 1e-12 * q2 and rounding <= 1e-10 * q2:
+            return max(2.0 * eps, math.log((p0 + q0 + err) / (q2 - err)))
+        if rounding > 1e-10 * q2:
+            break  # Q(2) is below the round-off of this quadrature: more points won't help
+        size <<= 1
+    return closed_form
+
+
+def _log_atom_over_q2(eps: float, lam: float, h: int) -> float:
+    """An upper bound on ln(P₀/Q(2)) (:func:`sgm_sum_epsilon`), from one term of Q(2).
+
+    Q(2) ≥ P(K = k)·P(S_k = 2) for every k ∈ [1, h]. For k = 1, P(S_1 = 2) = P[η = 2]; for
+    any k, S_k is symmetric and log-concave, so its mode is 0, P(S_k = 2) ≥ α²P(S_k = 0),
+    and Chebyshev puts half its mass on the ≤ 2t + 1 points of [−t, t], t = √(2k Var η):
+    P(S_k = 0) ≥ 1/(2(2t + 1)). Tried at k = 1 and k ≈ λh; in logs, so nothing underflows.
+    """
+    a = math.exp(-eps)
+    var = symmetric_geometric_variance(a)
+    log_odds = math.log(lam) - math.log1p(-lam)
+
+    def log_ratio(k: int) -> float:
+        log_choose = math.lgamma(h + 1) - math.lgamma(k + 1) - math.lgamma(h - k + 1)
+        if k == 1:
+            log_p2 = math.log((1.0 - a) / (1.0 + a)) + 2.0 * math.log(a)
+        else:
+            log_p2 = 2.0 * math.log(a) - math.log(2.0 * (2.0 * math.sqrt(2.0 * k * var) + 1.0))
+        return -log_choose - k * log_odds - log_p2  # ln P₀ − ln P(K = k) − ln P(S_k = 2)
+
+    mode = min(h, max(1, round(lam * h)))
+    return min(log_ratio(1), log_ratio(mode))
+
+
+class CntSGMSplitMix(CntSGM):
+    """``Cnt_SGM`` whose y_i travel as Split-Mix shares, so the analyzer learns only Σ y_i.
+
+    ``--option encoding=splitmix``. The randomizer is Cnt_SGM's: y_i = s_i + B_i η_i with
+    the survey's λ and α = e^{−ε}, ε = γε_c/3. Instead of |y_i| unary ±1 messages, the
+    encoder splits y_i mod q into m uniform shares (:attr:`share_spec`); the analyzer sums
+    them mod q and unwraps, T = z − q if z > q/2, so it sees T (and the fakes, whose values
+    sum to 0 mod q) and nothing else up to the Split-Mix distance. The estimator and its
+    exact variance are Cnt_SGM's: ĉ = (T + n)/2, Var ĉ = nλ Var η / 4 (fakes add nothing).
+
+    Privacy. T alone is ε_T-DP (:func:`sgm_sum_epsilon`, exact) with the ⌈γn⌉ honest users
+    the robustness assumes; ε_T ≤ 3ε/γ, the survey's claim, everywhere we computed it
+    (tests), and 2ε = (2/3)ε_c at γ = 1 for the usual λn ≫ 1. The shuffled shares of h ≥ 3
+    honest users are 2^{−σ}-close to a function of their sum (:meth:`ShareSpec.shares_for`,
+    m chosen for h = ⌈γn⌉ and σ = log₂((1 + e^{ε_T})/δ)), so the view is (ε_T, δ)-DP — the
+    survey's pure claim up to a δ of the shares: robust (ε_T, δ, γ). One user's y_i is
+    ε_l-LDP (Cnt_SGM's local bound), and its shares are a post-processing of it, so with
+    every shuffler colluding the user keeps ε_l. q is a power of two ≥ 2(n + W) + 1,
+    W = ⌈64/ε⌉ + 64·sd(M): T unwraps correctly unless the noise exceeds W (probability
+    below e^{−60}). Needs ⌈γn⌉ ≥ 3.
+    """
+
+    def __init__(self, *, epsilon: float, n: int, delta: float, gamma: float = 1.0) -> None:
+        super().__init__(epsilon=epsilon, n=n, gamma=gamma)
+        p = self.params
+        self._delta = check_delta(delta)
+        self._honest = self.honest_users
+        if self._honest < 3:
+            raise ParameterError(
+                f"cnt_sgm (encoding=splitmix): Split-Mix needs at least 3 honest users, "
+                f"gamma*n = {p.gamma * p.n:g}"
+            )
+        self.sum_epsilon_value = self.sum_epsilon
+        sd = math.sqrt(p.n * p.lam * symmetric_geometric_variance(p.alpha))
+        width = math.ceil(64.0 / p.epsilon) + math.ceil(64.0 * sd)
+        self.q = 1 << (2 * (p.n + width)).bit_length()
+        self.sigma = math.log2((1.0 + math.exp(self.sum_epsilon_value)) / self._delta)
+        self.share_spec = ShareSpec(
+            modulus=self.q,
+            shares=ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=self._honest),
+        )
+        self._size = uint_codec_size(self.q)
+
+    @classmethod
+    def from_central(  # type: ignore[override]
+        cls, *, epsilon_central: float, n: int, delta: float, gamma: float = 1.0
+    ) -> CntSGMSplitMix:
+        """Configure as the survey does (ε = γε_c/3); the proven ε_T is at most ε_c."""
+        eps_c = check_epsilon(epsilon_central, "epsilon_central")
+        g = check_gamma(gamma)
+        return cls(epsilon=g * eps_c / 3.0, n=n, delta=delta, gamma=g)
+
+    @property
+    def message_size(self) -> int:
+        return self._size
+
+    @property
+    def messages_per_user(self) -> float:
+        assert self.share_spec is not None
+        return float(self.share_spec.shares)
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        assert self.share_spec is not None
+        return PrivacyGuarantee(
+            epsilon_central=self.sum_epsilon_value,
+            epsilon_local=self.epsilon_local,
+            delta=self._delta,
+            bound=(
+                f"cnt_sgm_splitmix_exact (exact pure ε of the sum, {self._honest} honest "
+                f"users, gamma={self.params.gamma:g}; Split-Mix m={self.share_spec.shares}, "
+                f"sigma={self.sigma:.1f})"
+            ),
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Exact ε_T for ``honest_others`` + 1 honest users, both ways (the view determines
+        T, and is δ-close to a function of it); only while they are at least the ⌈γn⌉ the
+        shares were sized for — below that the audit falls back on ε_l."""
+        h = check_n(honest_others, "honest others", 0) + 1
+        if h < self._honest:
+            return None
+        eps = sgm_sum_epsilon(epsilon=self.params.epsilon, lam=self.params.lam, honest=h)
+        return HonestUsersBound(
+            eps, "cnt_sgm_splitmix_exact", eps, f"{h} honest users (the sum T, exact)"
+        )
+
+    def __repr__(self) -> str:
+        p = self.params
+        assert self.share_spec is not None
+        return (
+            f"CntSGMSplitMix(epsilon={p.epsilon:.6g}, n={p.n}, gamma={p.gamma:g}, "
+            f"lam={p.lam:.6g}, q={self.q}, shares={self.share_spec.shares})"
+        )
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        x = self.validate_values(values).astype(np.int64, copy=False)
+        y = 2 * x - 1
+        noisy = np.flatnonzero(rng.random(x.shape[0]) < self.params.lam)
+        y[noisy] += np.asarray(
+            symmetric_geometric(self.params.alpha, noisy.size, rng=rng), dtype=np.int64
+        )
+        return np.asarray(np.mod(y, self.q), dtype=np.int64)  # one value per user
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        return encode_uints(messages, self._size)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        v = decode_uints(rows, self._size)
+        return v, v < self.q
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """``count`` values uniform on Z_q whose total is 0 mod q: they leave T unchanged."""
+        count = check_n(count, "count", 0)
+        if count == 0:
+            return np.zeros(0, dtype=np.int64)
+        out = rng.integers(0, self.q, size=count, dtype=np.int64)
+        out[-1] = (-sum_mod(out[:-1], self.q)) % self.q
+        return out
+
+    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        m = np.asarray(messages, dtype=np.int64).reshape(-1)
+        z = sum_mod(m, self.q)
+        total = z - self.q if z > self.q // 2 else z
+        return Estimate(
+            values=np.array([(total + n) / 2.0], dtype=np.float64),
+            expected_std=np.array([math.sqrt(self.variance(n=n))]),
+            messages_used=int(m.size),
+            extra={"modulus": self.q},
+        )
+
+    def variance(self, *, n: int, n_fakes: int = 0) -> float:
+        """Exact Var ĉ = nλ Var η / 4: fakes sum to 0 mod q and add nothing."""
+        return super().variance(n=n, n_fakes=0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -647,8 +927,22 @@ def _gamma(spec: ProtocolSpec) -> float:
     return check_gamma(number_option(spec, "gamma", 1.0))
 
 
+#: Cnt_SGM's encodings (``--option encoding=NAME``): the survey's unary ±1 messages, or
+#: Split-Mix shares of y_i, which prove the survey's robust bound up to a δ.
+SGM_ENCODINGS: tuple[str, ...] = ("unary", "splitmix")
+
+
 @register_protocol("cnt_sgm")
 def _build_cnt_sgm(spec: ProtocolSpec) -> ShuffleProtocol:
+    encoding = spec.options.get("encoding", SGM_ENCODINGS[0])
+    if encoding not in SGM_ENCODINGS:
+        raise ParameterError(
+            f"cnt_sgm: encoding must be one of {', '.join(SGM_ENCODINGS)}, got {encoding!r}"
+        )
+    if encoding == "splitmix":
+        return CntSGMSplitMix.from_central(
+            epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, gamma=_gamma(spec)
+        )
     return CntSGM.from_central(epsilon_central=spec.epsilon, n=spec.n, gamma=_gamma(spec))
 
 

@@ -58,7 +58,7 @@ def parameter_errors() -> Iterator[None]:
 
 
 #: Options whose value is a name, not a number (e.g. put's --option counter=cnt_pure).
-NAME_OPTIONS = frozenset({"counter"})
+NAME_OPTIONS = frozenset({"counter", "encoding"})
 
 
 def parse_options(items: list[str]) -> dict[str, float | str]:
@@ -81,7 +81,8 @@ def parse_options(items: list[str]) -> dict[str, float | str]:
 
 #: What proves the requested ε instead, for the protocols whose proven bound can exceed it.
 _PROVEN_ALTERNATIVE = {
-    "cnt_sgm": "--protocol cnt_pure proves it",
+    "cnt_sgm": "--option encoding=splitmix proves it with δ (its sum alone is pure), "
+    "--protocol cnt_pure proves it purely",
     "put": "--option counter=cnt_pure proves it",
 }
 

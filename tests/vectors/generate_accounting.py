@@ -53,7 +53,11 @@ INVERSE_GRID = [  # (ε_c, n, δ)
 KRR_DOMAINS = (2, 16)
 
 PROTOCOL_SIZES = (20_000, 200_000)  # n of every protocol's entries (ε_c = 1, δ = 1e-6, d = 16)
-ROBUST = {"cnt_bn": {"gamma": 0.5}, "cnt_sgm": {"gamma": 0.5}}  # one more entry each, n = 2·10^4
+#: Extra entries at n = 2·10^4: the robust counters at γ = 1/2, and Cnt_SGM's Split-Mix encoding.
+EXTRA_OPTIONS: dict[str, list[dict[str, float | str]]] = {
+    "cnt_bn": [{"gamma": 0.5}],
+    "cnt_sgm": [{"gamma": 0.5}, {"encoding": "splitmix"}, {"encoding": "splitmix", "gamma": 0.5}],
+}
 MURS_FAKES = 300  # MURS refuses to run without fakes
 SLOW_AT_LARGE_N = {"rsum_pure"}  # its calibration takes ~20 s at n = 2·10^5
 
@@ -102,9 +106,8 @@ def protocol_spec_rows() -> list[dict[str, Any]]:
     rows = []
     for name in protocol_names():
         sizes = PROTOCOL_SIZES[:1] if name in SLOW_AT_LARGE_N else PROTOCOL_SIZES
-        configs: list[tuple[int, dict[str, float]]] = [(n, {}) for n in sizes]
-        if name in ROBUST:
-            configs.append((PROTOCOL_SIZES[0], dict(ROBUST[name])))
+        configs: list[tuple[int, dict[str, float | str]]] = [(n, {}) for n in sizes]
+        configs += [(PROTOCOL_SIZES[0], dict(o)) for o in EXTRA_OPTIONS.get(name, [])]
         for n, options in configs:
             rows.append(
                 {
