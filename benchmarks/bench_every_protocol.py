@@ -9,6 +9,7 @@ reports would not fit).
 
     python benchmarks/bench_every_protocol.py              # every protocol, n = 10^6
     python benchmarks/bench_every_protocol.py --n 20000 cnt_rr prhr   # a quick subset
+    python benchmarks/bench_every_protocol.py cnt_sgm/splitmix        # a variant (VARIANTS)
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ import sys
 import time
 from typing import Any
 
-EXTRA: dict[str, list[str]] = {"murs": ["--fake-reports", "3333"]}
+EXTRA: dict[str, list[str]] = {
+    "murs": ["--fake-reports", "3333"],
+    "cnt_sgm/splitmix": ["--option", "encoding=splitmix"],
+}
+#: Configurations an option makes a different protocol (another wire format): benchmarked
+#: under their own name, ``PROTOCOL/VARIANT``.
+VARIANTS: tuple[str, ...] = ("cnt_sgm/splitmix",)
 
 
 #: Runs the CLI in the child and prints the child's own peak RSS on stderr at exit.
@@ -36,7 +43,8 @@ _CHILD = (
 
 
 def run_one(name: str, n: int) -> dict[str, Any]:
-    argv = ["simulate", "--protocol", name, "--crypto", "ideal", "--n", str(n), "--json"]
+    protocol = name.split("/")[0]
+    argv = ["simulate", "--protocol", protocol, "--crypto", "ideal", "--n", str(n), "--json"]
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, *argv, *EXTRA.get(name, [])],
@@ -72,7 +80,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=10**6)
     ap.add_argument("protocols", nargs="*", default=None)
     args = ap.parse_args()
-    names = args.protocols or protocol_names()
+    names = args.protocols or sorted([*protocol_names(), *VARIANTS])
     rows = []
     for name in names:
         row = run_one(name, args.n)
