@@ -146,7 +146,8 @@ class KRRLevels:
 
     @classmethod
     def for_search(cls, *, levels: int, epsilon: float, delta: float, n: int) -> KRRLevels:
-        """As :meth:`for_central` with the closed-form bounds only (fast; for tuning k)."""
+        """As :meth:`for_central` with the closed-form bounds only (fast; for tuning k),
+        or with every bound where no closed form applies (small n)."""
         best: tuple[float, str] | None = None
         for name in _CLOSED_FORM_BOUNDS:
             bound = BOUNDS.get(name)
@@ -159,7 +160,8 @@ class KRRLevels:
             if best is None or e > best[0]:
                 best = (e, name)
         if best is None:
-            raise BoundNotApplicable(f"no closed-form bound applies to {levels}-RR")
+            # Small crowds, where no closed form applies: the numerical bounds (cheap there).
+            return cls.for_central(levels=levels, epsilon=epsilon, delta=delta, n=n)
         return cls(levels, krr_lambda(best[0], levels), best[0], epsilon, delta, best[1])
 
     @property
@@ -225,18 +227,26 @@ def _check_reals(protocol: ShuffleProtocol, values: npt.ArrayLike) -> npt.NDArra
     return np.asarray(protocol.validate_values(values), dtype=np.float64)
 
 
-def _argmin_int(f: Callable[[int], float], lo: int, hi: int) -> int:
-    """Integer in [lo, hi] minimizing f (f may raise BoundNotApplicable: skipped)."""
-    best, best_k = math.inf, None
+def _argmin_int(f: Callable[[int], float], lo: int, hi: int, *, what: str) -> int:
+    """Integer in [lo, hi] minimizing f (f may raise BoundNotApplicable: skipped).
+
+    Raises:
+        BoundNotApplicable: for every k, naming ``what`` and the reason at k = lo.
+    """
+    best, best_k, first = math.inf, None, None
     for k in range(lo, hi + 1):
         try:
             v = f(k)
-        except BoundNotApplicable:
+        except BoundNotApplicable as exc:
+            first = first or f"at precision {k}: {exc}"
             continue
         if v < best:
             best, best_k = v, k
     if best_k is None:
-        raise BoundNotApplicable(f"no precision in [{lo}, {hi}] has an applicable bound")
+        raise BoundNotApplicable(
+            f"{what}: no precision in [{lo}, {hi}] has an applicable amplification bound "
+            f"({first}); use more users or a larger epsilon"
+        )
     return best_k
 
 
@@ -290,7 +300,7 @@ class RSumKR(ShuffleProtocol):
                 g = KRRLevels.for_search(levels=k + 1, epsilon=eps, delta=d, n=n)
                 return n / (4.0 * k * k) + g.worst_variance(n=n) / k**2
 
-            precision = _argmin_int(mse, lo, min(hi, MAX_PRECISION))
+            precision = _argmin_int(mse, lo, min(hi, MAX_PRECISION), what=f"rsum_kr at n={n}")
         self.k = _check_precision(precision)
         try:
             self.group = KRRLevels.for_central(
@@ -407,7 +417,7 @@ class RSumRR(ShuffleProtocol):
                 lam = g.lam
                 return n / (4.0 * r * r) + n * r * (lam / 2) * (1 - lam / 2) / ((1 - lam) * r) ** 2
 
-            precision = _argmin_int(mse, 1, self.MAX_DEFAULT_BITS)
+            precision = _argmin_int(mse, 1, self.MAX_DEFAULT_BITS, what=f"rsum_rr at n={n}")
         self.r = _check_precision(precision)
         try:
             self.group = self._bit_group(self.r, bound=bound)
