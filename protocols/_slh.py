@@ -186,9 +186,15 @@ class SLH(ShuffleProtocol):
 
         lo = 1e-9
         if eps_c(lo) > target:
+            # As ε_l → 0, d' = 2 and β → (n − 1)/2 + n_r/2: the blanket Thm 4 needs at
+            # least β = max{14 ln(2/δ)/ε_c², 27/ε_c} of it.
+            need = max(14.0 * math.log(2.0 / delta) / target**2, 27.0 / target)
+            users = max(n, math.ceil(2.0 * need - fakes + 1.0))
             raise ParameterError(
                 f"{cls.name}: n={n} (with n_r={fakes} fakes) is too small for epsilon_central="
-                f"{target:g} at delta={delta:g}: even epsilon_local→0 gives {eps_c(lo):.4g}"
+                f"{target:g} at delta={delta:g}: survey Thm 4 gives at least {eps_c(lo):.4g} "
+                f"even as epsilon_local→0; it needs about n >= {users}"
+                + (" (or more fakes)" if cls.name == "murs" else "")
             )
         hi = 1.0
         while eps_c(hi) <= target and hi < 200.0:

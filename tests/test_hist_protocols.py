@@ -8,6 +8,7 @@ variance estimate), error bounds from each module's docstring.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -84,6 +85,19 @@ def test_messages_per_user_as_stated() -> None:
 def test_invalid_parameters_refused(factory: object, match: str) -> None:
     with pytest.raises(ParameterError, match=match):
         factory()  # type: ignore[operator]
+
+
+def test_slh_refusal_names_the_users_it_needs() -> None:
+    # Thm 4 at ε_c = 1, δ = 1e-6 needs a blanket β = 14 ln(2/δ) ≈ 203 messages per hashed
+    # value; as ε_l → 0 β → (n − 1)/2, so n ≈ 408. The refusal says so, and that n works.
+    with pytest.raises(ParameterError, match=r"needs about n >= (\d+)") as exc:
+        SLH.from_central(domain=8, epsilon_central=1.0, n=200, delta=1e-6)
+    need = int(re.search(r"n >= (\d+)", str(exc.value)).group(1))  # type: ignore[union-attr]
+    assert SLH.from_central(domain=8, epsilon_central=1.0, n=need, delta=1e-6)
+    with pytest.raises(ParameterError, match="too small"):
+        SLH.from_central(domain=8, epsilon_central=1.0, n=need - 2, delta=1e-6)
+    with pytest.raises(ParameterError, match=r"\(or more fakes\)"):
+        MURS.from_central(domain=8, epsilon_central=1.0, n=200, delta=1e-6, fake_reports=10)
 
 
 # --- SLH / MURS ------------------------------------------------------------------------------
