@@ -374,8 +374,8 @@ class CntSGM(ShuffleProtocol):
 # Cnt_SGM's sum, and Cnt_SGM over Split-Mix
 # ---------------------------------------------------------------------------------------
 
-#: Relative slack of :func:`sgm_sum_epsilon`'s quadrature (aliasing plus round-off): the
-#: value returned is an upper bound, above the exact ε_T by at most about this much.
+#: :func:`sgm_sum_epsilon` returns its closed-form upper bound without quadrature when that
+#: bound is within this relative slack of 2ε, the least ε_T can be.
 _SUM_QUADRATURE_SLACK: float = 1e-9
 
 
@@ -496,8 +496,9 @@ class CntSGMSplitMix(CntSGM):
     survey's pure claim up to a δ of the shares: robust (ε_T, δ, γ). One user's y_i is
     ε_l-LDP (Cnt_SGM's local bound), and its shares are a post-processing of it, so with
     every shuffler colluding the user keeps ε_l. q is a power of two ≥ 2(n + W) + 1,
-    W = ⌈64/ε⌉ + 64·sd(M): T unwraps correctly unless the noise exceeds W (probability
-    below e^{−60}). Needs ⌈γn⌉ ≥ 3.
+    W = ⌈64/ε⌉ + 64·sd(M): T unwraps correctly unless the noise exceeds W, which Chebyshev
+    already bounds by 1/4096 (M's tails are exponential, so in fact far less); a wrap would
+    cost accuracy, never privacy. Needs ⌈γn⌉ ≥ 3.
     """
 
     def __init__(self, *, epsilon: float, n: int, delta: float, gamma: float = 1.0) -> None:
