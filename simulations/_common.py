@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -23,12 +24,24 @@ __all__ = [
     "print_table",
     "privacy_shortfall",
     "progress",
+    "seed",
     "to_jsonable",
 ]
 
 
 class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
+
+
+def seed(text: str) -> int:
+    """argparse type of ``--seed``: an integer >= 0 (numpy's generators take no negatives)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid seed {value}: must be >= 0")
+    return value
 
 
 def error_exit(prog: str, message: str) -> NoReturn:

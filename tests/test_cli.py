@@ -94,6 +94,11 @@ BAD = [
     (["simulate", "--protocol", "hist_kr", "--option", "gamma"], "KEY=VALUE"),
     (["simulate", "--protocol", "put", "--option", "groups=1"], "k=16], got 1\n"),
     (["simulate", "--protocol", "hist_kr", "--n", "ten"], "invalid int"),
+    # numpy refuses negative seeds: a usage error, not its traceback
+    (["simulate", "--protocol", "hist_kr", "--seed", "-1"], "invalid seed -1: must be >= 0"),
+    (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1", "--seed", "x"], "seed"),
+    (["experiments", "sum", "--quick", "--out", "o", "--seed", "-3"], "must be >= 0"),
+    (["simulate", "--protocol", "cnt_rr", "--option", "gama=0.5"], "unknown option gama"),
     (["simulate"], "--protocol"),
     (["keygen", "--shufflers", "2"], "--out"),
     (["no-such-command"], "invalid choice"),

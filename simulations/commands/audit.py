@@ -24,6 +24,7 @@ from .._common import (
     print_table,
     privacy_shortfall,
     progress,
+    seed,
     status,
 )
 
@@ -174,7 +175,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--measure", action="store_true", help="run the distinguishing attacks")
     p.add_argument("--trials", type=int, default=1000, help="runs per hypothesis (--measure)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the attack runs")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the attack runs")
     p.add_argument(
         "--option",
         action="append",

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._common import UsageError, emit_json, print_table, progress
+from .._common import UsageError, emit_json, print_table, progress, seed
 from ..experiments import CATEGORIES, run_experiments
 
 
@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
         default="ideal",
         help="pipeline codec for the shuffle protocols (default ideal; onion is slow)",
     )
-    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="root seed (default 0)")
     p.add_argument("--repeats", type=int, default=None, help="runs per grid point")
     p.add_argument(
         "--protocols",

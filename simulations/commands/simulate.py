@@ -19,6 +19,7 @@ from .._common import (
     print_table,
     privacy_shortfall,
     progress,
+    seed,
     status,
 )
 from .._data import DISTRIBUTIONS, generate_values
@@ -35,7 +36,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         "--fake-reports", type=int, default=0, help="fakes each shuffler adds (default 0)"
     )
     p.add_argument("--threshold", type=int, default=0, help="crowd threshold T (default 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the statistics (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the statistics (default 0)")
     p.add_argument(
         "--crypto",
         choices=["onion", "ideal"],

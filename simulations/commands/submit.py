@@ -23,7 +23,7 @@ import esa
 from esa import close_epochs_together, parse_address, query, submit_reports
 from protocols import ProtocolSpec, build_protocol
 
-from .._common import UsageError, emit_json, print_table
+from .._common import UsageError, emit_json, print_table, seed
 from .._data import generate_values
 
 
@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
     p.add_argument("--epsilon", type=float, default=1.0, help="central ε (default 1)")
     p.add_argument("--delta", type=float, default=1e-6, help="δ (default 1e-6)")
     p.add_argument("--distribution", default="zipf", help="synthetic data (default zipf)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the statistics")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the statistics")
     p.add_argument("--crypto", choices=["onion", "ideal"], default="onion")
     p.add_argument("--connections", type=int, default=50, help="concurrent connections")
     p.add_argument("--frame-reports", type=int, default=100, help="reports per SUBMIT frame")
@@ -139,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
         )
     operator = None
     if args.close_epoch:
-        seed = bytes.fromhex(Path(args.close_epoch).read_text().strip())
-        operator = Ed25519PrivateKey.from_private_bytes(seed)
+        key_seed = bytes.fromhex(Path(args.close_epoch).read_text().strip())
+        operator = Ed25519PrivateKey.from_private_bytes(key_seed)
 
     async def main() -> dict[str, Any]:
         out: dict[str, Any] = {}
