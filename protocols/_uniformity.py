@@ -28,10 +28,14 @@ coordinate's counter is configured at (ε/2, δ/2) and the labeled union is (ε,
 composition (and (2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust); the
 partition is public and data-independent. :attr:`privacy` is always twice what the
 counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can prove for its
-reconstruction (see that module), which may exceed the target ε. ``--option
-counter=cnt_pure`` runs PUT on ``Cnt_PURE`` instead: its central pure ε is computed exactly
-(:mod:`protocols._cnt_pure`), so the test meets the target, with τ one-bit messages per
-user and group instead of one (:data:`COUNTERS` lists each tester's choices).
+reconstruction (see that module), which may exceed the target ε. Two ways meet the target:
+``--option encoding=splitmix`` keeps Cnt_SGM but sends each group's value as labeled
+Split-Mix shares, so the analyzer sees each group's sum only, whose exact ε is at most the
+survey's (:func:`protocols._cnt_robust.sgm_sum_epsilon`): (ε, δ)-DP with m shares per user
+and group; ``--option counter=cnt_pure`` runs PUT on ``Cnt_PURE``, whose central pure ε is
+computed exactly (:mod:`protocols._cnt_pure`), with τ one-bit messages per user and group
+instead of one (:data:`COUNTERS` lists each tester's choices). ``gamma`` and ``encoding``
+are passed to the counter (:data:`COUNTER_OPTIONS`).
 
 Statistic. n samples, group j of size s_j has null probability q_j = s_j/k and mean count
 λ_j = n q_j; the counter gives ĉ_j = c_j + η_j with noise variance σ_j² (its
@@ -140,6 +144,7 @@ the smaller k': fewer messages per user). For AUT's counter at ε = 2 (σ² ≈ 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -636,6 +641,8 @@ class UniformityTester(ShuffleProtocol):
         groups: k' ∈ [2, k]; None (default) picks :func:`optimal_groups` for the counter's
             error law at this n; k means no grouping.
         partition_seed: public seed of the random partition (shared by users and analyzer).
+        counter_options: the counter's own options (e.g. ``gamma``, or ``encoding=splitmix``
+            for ``cnt_sgm``: every group's value then travels as labeled Split-Mix shares).
     """
 
     name: ClassVar[str] = "uniformity"
@@ -654,6 +661,7 @@ class UniformityTester(ShuffleProtocol):
         fake_reports: int = 0,
         groups: int | None = None,
         partition_seed: int = 0,
+        counter_options: Mapping[str, float | str] | None = None,
     ) -> None:
         k = check_n(domain, "domain", 2)
         if k > MAX_DOMAIN:
@@ -673,7 +681,12 @@ class UniformityTester(ShuffleProtocol):
         inner = build_protocol(
             counter,
             ProtocolSpec(
-                epsilon=eps / 2.0, delta=delta / 2.0, n=n, domain=2, fake_reports=fake_reports
+                epsilon=eps / 2.0,
+                delta=delta / 2.0,
+                n=n,
+                domain=2,
+                fake_reports=fake_reports,
+                options=dict(counter_options or {}),
             ),
         )
         if inner.input_kind is not InputKind.BINARY:
@@ -906,7 +919,15 @@ class UniformityTester(ShuffleProtocol):
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         count = check_n(count, "count", 0)
         labels = rng.integers(0, self._groups, size=count)
-        body = np.asarray(self._counter.sample_fakes(count, rng=rng))
+        if self.share_spec is None:
+            body = np.asarray(self._counter.sample_fakes(count, rng=rng))
+            return self._label_all(labels, body)
+        # Split-Mix counters' fakes must vanish from each group's sum mod q, not only from
+        # the batch's: each group's fakes are the counter's own (zero-sum) fakes.
+        labels = np.sort(labels)
+        sizes = np.bincount(labels, minlength=self._groups)
+        parts = [np.asarray(self._counter.sample_fakes(int(c), rng=rng)) for c in sizes if c]
+        body = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return self._label_all(labels, body)
 
     # --- analyzer ------------------------------------------------------------------------
@@ -1061,6 +1082,10 @@ class AUT(UniformityTester):
 COUNTERS = {"put": ("cnt_sgm", "cnt_pure"), "aut": ("cnt_bn", "cnt_rr")}
 
 
+#: Options a tester passes to its counter: the robustness fraction, and Cnt_SGM's encoding.
+COUNTER_OPTIONS: tuple[str, ...] = ("gamma", "encoding")
+
+
 def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     opts = spec.options
     groups = opts.get("groups")
@@ -1071,7 +1096,10 @@ def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
             f"{name}: counter must be one of {', '.join(allowed)}, got {counter!r}"
         )
     cls = PUT if name == "put" else AUT
+    # The counter's own options, passed through (its registry refuses any it does not read).
+    forwarded = {key: opts[key] for key in COUNTER_OPTIONS if key in opts}
     return cls(
+        counter_options=forwarded,
         counter=str(counter),
         domain=spec.domain,
         epsilon=spec.epsilon,
@@ -1088,7 +1116,7 @@ def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
 @register_protocol("put")
 def _build_put(spec: ProtocolSpec) -> ShuffleProtocol:
     """``PUT``: grouping + one-hot + ``Cnt_SGM`` per group (robust pure shuffle privacy);
-    ``--option counter=cnt_pure`` uses ``Cnt_PURE``, whose central ε is proven."""
+    ``--option encoding=splitmix`` (its sums proven, with δ) or ``counter=cnt_pure``."""
     return _build("put", spec)
 
 

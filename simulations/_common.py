@@ -96,7 +96,8 @@ def parse_options(items: list[str]) -> dict[str, float | str]:
 _PROVEN_ALTERNATIVE = {
     "cnt_sgm": "--option encoding=splitmix proves it with δ (its sum alone is pure), "
     "--protocol cnt_pure proves it purely",
-    "put": "--option counter=cnt_pure proves it",
+    "put": "--option encoding=splitmix proves it with δ (Split-Mix Cnt_SGM counters), "
+    "--option counter=cnt_pure proves it purely",
 }
 
 
