@@ -92,6 +92,7 @@ from ._prhr import PRHR as PRHR
 from ._prhr import PUCM as PUCM
 from ._prrq import PRRQ as PRRQ
 from ._registry import ProtocolSpec as ProtocolSpec
+from ._registry import RecordedOptions as RecordedOptions
 from ._registry import build_protocol as build_protocol
 from ._registry import protocol_names as protocol_names
 from ._registry import register_protocol as register_protocol

@@ -15,6 +15,7 @@ from ._errors import BoundNotApplicable, ParameterError
 
 __all__ = [
     "ProtocolSpec",
+    "RecordedOptions",
     "build_protocol",
     "protocol_names",
     "refuse_forced_bound",
@@ -93,8 +94,10 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         raise ParameterError(
             f"unknown protocol {name!r}; choose one of: {', '.join(protocol_names())}"
         ) from None
-    read = _ReadOptions(spec.options)
-    spec = dataclasses.replace(spec, options=read)
+    read = spec.options if isinstance(spec.options, RecordedOptions) else None
+    if read is None:
+        read = RecordedOptions(spec.options)
+        spec = dataclasses.replace(spec, options=read)
     if "report_fragments" not in spec.options:
         protocol = factory(spec)
     else:
@@ -114,9 +117,12 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     return protocol
 
 
-class _ReadOptions(Mapping[str, "float | str"]):
-    """The options, recording every key a protocol's factory asks for (present or not), so
-    that a misspelt option is refused instead of silently ignored."""
+class RecordedOptions(Mapping[str, "float | str"]):
+    """Options that record every key a protocol's factory asks for (present or not).
+
+    :func:`build_protocol` wraps a spec's options in one, so that a misspelt option is
+    refused instead of silently ignored; pass one in to learn which options a protocol
+    reads (``esa protocols`` lists them)."""
 
     def __init__(self, options: Mapping[str, float | str]) -> None:
         self._options = dict(options)

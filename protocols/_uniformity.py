@@ -1082,8 +1082,9 @@ class AUT(UniformityTester):
 COUNTERS = {"put": ("cnt_sgm", "cnt_pure"), "aut": ("cnt_bn", "cnt_rr")}
 
 
-#: Options a tester passes to its counter: the robustness fraction, and Cnt_SGM's encoding.
-COUNTER_OPTIONS: tuple[str, ...] = ("gamma", "encoding")
+#: Options each tester passes to its counter: the robustness fraction, and (PUT) Cnt_SGM's
+#: encoding.
+COUNTER_OPTIONS: dict[str, tuple[str, ...]] = {"put": ("gamma", "encoding"), "aut": ("gamma",)}
 
 
 def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
@@ -1097,7 +1098,7 @@ def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         )
     cls = PUT if name == "put" else AUT
     # The counter's own options, passed through (its registry refuses any it does not read).
-    forwarded = {key: opts[key] for key in COUNTER_OPTIONS if key in opts}
+    forwarded = {key: opts[key] for key in COUNTER_OPTIONS[name] if key in opts}
     return cls(
         counter_options=forwarded,
         counter=str(counter),

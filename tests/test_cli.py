@@ -161,6 +161,12 @@ def test_protocols_lists_registered(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"thm1_erlingsson", "thm2_fmt_closed_form", "thm3_cheu", "thm4_balle"} <= {
         b["name"] for b in out["bounds"]
     }
+    # each protocol's --option keys, as its factory reads them
+    options = {p["name"]: p.get("options") for p in out["protocols"]}
+    assert options["cnt_sgm"] == ["encoding", "gamma"]
+    assert options["cnt_rr"] == []
+    assert "encoding" in options["put"]
+    assert "encoding" not in options["aut"]
 
 
 def test_console_script_entry_point() -> None:

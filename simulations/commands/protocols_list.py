@@ -6,7 +6,7 @@ import argparse
 import inspect
 from typing import Any
 
-from protocols import BOUNDS, ProtocolSpec, build_protocol, protocol_names
+from protocols import BOUNDS, ProtocolSpec, RecordedOptions, build_protocol, protocol_names
 
 from .._common import emit_json, print_table
 
@@ -18,8 +18,10 @@ def register(sub: Any) -> None:
 
 
 def _describe(name: str) -> dict[str, Any]:
+    read = RecordedOptions({})
+    spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=100_000, domain=16, options=read)
     try:
-        proto = build_protocol(name, ProtocolSpec(epsilon=1.0, delta=1e-6, n=100_000, domain=16))
+        proto = build_protocol(name, spec)
     except ValueError as exc:
         return {"name": name, "summary": f"(needs other parameters: {exc})"}
     doc = inspect.getdoc(type(proto)) or ""
@@ -28,6 +30,8 @@ def _describe(name: str) -> dict[str, Any]:
         "input": proto.input_kind.value,
         "messages_per_user": proto.messages_per_user,
         "tally": proto.supports_tally,
+        # what --option KEY=VALUE sets (report_fragments applies to single-message ones)
+        "options": sorted(read.asked - {"report_fragments"}),
         "summary": doc.splitlines()[0] if doc else "",
     }
 
@@ -43,14 +47,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print_table(
         "protocols (esa simulate --protocol NAME); messages/user at ε=1, n=1e5, d=16; "
-        "tally: can run with --representation tally",
-        ["name", "input", "messages/user", "tally", "summary"],
+        "tally: can run with --representation tally; options: --option KEY=VALUE",
+        ["name", "input", "messages/user", "tally", "options", "summary"],
         [
             (
                 p["name"],
                 p.get("input", ""),
                 p.get("messages_per_user", ""),
                 "yes" if p.get("tally") else "",
+                ", ".join(p.get("options", [])),
                 p["summary"],
             )
             for p in protos
