@@ -515,7 +515,7 @@ def test_cnt_pure_unbiased_variance_messages_fakes():
     ("kwargs", "match"),
     [
         ({"epsilon": 1.0, "n": 100, "messages": 4}, "odd"),
-        ({"epsilon": 1.0, "n": 100, "messages": 2001}, "odd and <="),
+        ({"epsilon": 1.0, "n": 100, "messages": 8193}, "odd and <= 8191"),
         ({"epsilon": 0.0, "n": 100}, "epsilon"),
         ({"epsilon": 1.0, "n": 100, "gamma": 2.0}, "gamma"),
     ],
@@ -570,3 +570,14 @@ def test_cnt_pure_audit_lower_bound_up_to_the_certificates_budget(monkeypatch):
     at_cap = p.honest_users_bound(100)
     assert at_cap is not None
     assert at_cap.epsilon_lower is not None
+
+
+def test_default_tau_is_not_capped_where_rsum_pure_needs_it() -> None:
+    # RSum_PURE's 11 digit counters at ε_c = 0.1, n = 10^6 run at ε ≈ 0.009 and need
+    # τ = 2⌈log₂ n/ε⌉ + 1 ≈ 4 400 one-bit messages for λ to fall like 1/n; the former cap of
+    # 1 023 left their std at 16 508 (above LDP's 10 007), uncapped it is 4 133.
+    from protocols._cnt_pure import MAX_TAU, default_tau
+
+    eps = 0.1 / 11
+    assert default_tau(10**6, eps) == 2 * math.ceil(math.log2(10**6) / eps) + 1 <= MAX_TAU
+    assert default_tau(10**6, 1.0) == 41
