@@ -111,10 +111,9 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import (
+    ModularMessages,
     decode_bits,
-    decode_uints,
     encode_bits,
-    encode_uints,
     sum_mod,
     uint_codec_size,
 )
@@ -311,13 +310,20 @@ class CntSGM(ShuffleProtocol):
         )
 
     # --- client ----------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def _noisy_values(
+        self, values: npt.ArrayLike, *, rng: np.random.Generator
+    ) -> npt.NDArray[np.int64]:
+        """y_i = (2x_i − 1) + B_i η_i, B_i ~ Ber(λ), η_i ~ SG(α): one integer per user."""
         x = self.validate_values(values).astype(np.int64, copy=False)
         y = 2 * x - 1
         noisy = np.flatnonzero(rng.random(x.shape[0]) < self.params.lam)
         y[noisy] += np.asarray(
             symmetric_geometric(self.params.alpha, noisy.size, rng=rng), dtype=np.int64
         )
+        return y
+
+    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        y = self._noisy_values(values, rng=rng)
         # User i contributes |y_i| copies of sign(y_i): only the two totals matter.
         plus = int(y[y > 0].sum())
         minus = int(-y[y < 0].sum())
@@ -478,7 +484,7 @@ def _log_atom_over_q2(eps: float, lam: float, h: int) -> float:
     return min(log_ratio(1), log_ratio(mode))
 
 
-class CntSGMSplitMix(CntSGM):
+class CntSGMSplitMix(ModularMessages, CntSGM):
     """``Cnt_SGM`` whose y_i travel as Split-Mix shares, so the analyzer learns only Σ y_i.
 
     ``--option encoding=splitmix``. The randomizer is Cnt_SGM's: y_i = s_i + B_i η_i with
@@ -575,29 +581,8 @@ class CntSGMSplitMix(CntSGM):
         )
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        x = self.validate_values(values).astype(np.int64, copy=False)
-        y = 2 * x - 1
-        noisy = np.flatnonzero(rng.random(x.shape[0]) < self.params.lam)
-        y[noisy] += np.asarray(
-            symmetric_geometric(self.params.alpha, noisy.size, rng=rng), dtype=np.int64
-        )
+        y = self._noisy_values(values, rng=rng)
         return np.asarray(np.mod(y, self.q), dtype=np.int64)  # one value per user
-
-    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return encode_uints(messages, self._size)
-
-    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        v = decode_uints(rows, self._size)
-        return v, v < self.q
-
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """``count`` values uniform on Z_q whose total is 0 mod q: they leave T unchanged."""
-        count = check_n(count, "count", 0)
-        if count == 0:
-            return np.zeros(0, dtype=np.int64)
-        out = rng.integers(0, self.q, size=count, dtype=np.int64)
-        out[-1] = (-sum_mod(out[:-1], self.q)) % self.q
-        return out
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         m = np.asarray(messages, dtype=np.int64).reshape(-1)

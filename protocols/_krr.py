@@ -67,6 +67,39 @@ def sum_mod(values: npt.NDArray[np.int64], q: int) -> int:
     return total
 
 
+def zero_sum_values(count: int, q: int, *, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """``count`` values uniform on Z_q subject to a total of 0 mod q (Split-Mix fakes that
+    leave every sum unchanged; ``count`` = 1 gives the value 0)."""
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    out = rng.integers(0, q, size=count, dtype=np.int64)
+    out[-1] = (-sum_mod(out[:-1], q)) % q
+    return out
+
+
+class ModularMessages:
+    """Wire format and fakes of a protocol whose messages are values of Z_q (Split-Mix).
+
+    Mixed in before :class:`~protocols.ShuffleProtocol` by protocols that set ``q`` (the
+    modulus) and ``_size`` (:func:`uint_codec_size` of q): values travel big-endian, a value
+    ≥ q is invalid, and fakes sum to 0 mod q (:func:`zero_sum_values`) so no sum moves.
+    """
+
+    q: int
+    _size: int
+
+    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        return encode_uints(messages, self._size)
+
+    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        v = decode_uints(rows, self._size)
+        return v, v < self.q
+
+    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """``count`` values uniform on Z_q whose total is 0 mod q: they leave sums unchanged."""
+        return zero_sum_values(check_n(count, "count", 0), self.q, rng=rng)
+
+
 def encode_bits(messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     """One-byte messages of 0/1 protocols as ``(k, 1)`` rows."""
     return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()

@@ -46,6 +46,7 @@ from ._base import (
 from ._cnt_pure import PureBitCounter, check_tau, default_tau, pure_bound_name
 from ._errors import BoundNotApplicable, ParameterError
 from ._krr import (
+    ModularMessages,
     decode_bits,
     decode_uints,
     encode_bits,
@@ -733,7 +734,7 @@ class RSumRM(ShuffleProtocol):
 # ---------------------------------------------------------------------------------------
 
 
-class RSumDSG(ShuffleProtocol):
+class RSumDSG(ModularMessages, ShuffleProtocol):
     """``RSum_DSG``: rounding, distributed symmetric-geometric noise, Split-Mix over Z_q.
 
     User i sends v_i = R_p(x_i) + X_i mod q, with X_i = Pólya(1/n, α) − Pólya(1/n, α) and
@@ -817,21 +818,6 @@ class RSumDSG(ShuffleProtocol):
             polya(r, self.alpha, x.size, rng=rng), dtype=np.int64
         )
         return np.asarray(np.mod(v + noise, self.q), dtype=np.int64)
-
-    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return encode_uints(messages, self._size)
-
-    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        v = decode_uints(rows, self._size)
-        return v, v < self.q
-
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        count = check_n(count, "count", 0)
-        if count == 0:
-            return np.zeros(0, dtype=np.int64)
-        out = rng.integers(0, self.q, size=count, dtype=np.int64)
-        out[-1] = (-sum_mod(out[:-1], self.q)) % self.q
-        return out
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         m = np.asarray(messages, dtype=np.int64).reshape(-1)
