@@ -270,3 +270,20 @@ def test_misspelt_option_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
         ProtocolSpec(epsilon=1.0, delta=1e-6, n=2_000, options={"report_fragments": 2}),
     )
     assert frag.name.startswith("hist_kr")
+
+
+def test_lost_estimate_warns_on_stderr_in_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    # A crowd held below the threshold reaches no analyzer: the run says so in a warning
+    # line, with --json too (stdout stays one JSON object whose estimate is null).
+    argv = ["simulate", "--protocol", "cnt_rr", "--n", "200", "--crypto", "ideal"]
+    argv += ["--threshold", "1000"]
+    for extra in ([], ["--json"]):
+        assert main([*argv, *extra]) == 0
+        captured = capsys.readouterr()
+        warning = captured.err.strip().splitlines()[-1]
+        assert warning == (
+            "warning: 200 reports were held below the threshold T = 1000: the estimate is lost"
+        )
+    out = json.loads(captured.out)
+    assert out["estimate"] == [None]
+    assert out["estimator_details"]["reports_held"] == 200

@@ -11,7 +11,7 @@ from protocols import HistKR
 
 from .._common import emit_json, print_table
 from .._data import generate_values
-from .simulate import add_run_arguments, execute, show
+from .simulate import add_run_arguments, execute, show, warn
 
 _DEFAULTS = {"n": 20_000, "domain": 16, "shufflers": 3, "fake_reports": 200}
 
@@ -54,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
     j["rmse_ratio_local_over_shuffled"] = local["rmse"] / j["rmse"] if j["rmse"] else None
     if args.json:
         emit_json(j)
+        warn(j)
         return 0
     show(result)
+    warn(j)
     print_table(
         "same privacy against the analyzer, with and without shuffling",
         ["run", "ε against the analyzer", "ε_l each user applies", "RMSE", "expected std"],

@@ -205,7 +205,27 @@ def run(args: argparse.Namespace) -> int:
         emit_json(result.to_json())
     else:
         show(result)
+    warn(result.to_json())  # on stderr with --json too: stdout stays one JSON object
     return 0
+
+
+def warn(j: dict[str, Any]) -> None:
+    """One ``warning:`` line on stderr per thing the numbers alone do not say."""
+    if j.get("privacy_warning"):
+        print(f"warning: {j['privacy_warning']}", file=sys.stderr)
+    details = j["estimator_details"]
+    if details.get("reports_held"):
+        print(
+            f"warning: {details['reports_held']} reports were held below the threshold "
+            f"T = {j['threshold']}: the estimate is lost",
+            file=sys.stderr,
+        )
+    elif details.get("complete") is False:
+        print(
+            f"warning: {details['shares_received']} of {details['shares_expected']} Split-Mix "
+            "shares reached the analyzer: their sum is lost, so is the estimate",
+            file=sys.stderr,
+        )
 
 
 def show(result: esa.RunResult) -> None:
@@ -241,21 +261,6 @@ def show(result: esa.RunResult) -> None:
         ("seconds (total)", j["seconds"].get("total", 0.0)),
     ]
     print_table("esa simulate", ["quantity", "value"], rows)
-    if j.get("privacy_warning"):
-        print(f"warning: {j['privacy_warning']}", file=sys.stderr)
-    details = j["estimator_details"]
-    if details.get("reports_held"):
-        print(
-            f"warning: {details['reports_held']} reports were held below the threshold "
-            f"T = {j['threshold']}: the estimate is lost",
-            file=sys.stderr,
-        )
-    elif details.get("complete") is False:
-        print(
-            f"warning: {details['shares_received']} of {details['shares_expected']} Split-Mix "
-            "shares reached the analyzer: their sum is lost, so is the estimate",
-            file=sys.stderr,
-        )
     if j["estimator_details"]:  # what the estimator reports beyond its values, e.g. a decision
         print_table(
             "estimator details", ["quantity", "value"], list(j["estimator_details"].items())
