@@ -194,3 +194,15 @@ def test_cli_splitmix_meets_the_target_without_warning(
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "encoding=splitmix" in json.loads(captured.out)["privacy_warning"]
+
+
+def test_service_config_options_build_the_variant_and_refuse_typos() -> None:
+    # What `esa serve` reads from a [protocol] table with a [protocol.options] sub-table.
+    from esa._service import load_protocol
+
+    table = {"name": "cnt_sgm", "epsilon": 1.0, "delta": 1e-6, "n": 1000}
+    p = load_protocol({**table, "options": {"encoding": "splitmix", "gamma": 0.5}})
+    assert isinstance(p, CntSGMSplitMix)
+    assert p.params.gamma == 0.5
+    with pytest.raises(ParameterError, match="unknown option gama"):
+        load_protocol({**table, "options": {"gama": 0.5}})
