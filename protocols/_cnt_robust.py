@@ -258,7 +258,7 @@ class CntSGM(ShuffleProtocol):
         """⌈γn⌉, the honest users (the victim included) the robust guarantee assumes."""
         return max(1, math.ceil(self.params.gamma * self.params.n - 1e-9))
 
-    @property
+    @functools.cached_property
     def sum_epsilon(self) -> float:
         """Exact pure ε of the sum T = Σ y_i alone with :attr:`honest_users` honest users
         (:func:`sgm_sum_epsilon`): at most the survey's 3ε/γ wherever we computed it, so its
@@ -511,20 +511,18 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
         super().__init__(epsilon=epsilon, n=n, gamma=gamma)
         p = self.params
         self._delta = check_delta(delta)
-        self._honest = self.honest_users
-        if self._honest < 3:
+        if self.honest_users < 3:
             raise ParameterError(
                 f"cnt_sgm (encoding=splitmix): Split-Mix needs at least 3 honest users, "
                 f"gamma*n = {p.gamma * p.n:g}"
             )
-        self.sum_epsilon_value = self.sum_epsilon
         sd = math.sqrt(p.n * p.lam * symmetric_geometric_variance(p.alpha))
         width = math.ceil(64.0 / p.epsilon) + math.ceil(64.0 * sd)
         self.q = 1 << (2 * (p.n + width)).bit_length()
-        self.sigma = math.log2((1.0 + math.exp(self.sum_epsilon_value)) / self._delta)
+        self.sigma = math.log2((1.0 + math.exp(self.sum_epsilon)) / self._delta)
         self.share_spec = ShareSpec(
             modulus=self.q,
-            shares=ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=self._honest),
+            shares=ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=self.honest_users),
         )
         self._size = uint_codec_size(self.q)
 
@@ -550,11 +548,11 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
     def privacy(self) -> PrivacyGuarantee:
         assert self.share_spec is not None
         return PrivacyGuarantee(
-            epsilon_central=self.sum_epsilon_value,
+            epsilon_central=self.sum_epsilon,
             epsilon_local=self.epsilon_local,
             delta=self._delta,
             bound=(
-                f"cnt_sgm_splitmix_exact (exact pure ε of the sum, {self._honest} honest "
+                f"cnt_sgm_splitmix_exact (exact pure ε of the sum, {self.honest_users} honest "
                 f"users, gamma={self.params.gamma:g}; Split-Mix m={self.share_spec.shares}, "
                 f"sigma={self.sigma:.1f})"
             ),
@@ -565,7 +563,7 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
         T, and is δ-close to a function of it); only while they are at least the ⌈γn⌉ the
         shares were sized for — below that the audit falls back on ε_l."""
         h = check_n(honest_others, "honest others", 0) + 1
-        if h < self._honest:
+        if h < self.honest_users:
             return None
         eps = sgm_sum_epsilon(epsilon=self.params.epsilon, lam=self.params.lam, honest=h)
         return HonestUsersBound(
