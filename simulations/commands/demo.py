@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(j)
         warn(j)
         return 0
-    show(result)
+    show(j)
     warn(j)
     print_table(
         "same privacy against the analyzer, with and without shuffling",

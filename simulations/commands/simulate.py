@@ -201,11 +201,12 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
 
 def run(args: argparse.Namespace) -> int:
     result = execute(args, args.protocol)
+    j = result.to_json()
     if args.json:
-        emit_json(result.to_json())
+        emit_json(j)
     else:
-        show(result)
-    warn(result.to_json())  # on stderr with --json too: stdout stays one JSON object
+        show(j)
+    warn(j)  # on stderr with --json too: stdout stays one JSON object
     return 0
 
 
@@ -228,9 +229,9 @@ def warn(j: dict[str, Any]) -> None:
         )
 
 
-def show(result: esa.RunResult) -> None:
-    """Readable tables: the run, the hops, and the estimate."""
-    j = result.to_json()
+def show(j: dict[str, Any]) -> None:
+    """Readable tables of a run's JSON (``RunResult.to_json``): the run, the hops, and the
+    estimate."""
     crypto_note = (
         "real onion encryption (X25519 + ChaCha20-Poly1305)"
         if j["crypto"] == "onion"
