@@ -50,6 +50,7 @@ of two shufflers)::
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ class Address:
 def parse_address(text: str) -> Address:
     """``HOST:PORT`` → :class:`Address` (``[v6]:port`` accepted)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not (port.isascii() and port.isdigit()):
         raise ConfigError(f"address must look like HOST:PORT, got {text!r}")
     return Address(host.strip("[]"), int(port))
 
@@ -217,8 +218,12 @@ def _int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
 
 
 def _pos_float(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < math.inf  # inf would switch the limit off
+    ):
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -256,7 +261,7 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
         raise ConfigError("[keys.epochs] must map at least one key epoch to a key directory")
     key_epochs: dict[int, Path] = {}
     for k, v in epochs_raw.items():
-        if not str(k).isdigit() or int(k) >= 2**32:
+        if not (str(k).isascii() and str(k).isdigit()) or int(k) >= 2**32:
             raise ConfigError(f"key epoch must be an integer in [0, 2**32), got {k!r}")
         if not isinstance(v, str):
             raise ConfigError(f"key directory of key epoch {k} must be a path, got {v!r}")
@@ -353,6 +358,8 @@ def load_config(path: str | Path) -> PartyConfig:
         doc = tomllib.loads(p.read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read config {p}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a UTF-8 text file (a TOML config is UTF-8)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: invalid TOML: {exc}") from None
     return config_from_dict(doc, base=p.resolve().parent)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import hashlib
 import itertools
 import json
@@ -50,6 +51,7 @@ import math
 import os
 import pickle
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -91,7 +93,7 @@ from ._codec import HopCodec, OnionCodec, make_codec
 from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
 from ._inbox import EpochAhead, EpochRecord, Inbox, InboxError
-from ._net import FrameStream, PeerClosed, ReadTimeout, expect_ack
+from ._net import FrameStream, PeerClosed, PeerRejected, ReadTimeout, expect_ack
 from ._roles import Analyzer, Shuffler, check_shares, reports_per_fake
 
 __all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
@@ -137,18 +139,27 @@ def load_protocol(spec: dict[str, Any]) -> ShuffleProtocol:
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"[protocol]: unknown keys {sorted(unknown)}; allowed {sorted(known)}")
-    try:
-        ps = ProtocolSpec(
-            epsilon=spec["epsilon"],
-            delta=spec["delta"],
-            n=spec["n"],
-            domain=spec.get("domain", 2),
-            bound=spec.get("bound"),
-            fake_reports=spec.get("fake_reports", 0),
-            options=dict(spec.get("options", {})),
-        )
-    except KeyError as exc:
-        raise ConfigError(f"[protocol] needs {exc.args[0]!r}") from None
+    missing = [k for k in ("name", "epsilon", "delta", "n") if k not in spec]
+    if missing:
+        raise ConfigError(f"[protocol] needs {', '.join(map(repr, missing))}")
+    for key in ("epsilon", "delta", "n", "domain", "fake_reports"):
+        value = spec.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ConfigError(f"[protocol] {key} must be a number, got {value!r}")
+    if not isinstance(spec.get("bound", ""), str):
+        raise ConfigError(f"[protocol] bound must be a bound's name, got {spec['bound']!r}")
+    options = spec.get("options", {})
+    if not isinstance(options, dict):
+        raise ConfigError(f"[protocol.options] must be a table, got {options!r}")
+    ps = ProtocolSpec(
+        epsilon=spec["epsilon"],
+        delta=spec["delta"],
+        n=spec["n"],
+        domain=spec.get("domain", 2),
+        bound=spec.get("bound"),
+        fake_reports=spec.get("fake_reports", 0),
+        options=dict(options),
+    )
     return build_protocol(str(spec["name"]), ps)
 
 
@@ -289,13 +300,20 @@ class PartyService:
             bitgen = getattr(np.random, st["bit_generator"])()
             bitgen.state = st
             self.fake_rng = np.random.Generator(bitgen)
-        config.state_dir.mkdir(parents=True, exist_ok=True)
-        self.inbox = Inbox(config.inbox_path, party=self.party_name)
+        self._lock = _lock_state_dir(config.state_dir)
+        try:
+            self.inbox = Inbox(config.inbox_path, party=self.party_name)
+        except sqlite3.Error as exc:
+            self._lock.close()
+            raise ConfigError(f"cannot open the inbox {config.inbox_path}: {exc}") from None
+        except BaseException:
+            self._lock.close()
+            raise
         # Key rotation. Reports still waiting under a key epoch dropped from the config
         # could never be opened: refuse to start rather than lose them silently.
         waiting = set(self.inbox.open_count()) | {e.key_epoch for e in self.inbox.epochs("closed")}
         if waiting - set(self.keys):
-            self.inbox.close()
+            self.close()
             raise ConfigError(
                 f"key epochs {sorted(waiting - set(self.keys))} still have unprocessed reports; "
                 "keep their keys in [keys.epochs] until those are processed"
@@ -320,6 +338,7 @@ class PartyService:
         # Durable, so a restart does not reopen the replay window of earlier commands.
         self._last_control_ms = int(self.inbox.get_meta("last_control_ms", "0"))
         self.last_forward_error = ""
+        self._logged: dict[str, tuple[str, float]] = {}
 
     @property
     def party_name(self) -> str:
@@ -385,12 +404,15 @@ class PartyService:
                 except _Rejected as exc:
                     self.rejected[exc.reason] += 1
                     response = Reject(exc.code, str(exc)[:200]).to_bytes()
-                except (ESAError, ValueError, ArithmeticError) as exc:
-                    # A bug or a protocol error on odd data must not take the party down:
-                    # answer, count, log, and keep serving.
-                    self.rejected["internal"] += 1
-                    _log(f"internal error on a {peek_kind(payload).name} frame: {exc!r}")
-                    response = Reject(RejectReason.INTERNAL, type(exc).__name__).to_bytes()
+                except Exception as exc:
+                    # A bug, odd data or a storage failure (disk full, database locked by
+                    # another process) must not take the party down: answer, count, log,
+                    # and keep serving. Nothing was acknowledged, so the sender resends
+                    # (``busy`` and ``internal`` are the REJECTs a client retries).
+                    code = _failure_code(exc)
+                    self.rejected[code.name.lower()] += 1
+                    _log(f"{_kind_name(payload)} frame refused ({code.name.lower()}): {exc!r}")
+                    response = Reject(code, _short(exc)).to_bytes()
                 with trio.fail_after(limits.read_timeout_seconds):
                     await fs.send(response)
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
@@ -608,7 +630,7 @@ class PartyService:
             params = json.loads(q.body or b"{}")
             if not isinstance(params, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than json parses
             raise _Rejected(
                 RejectReason.MALFORMED_FRAME, "query body must be a JSON object"
             ) from None
@@ -682,6 +704,7 @@ class PartyService:
             "epochs": {s: by_state.get(s, 0) for s in ("closed", "processed", "forwarded")},
             "open_reports": sum(open_count.values()),
             "active_connections": self._active,
+            **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
         }
 
     # ------------------------------------------------------------------ epochs
@@ -719,15 +742,21 @@ class PartyService:
         rule = self.config.epoch
         first_open: float | None = None
         while True:
-            total = sum((await self._db(self.inbox.open_count)).values())
-            now = trio.current_time()
-            if total and first_open is None:
-                first_open = now
-            if not total:
-                first_open = None
-            elif total >= rule.max_reports or now - first_open >= rule.deadline_seconds:  # type: ignore[operator]
-                await self._close_open_epochs()
-                first_open = None
+            try:
+                total = sum((await self._db(self.inbox.open_count)).values())
+                now = trio.current_time()
+                if total and first_open is None:
+                    first_open = now
+                if not total:
+                    first_open = None
+                elif total >= rule.max_reports or now - first_open >= rule.deadline_seconds:  # type: ignore[operator]
+                    await self._close_open_epochs()
+                    first_open = None
+                    continue
+            except sqlite3.Error as exc:  # e.g. disk full while closing: retry shortly
+                self.counters["storage_errors"] += 1
+                self._log_once("epoch", f"cannot close epochs, will retry: {exc!r}")
+                await trio.sleep(1.0)
                 continue
             self._wake_epoch = trio.Event()
             wait = (
@@ -741,21 +770,16 @@ class PartyService:
         backoff = 0.05
         while True:
             self._wake_work = trio.Event()
-            for rec in await self._db(self.inbox.epochs, "closed"):
-                if rec.epoch in self._failed_epochs:
-                    continue
-                try:
-                    await self._process(rec)
-                except (ESAError, ValueError, ArithmeticError) as exc:
-                    # Leave the epoch closed (its reports stay durable) and go on with the
-                    # others; it is retried after a restart, e.g. with a fixed config.
-                    self._failed_epochs.update(self._epoch_group(rec.epoch))
-                    self.counters["epochs_failed"] += 1
-                    _log(f"epoch {rec.epoch} failed to process: {exc!r}")
-            ok = True
-            if self.config.role == "shuffler":
-                for rec in await self._db(self.inbox.epochs, "processed"):
-                    ok = await self._forward(rec) and ok
+            try:
+                ok = await self._work_once()
+            except Exception as exc:
+                # The inbox itself failed (disk full, locked by another process; a bug
+                # would land here too). Every write is one transaction, so nothing is
+                # half done: retry later, with backoff, and keep serving meanwhile.
+                ok = False
+                storage = isinstance(exc, sqlite3.Error)
+                self.counters["storage_errors" if storage else "work_errors"] += 1
+                self._log_once("work", f"processing paused, will retry: {exc!r}")
             if ok:
                 backoff = 0.05
                 await self._wake_work.wait()
@@ -763,6 +787,37 @@ class PartyService:
                 backoff = min(2.0, backoff * 2)
                 with trio.move_on_after(backoff):
                     await self._wake_work.wait()
+
+    async def _work_once(self) -> bool:
+        """Process every closed epoch, then forward every processed one (shufflers);
+        False if something is left to retry."""
+        for rec in await self._db(self.inbox.epochs, "closed"):
+            if rec.epoch in self._failed_epochs:
+                continue
+            try:
+                await self._process(rec)
+            except sqlite3.Error:
+                raise  # the inbox, not the epoch: retried as a whole
+            except Exception as exc:
+                # Leave the epoch closed (its reports stay durable) and go on with the
+                # others; it is retried after a restart, e.g. with a fixed config.
+                self._failed_epochs.update(self._epoch_group(rec.epoch))
+                self.counters["epochs_failed"] += 1
+                _log(f"epoch {rec.epoch} failed to process: {exc!r}")
+        ok = True
+        if self.config.role == "shuffler":
+            for rec in await self._db(self.inbox.epochs, "processed"):
+                ok = await self._forward(rec) and ok
+        return ok
+
+    def _log_once(self, topic: str, message: str) -> None:
+        """Log ``message`` unless ``topic`` logged the same within the last minute: a
+        failure retried every two seconds is told, not repeated."""
+        now = time.monotonic()
+        last = self._logged.get(topic)
+        if last is None or last[0] != message or now - last[1] >= 60.0:
+            self._logged[topic] = (message, now)
+            _log(message)
 
     def _epoch_group(self, epoch: int) -> range:
         """The inbox epoch ids processed together with ``epoch``: at the analyzer, every
@@ -950,8 +1005,14 @@ class PartyService:
                 expect_ack(await fs.receive())
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, ESAError, WireError) as exc:
             self.counters["forward_failures"] += 1
-            self.last_forward_error = repr(exc)
+            self.last_forward_error = _forward_reason(exc)
+            self._log_once(
+                "forward",
+                f"cannot forward epoch {rec.epoch} to {self.config.next.host}:"
+                f"{self.config.next.port}, will retry: {self.last_forward_error}",
+            )
             return False
+        self.last_forward_error = ""
         await self._db(self.inbox.mark_forwarded, rec.epoch)
         self.counters["epochs_forwarded"] += 1
         return True
@@ -1051,9 +1112,11 @@ class PartyService:
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen, run the loops, and report the bound port through ``task_status``."""
-        listeners = await trio.open_tcp_listeners(
-            self.config.listen.port, host=self.config.listen.host
-        )
+        listen = self.config.listen
+        try:
+            listeners = await trio.open_tcp_listeners(listen.port, host=listen.host)
+        except OSError as exc:  # port in use, unknown host, no permission
+            raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
         self.port = int(listeners[0].socket.getsockname()[1])
         tmp = self.config.port_file.with_suffix(".tmp")
         tmp.write_text(str(self.port))
@@ -1071,10 +1134,69 @@ class PartyService:
 
     def close(self) -> None:
         self.inbox.close()
+        self._lock.close()  # releases the state_dir for the next instance
+
+
+def _lock_state_dir(state_dir: Path) -> Any:
+    """Create ``state_dir`` and hold an exclusive lock on it for the life of the party: two
+    instances on one inbox would each close, process and forward the same epochs.
+
+    Raises:
+        ConfigError: the directory cannot be created or is in use by another party.
+    """
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fh = open(state_dir / "lock", "a+")  # noqa: SIM115 - held until close()
+    except OSError as exc:
+        raise ConfigError(f"cannot use state_dir {state_dir}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise ConfigError(
+            f"state_dir {state_dir} is in use by another running party; give each party "
+            "its own state_dir"
+        ) from None
+    return fh
 
 
 def _log(message: str) -> None:
     print(f"esa serve: {message}", file=sys.stderr, flush=True)
+
+
+def _storage_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite waiting on another process's lock: passing, worth a retry."""
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        word in str(exc) for word in ("locked", "busy")
+    )
+
+
+def _failure_code(exc: BaseException) -> RejectReason:
+    """The REJECT for a frame that failed on the party's side: ``busy`` while the inbox is
+    locked by another process, ``internal`` otherwise (disk full, a bug). A client resends
+    on both."""
+    return RejectReason.BUSY if _storage_busy(exc) else RejectReason.INTERNAL
+
+
+def _short(exc: BaseException) -> str:
+    """What a REJECT says about a party-side failure: its kind, not the party's internals."""
+    return "inbox busy, retry" if _storage_busy(exc) else type(exc).__name__
+
+
+def _forward_reason(exc: BaseException) -> str:
+    """Why a forward failed, in words: the next hop's REJECT reason, or the network error."""
+    if isinstance(exc, PeerRejected):
+        return f"the next hop refused it: {exc.reason} ({exc.detail})"
+    if isinstance(exc, trio.TooSlowError):
+        return "the next hop did not answer in time"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _kind_name(payload: bytes) -> str:
+    try:
+        return peek_kind(payload).name
+    except WireError:
+        return "malformed"
 
 
 _COUNTS = ("received", "invalid", "replayed", "held", "fakes_added", "forwarded")
@@ -1110,7 +1232,21 @@ def serve(config: PartyConfig) -> int:
 
     try:
         trio.run(main)
+    except BaseExceptionGroup as group:
+        # A start-up failure inside the nursery (e.g. the port is taken) arrives wrapped:
+        # raise the configuration error itself, for a one-line message.
+        config_errors = group.subgroup(ConfigError)
+        if config_errors is None:
+            raise
+        raise _first_leaf(config_errors) from None
     finally:
         service.close()
         Path(config.port_file).unlink(missing_ok=True)
     return 0
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc

@@ -9,6 +9,8 @@ reason, and the service must go on serving the next client.
 from __future__ import annotations
 
 import json
+import socket
+import sqlite3
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -406,6 +408,164 @@ def test_internal_errors_are_answered_and_counted(
     assert svc.rejected == {"malformed_frame": 2, "internal": 1}
 
 
+def test_deeply_nested_query_body_is_malformed_not_fatal(keydir: Path) -> None:
+    """json.loads raises RecursionError, not ValueError, past its nesting limit: one 5 KB
+    frame from anyone who can reach the query port must not stop the party."""
+    svc = _service(keydir, 2, state_dir="state-a2")
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.Query(w.QueryKind.STATUS, b"[" * 5000).to_bytes())
+        assert _reason(await fs.receive()) == "malformed_frame"
+        await fs.send(w.Query(w.QueryKind.STATUS).to_bytes())  # still serving
+        assert w.peek_kind(await fs.receive()) is w.FrameKind.REPLY
+
+    _drive(svc, script)
+    assert svc.rejected == {"malformed_frame": 1}
+
+
+def test_storage_failures_are_refused_for_a_resend_and_lose_nothing(
+    keydir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A locked or full inbox refuses the frame (``busy`` / ``internal``, both resent by
+    clients) and keeps serving; nothing is acknowledged that was not stored."""
+    svc = _service(keydir, 0, state_dir="state-0s")
+    good = _reports(keydir, 6)
+    real = svc.inbox.add_report_groups
+    failures = [
+        sqlite3.OperationalError("database is locked"),
+        sqlite3.OperationalError("database or disk is full"),
+    ]
+
+    def flaky(groups: Any) -> Any:
+        if failures:
+            raise failures.pop(0)
+        return real(groups)
+
+    monkeypatch.setattr(svc.inbox, "add_report_groups", flaky)
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        frame = w.SubmitFrame(KEY_EPOCH, tuple(good)).to_bytes()
+        await fs.send(frame)
+        assert _reason(await fs.receive()) == "busy"
+        await fs.send(frame)
+        assert _reason(await fs.receive()) == "internal"
+        await fs.send(frame)  # the client's resend, once the disk has room again
+        assert w.parse_ack(await fs.receive()) == w.Ack(6, 0)
+
+    _drive(svc, script)
+    assert svc.rejected == {"busy": 1, "internal": 1}
+    with esa._inbox.Inbox(keydir / "state-0s" / "inbox.db", party="shuffler-1") as inbox:
+        assert inbox.open_count() == {KEY_EPOCH: 6}
+
+
+def test_work_loop_survives_a_failing_inbox(
+    keydir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svc = _service(keydir, 2, state_dir="state-a3")
+    calls = []
+
+    def broken(*args: Any) -> Any:
+        calls.append(args)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    async def inline(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)  # no worker thread, so the mock clock jumps only on sleeps
+
+    monkeypatch.setattr(svc.inbox, "epochs", broken)
+    monkeypatch.setattr(svc, "_db", inline)
+
+    async def main() -> None:
+        with trio.move_on_after(5.0):  # mock clock: 5 s of retries, instantly
+            await svc._work_loop()
+
+    try:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    finally:
+        svc.close()
+    assert len(calls) > 3  # retried with backoff, not crashed
+    assert svc.counters["storage_errors"] == len(calls)
+    logged = capsys.readouterr().err
+    assert logged.count("processing paused, will retry") == 1  # told once, not every retry
+
+
+def test_forward_failure_is_logged_once_and_shown_in_status(
+    keydir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svc = _service(keydir, 0, state_dir="state-0w")  # its next hop, port 9, is not there
+    reps = _reports(keydir, 4)
+
+    async def main() -> None:
+        await svc._store_reports(KEY_EPOCH, tuple(reps))
+        await svc._close_open_epochs(operator=True)
+        assert await svc._work_once() is False
+        assert await svc._work_once() is False
+        status = await svc.status()
+        assert status["counters"]["forward_failures"] == 2
+        assert "connect to 127.0.0.1:9 failed" in status["last_forward_error"]
+
+    try:
+        trio.run(main)
+    finally:
+        svc.close()
+    logged = capsys.readouterr().err
+    assert logged.count("cannot forward epoch 0 to 127.0.0.1:9, will retry") == 1
+
+
+def test_state_dir_takes_one_party_at_a_time(keydir: Path) -> None:
+    first = _service(keydir, 2, state_dir="state-a4")
+    try:
+        with pytest.raises(esa.ConfigError, match="in use by another running party"):
+            _service(keydir, 2, state_dir="state-a4")
+    finally:
+        first.close()
+    _service(keydir, 2, state_dir="state-a4").close()  # released on close
+
+
+def test_unusable_state_dir_or_inbox_is_a_config_error(keydir: Path) -> None:
+    (keydir / "a-file").write_text("not a directory")
+    with pytest.raises(esa.ConfigError, match="cannot use state_dir"):
+        _service(keydir, 2, state_dir="a-file")
+    (keydir / "state-bad").mkdir()
+    (keydir / "state-bad" / "inbox.db").write_bytes(b"garbage" * 200)
+    with pytest.raises(esa.ConfigError, match="cannot open the inbox"):
+        _service(keydir, 2, state_dir="state-bad")
+    _service(keydir, 2, state_dir="state-bad2").close()  # and the lock was released
+    (keydir / "state-bad" / "inbox.db").unlink()
+    _service(keydir, 2, state_dir="state-bad").close()
+
+
+def test_port_in_use_is_one_config_error(keydir: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        doc = _doc(2, state_dir="state-a5", listen={"host": "127.0.0.1", "port": port})
+        doc["protocol"] = {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000}
+        config = config_from_dict(doc, base=keydir)
+        with pytest.raises(esa.ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+            esa._service.serve(config)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"epsilon": "abc"}, "epsilon must be a number"),
+        ({"domain": "x"}, "domain must be a number"),
+        ({"options": 5}, r"\[protocol.options\] must be a table"),
+        ({"bound": 3}, "bound must be a bound's name"),
+        ({"n": None}, "needs 'n'"),
+    ],
+)
+def test_protocol_table_errors(change: dict[str, Any], message: str) -> None:
+    spec: dict[str, Any] = {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 100}
+    spec.update(change)
+    spec = {k: v for k, v in spec.items() if v is not None}
+    with pytest.raises(esa.ConfigError, match=message):
+        esa._service.load_protocol(spec)
+
+
 def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> None:
     """Right size, wrong hop: a report whose outer layer is for shuffler 2 cannot be peeled
     by shuffler 1; it is acknowledged (nobody can tell before peeling), then counted as
@@ -513,7 +673,9 @@ def test_batch_ids_are_idempotent() -> None:
         ({"keys": {"epochs": {}}}, r"\[keys.epochs\]"),
         ({"keys": {"epochs": {"x": "keys"}}}, "key epoch must be an integer"),
         ({"limits": {"max_frame_bytes": 2**40}}, "max_frame_bytes must be <="),
-        ({"limits": {"read_timeout_seconds": 0}}, "read_timeout_seconds must be a number > 0"),
+        ({"limits": {"read_timeout_seconds": 0}}, "read_timeout_seconds must be a finite"),
+        ({"limits": {"read_timeout_seconds": float("inf")}}, "must be a finite number > 0"),
+        ({"keys": {"epochs": {"\u0661": "keys"}}}, "key epoch must be an integer"),
         ({"limits": {"bogus": 1}}, "unknown keys"),
         ({"operator": {"public_key": "abc"}}, "64 hex digits"),
         ({"next": None}, "needs \\[next\\]"),
@@ -537,6 +699,10 @@ def test_load_config_file_errors(tmp_path: Path) -> None:
         load_config(bad)
     with pytest.raises(esa.ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.toml")
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe")
+    with pytest.raises(esa.ConfigError, match="not a UTF-8 text file"):
+        load_config(binary)
     with pytest.raises(esa.ConfigError, match="HOST:PORT"):
         parse_address("localhost")
     assert parse_address("[::1]:80").port == 80
