@@ -248,7 +248,10 @@ def _workers(workers: int | None) -> int:
 
 
 def _chunks(n: int, parts: int) -> list[slice]:
-    size = -(-n // parts)
+    """``range(n)`` cut into at most ``parts`` near-equal slices (none for n = 0)."""
+    if n <= 0:
+        return []
+    size = -(-n // max(parts, 1))
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 

@@ -34,6 +34,7 @@ from ._net import query as query
 from ._net import submit_reports as submit_reports
 from ._pipeline import PipelineConfig as PipelineConfig
 from ._pipeline import RunResult as RunResult
+from ._pipeline import check_held as check_held
 from ._pipeline import run_pipeline as run_pipeline
 from ._roles import Analyzer as Analyzer
 from ._roles import AnalyzerOutput as AnalyzerOutput

@@ -206,6 +206,16 @@ def _counting(on_progress: Callable[[int, int], None] | None, total: int) -> Ite
         yield
 
 
+def check_held(estimate: Estimate, hops: Sequence[HopCounters]) -> Estimate:
+    """A simulated run's estimate, lost (NaN, infinite std, ``reports_held`` in its extra) if
+    a shuffler held a crowd below its threshold: the run sends one crowd per chain, so the
+    held users are missing from whatever the estimator computed, and comparing it with the
+    truth over every user would be wrong. (A deployment's analyzer, which estimates for the
+    users that reached it, does not apply this.)"""
+    held = sum(h.held for h in hops)
+    return lost_estimate(estimate, reports_held=held) if held else estimate
+
+
 def _result(
     protocol: ShuffleProtocol,
     config: PipelineConfig,
@@ -215,11 +225,7 @@ def _result(
     clock: _Stopwatch,
 ) -> RunResult:
     hops.append(out.counters)
-    held = sum(h.held for h in hops)
-    if held:
-        # A crowd below the threshold never reached the analyzer (the pipeline sends one
-        # crowd per chain): its users are missing from whatever the estimator computed.
-        out = replace(out, estimate=lost_estimate(out.estimate, reports_held=held))
+    out = replace(out, estimate=check_held(out.estimate, hops))
     seconds = dict(clock.seconds)
     seconds["total"] = sum(seconds.values())
     return RunResult(

@@ -500,7 +500,7 @@ def run_tcp(
         protocol=protocol,
         config=config,
         n=n,
-        estimate=estimate,
+        estimate=esa.check_held(estimate, hops),
         truth=protocol.truth(x),
         hops=hops,
         analyzer_messages=messages[valid],
