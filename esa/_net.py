@@ -13,7 +13,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import trio
@@ -289,6 +289,26 @@ class SubmitStats:
     retries: int = 0
     failed_frames: int = 0
     seconds: float = 0.0
+    #: Why the failed frames failed: the party's REJECT reason, or the network error.
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def merged(cls, parts: Sequence[SubmitStats], *, seconds: float) -> SubmitStats:
+        """Several submitters' counters (one per chain) added up; ``seconds`` is the wall
+        time of them all, so the rate is the overall one."""
+        out = cls(seconds=seconds)
+        for p in parts:
+            for name in ("reports", "acknowledged", "stored", "duplicates", "frames", "retries"):
+                setattr(out, name, getattr(out, name) + getattr(p, name))
+            out.failed_frames += p.failed_frames
+            for reason, count in p.failure_reasons.items():
+                out.failure_reasons[reason] = out.failure_reasons.get(reason, 0) + count
+        return out
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed_frames += 1
+        reason = exc.reason if isinstance(exc, PeerRejected) else type(exc).__name__
+        self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + 1
 
     @property
     def reports_per_second(self) -> float:
@@ -356,11 +376,11 @@ async def submit_reports(
                             await trio.aclose_forcefully(fs.stream)
                             fs = None
                         if not _may_resend(exc):
-                            stats.failed_frames += 1  # the shuffler will never take it
+                            stats._failed(exc)  # the shuffler will never take it
                             break
                         attempt += 1
                         if attempt > retries:
-                            stats.failed_frames += 1
+                            stats._failed(exc)
                             break
                         stats.retries += 1
                         await _back_off(attempt, backoff)

@@ -687,6 +687,25 @@ class PartyService:
             "ok": arrived == total,
         }
 
+    def protocol_table(self) -> dict[str, Any]:
+        """The ``[protocol]`` this party serves, with its defaults filled in: public
+        parameters, so a client encodes for what the parties estimate (``esa submit``
+        reads it from STATUS). A protocol loaded from a pickle (simulations) gives its
+        name only."""
+        spec = self.config.protocol
+        if "pickle" in spec:
+            return {"name": self.protocol.name}
+        return {
+            "name": str(spec["name"]),
+            "epsilon": spec["epsilon"],
+            "delta": spec["delta"],
+            "n": spec["n"],
+            "domain": spec.get("domain", 2),
+            "bound": spec.get("bound"),
+            "fake_reports": spec.get("fake_reports", 0),
+            "options": dict(spec.get("options", {})),
+        }
+
     async def status(self) -> dict[str, Any]:
         epochs = await self._db(self.inbox.epochs)
         open_count = await self._db(self.inbox.open_count)
@@ -704,6 +723,7 @@ class PartyService:
             "epochs": {s: by_state.get(s, 0) for s in ("closed", "processed", "forwarded")},
             "open_reports": sum(open_count.values()),
             "active_connections": self._active,
+            "protocol": self.protocol_table(),
             **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
         }
 

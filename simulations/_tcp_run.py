@@ -350,16 +350,6 @@ def _report_bytes(batch: Any) -> list[bytes]:
     return [bytes(r) for r in batch]
 
 
-def _merge_submits(parts: list[SubmitStats], *, seconds: float) -> SubmitStats:
-    """One chain's submitter counters per chain, added up (``seconds``: the wall time)."""
-    out = SubmitStats(seconds=seconds)
-    for p in parts:
-        for name in ("reports", "acknowledged", "stored", "duplicates", "frames", "retries"):
-            setattr(out, name, getattr(out, name) + getattr(p, name))
-        out.failed_frames += p.failed_frames
-    return out
-
-
 def run_tcp(
     protocol: ShuffleProtocol,
     values: npt.ArrayLike,
@@ -456,7 +446,7 @@ def run_tcp(
                     async with trio.open_nursery() as nursery:
                         for c in range(channels):
                             nursery.start_soon(submit, c)
-                    sub = _merge_submits(subs, seconds=time.perf_counter() - t0)
+                    sub = SubmitStats.merged(subs, seconds=time.perf_counter() - t0)
                     seconds["submit"] = sub.seconds
                     if sub.failed_frames:
                         raise esa.ESAError(f"{sub.failed_frames} frames were never acknowledged")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa import close_epochs_together, parse_address, query, submit_reports
+from esa import SubmitStats, close_epochs_together, parse_address, query, submit_reports
 from protocols import ProtocolSpec, build_protocol
 
-from .._common import UsageError, emit_json, print_table, seed
+from .._common import UsageError, emit_json, parse_options, print_table, seed
 from .._data import generate_values
 
 
@@ -43,11 +45,27 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--keys", help="key directory (public.json is enough)")
     p.add_argument("--key-epoch", type=int, default=1, help="key epoch (default 1)")
-    p.add_argument("--protocol", help="protocol name")
-    p.add_argument("--n", type=int, default=10_000, help="users (default 10000)")
-    p.add_argument("--domain", type=int, default=16, help="domain size (default 16)")
-    p.add_argument("--epsilon", type=float, default=1.0, help="central ε (default 1)")
-    p.add_argument("--delta", type=float, default=1e-6, help="δ (default 1e-6)")
+    p.add_argument(
+        "--protocol",
+        help="protocol name (default: the one the first shuffler serves, from its STATUS)",
+    )
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help="users to submit (default: the deployment's n, else 10000); with --query "
+        "result, the users to estimate for (default: inferred from the messages)",
+    )
+    p.add_argument("--domain", type=int, default=None, help="domain size (default 16)")
+    p.add_argument("--epsilon", type=float, default=None, help="central ε (default 1)")
+    p.add_argument("--delta", type=float, default=None, help="δ (default 1e-6)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a protocol option (as for esa simulate), when the parties do not state theirs",
+    )
     p.add_argument("--distribution", default="zipf", help="synthetic data (default zipf)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the statistics")
     p.add_argument("--crypto", choices=["onion", "ideal"], default="onion")
@@ -90,6 +108,81 @@ def _make_operator_key(path: str) -> int:
     return 0
 
 
+#: What a submit encodes with when neither the parties nor the flags say.
+_DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "domain": 16}
+
+
+def _deployment(addresses: list[esa.Address]) -> dict[str, Any] | None:
+    """The ``[protocol]`` the chains' first shufflers serve (their STATUS), or None when
+    they do not state one (a simulation's pickled protocol). Every chain must agree."""
+    tables = []
+    for address in addresses:
+        try:
+            status = trio.run(query, address, crypto.QueryKind.STATUS)
+        except (OSError, trio.TooSlowError, esa.ESAError) as exc:
+            raise UsageError(f"cannot read the status of {address}: {exc}") from None
+        tables.append(status.get("protocol"))
+    if any(t != tables[0] for t in tables):
+        raise UsageError(f"the chains' first shufflers serve different protocols: {tables}")
+    table = tables[0]
+    return table if isinstance(table, dict) and "epsilon" in table else None
+
+
+def _protocol(args: argparse.Namespace, deployment: dict[str, Any] | None) -> Any:
+    """The protocol to encode with: the deployment's, which the flags may only repeat;
+    else the flags' (``--protocol`` required)."""
+    options = parse_options(args.option)
+    if deployment is not None:
+        given = {
+            "name": args.protocol,
+            "epsilon": args.epsilon,
+            "delta": args.delta,
+            "domain": args.domain,
+        }
+        for key, value in given.items():
+            if value is not None and value != deployment[key]:
+                raise UsageError(
+                    f"the parties serve {deployment['name']} with {key} = {deployment[key]!r}, "
+                    f"not {value!r}: drop the flag (reports must be encoded for what the "
+                    "parties estimate)"
+                )
+        if options and options != deployment.get("options", {}):
+            raise UsageError(
+                f"the parties serve options {deployment.get('options', {})}, not {options}"
+            )
+        spec = ProtocolSpec(
+            epsilon=deployment["epsilon"],
+            delta=deployment["delta"],
+            n=deployment["n"],
+            domain=deployment["domain"],
+            bound=deployment.get("bound"),
+            fake_reports=deployment.get("fake_reports", 0),
+            options=deployment.get("options", {}),
+        )
+        return build_protocol(deployment["name"], spec)
+    if not args.protocol:
+        raise UsageError("the parties do not state their protocol: give --protocol NAME")
+    spec = ProtocolSpec(
+        epsilon=_DEFAULTS["epsilon"] if args.epsilon is None else args.epsilon,
+        delta=_DEFAULTS["delta"] if args.delta is None else args.delta,
+        n=args.n or 10_000,
+        domain=int(_DEFAULTS["domain"] if args.domain is None else args.domain),
+        options=options,
+    )
+    return build_protocol(args.protocol, spec)
+
+
+def _operator_key(path: str) -> Ed25519PrivateKey:
+    try:
+        return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(Path(path).read_text().strip()))
+    except OSError as exc:
+        raise UsageError(f"cannot read operator key {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(
+            f"{path} is not an operator key (64 hex digits, as --make-operator-key writes)"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.make_operator_key:
         return _make_operator_key(args.make_operator_key)
@@ -97,22 +190,31 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--to HOST:PORT is required")
     addresses = [parse_address(a.strip()) for a in args.to.split(",")]
     address = addresses[0]
+    if args.n is not None and args.n < 1:
+        raise UsageError(f"--n must be >= 1, got {args.n}")
     if args.query:
         if len(addresses) != 1:
             raise UsageError("--query asks one party: give one --to HOST:PORT")
         what = crypto.QueryKind.STATUS if args.query == "status" else crypto.QueryKind.RESULT
-        params = {"n": args.n} if args.query == "result" else {}
-        emit_json(trio.run(query, address, what, params))
+        params = {"n": args.n} if args.query == "result" and args.n is not None else {}
+        try:
+            emit_json(trio.run(query, address, what, params))
+        except (OSError, trio.TooSlowError) as exc:
+            raise UsageError(f"cannot query {address}: {exc}") from None
         return 0
-    if not args.keys or not args.protocol:
-        raise UsageError("submitting needs --keys DIR and --protocol NAME")
-    if args.connections < 1 or args.frame_reports < 1 or args.n < 1:
-        raise UsageError("--n, --connections and --frame-reports must be >= 1")
+    if not args.keys:
+        raise UsageError("submitting needs --keys DIR")
+    if args.connections < 1 or args.frame_reports < 1 or args.retries < 0:
+        raise UsageError("--connections and --frame-reports must be >= 1, --retries >= 0")
+    if not 0 <= args.key_epoch < 2**32:
+        raise UsageError(f"--key-epoch must lie in [0, 2**32), got {args.key_epoch}")
+    operator = _operator_key(args.close_epoch) if args.close_epoch else None
     keydir = crypto.KeyDirectory.load(args.keys)
-    spec = ProtocolSpec(epsilon=args.epsilon, delta=args.delta, n=args.n, domain=args.domain)
-    protocol = build_protocol(args.protocol, spec)
+    deployment = _deployment(addresses)
+    protocol = _protocol(args, deployment)
+    users = args.n or (deployment["n"] if deployment is not None else 10_000)
     data_rng, stats_rng = np.random.default_rng(args.seed).spawn(2)
-    values = generate_values(protocol, args.n, args.distribution, rng=data_rng)
+    values = generate_values(protocol, users, args.distribution, rng=data_rng)
     channels = protocol.channels
     if len(addresses) != channels:
         raise UsageError(
@@ -137,15 +239,11 @@ def run(args: argparse.Namespace) -> int:
         per_chain.append(
             [r.tobytes() for r in batch] if args.crypto == "ideal" else [bytes(r) for r in batch]
         )
-    operator = None
-    if args.close_epoch:
-        key_seed = bytes.fromhex(Path(args.close_epoch).read_text().strip())
-        operator = Ed25519PrivateKey.from_private_bytes(key_seed)
 
     async def main() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for to, reports in zip(addresses, per_chain, strict=True):
-            stats = await submit_reports(
+        t0 = time.perf_counter()
+        parts = [
+            await submit_reports(
                 to,
                 reports,
                 key_epoch=args.key_epoch,
@@ -153,20 +251,39 @@ def run(args: argparse.Namespace) -> int:
                 frame_reports=args.frame_reports,
                 retries=args.retries,
             )
-            for k, v in stats.to_json().items():
-                out[k] = out.get(k, 0) + v
-        if len(addresses) > 1:  # per-chain rates do not add up; report the overall one
-            out["reports_per_second"] = out["acknowledged"] / out["seconds"]
-        if operator is not None:
+            for to, reports in zip(addresses, per_chain, strict=True)
+        ]
+        out = SubmitStats.merged(parts, seconds=time.perf_counter() - t0).to_json()
+        if operator is not None and not out["acknowledged"]:
+            out["close_error"] = "nothing was acknowledged, so no epoch was closed"
+        elif operator is not None:
             # Idempotent, chain-aligned closes (CLOSE_EPOCH_AT): safe to resend after a
             # lost reply, and a chain an earlier partial close left behind catches up.
-            closed = await close_epochs_together(addresses, operator, retries=args.retries)
-            out["epochs_closed"] = sum(closed)
+            try:
+                closed = await close_epochs_together(addresses, operator, retries=args.retries)
+                out["epochs_closed"] = sum(closed)
+            except (OSError, trio.TooSlowError, esa.ESAError) as exc:
+                out["close_error"] = str(exc)  # after the submit's own figures, not instead
         return out
 
     out = trio.run(main)
     if args.json:
         emit_json(out)
     else:
-        print_table("esa submit", ["quantity", "value"], list(out.items()))
-    return 0 if out["failed_frames"] == 0 else 1
+        rows = [(k, _cell(v)) for k, v in out.items()]
+        print_table("esa submit", ["quantity", "value"], rows)
+    problems = []
+    if out["failed_frames"]:
+        reasons = ", ".join(f"{k} ×{v}" for k, v in out["failure_reasons"].items())
+        problems.append(f"{out['failed_frames']} frames were not acknowledged ({reasons})")
+    if "close_error" in out:
+        problems.append(f"closing the epoch failed: {out['close_error']}")
+    if problems:
+        print(f"esa submit: {'; '.join(problems)}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "–"
+    return str(value)
