@@ -101,6 +101,9 @@ BAD = [
     (["simulate", "--protocol", "cnt_rr", "--option", "gama=0.5"], "unknown option gama"),
     (["simulate"], "--protocol"),
     (["keygen", "--shufflers", "2"], "--out"),
+    (["keygen", "--out", "k", "--shufflers", "300"], "--shufflers must lie in [1, 254]"),
+    (["keygen", "--out", "/proc/no/such/dir"], "cannot write keys to /proc/no/such/dir"),
+    (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/hostname"),
     (["no-such-command"], "invalid choice"),
 ]
 

@@ -31,14 +31,19 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.channels < 1 or args.shufflers < 1:
+    # A party's config takes hop <= 254 (the analyzer's hop is m) and channels <= 255.
+    if not 1 <= args.shufflers <= 254 or not 1 <= args.channels <= 255:
         raise UsageError(
-            f"--shufflers and --channels must be >= 1, got {args.shufflers}, {args.channels}"
+            f"--shufflers must lie in [1, 254] and --channels in [1, 255], got "
+            f"{args.shufflers}, {args.channels}"
         )
     m = args.shufflers
     # One directory for every chain: each chain's shufflers get their own keys, all chains
     # share the analyzer (esa.chain_route reads chain c back as shuffler-{c*m+1..c*m+m}).
-    keys = KeyDirectory.create(args.out, shufflers=m * args.channels)
+    try:
+        keys = KeyDirectory.create(args.out, shufflers=m * args.channels)
+    except OSError as exc:  # --out is a file, or not writable
+        raise UsageError(f"cannot write keys to {args.out}: {exc.strerror or exc}") from None
     parties = [
         {
             "name": p.name,
