@@ -103,7 +103,7 @@ BAD = [
     (["keygen", "--shufflers", "2"], "--out"),
     (["keygen", "--out", "k", "--shufflers", "300"], "--shufflers must lie in [1, 254]"),
     (["keygen", "--out", "/proc/no/such/dir"], "cannot write keys to /proc/no/such/dir"),
-    (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/hostname"),
+    (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/passwd"),
     (["no-such-command"], "invalid choice"),
 ]
 
