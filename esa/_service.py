@@ -94,7 +94,7 @@ from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
 from ._inbox import EpochAhead, EpochRecord, Inbox, InboxError
 from ._net import FrameStream, PeerClosed, PeerRejected, ReadTimeout, expect_ack
-from ._roles import Analyzer, Shuffler, check_shares, reports_per_fake
+from ._roles import Analyzer, Shuffler, check_shares, lost_estimate, reports_per_fake
 
 __all__ = ["PartyService", "load_protocol", "serve", "trap_commitment"]
 
@@ -660,7 +660,11 @@ class PartyService:
     async def _trap_open(self, params: dict[str, Any]) -> dict[str, Any]:
         try:
             nonce = bytes.fromhex(str(params["nonce"]))
-            key_epoch = int(params["key_epoch"])
+            key_epoch = params["key_epoch"]
+            if isinstance(key_epoch, bool) or not isinstance(key_epoch, int):
+                raise TypeError
+            if not 0 <= key_epoch < 2**32:
+                raise ValueError
             reports = [bytes.fromhex(str(r)) for r in params["reports"]]
         except (KeyError, ValueError, TypeError):
             raise _Rejected(
@@ -1063,15 +1067,17 @@ class PartyService:
         n_fakes = fake_reports // per_value
         n_param = params.get("n")
         if n_param is not None and (
-            isinstance(n_param, bool) or not isinstance(n_param, int) or n_param < 1
+            isinstance(n_param, bool) or not isinstance(n_param, int) or not 1 <= n_param <= 2**53
         ):
             raise _Rejected(
-                RejectReason.MALFORMED_FRAME, f"n must be an integer >= 1, got {n_param!r}"
+                RejectReason.MALFORMED_FRAME, f"n must be an integer in [1, 2**53], got {n_param!r}"
             )
         users_messages = len(messages) - fake_reports
         n = n_param or max(1, round(users_messages / self.protocol.messages_per_user))
         est = self.protocol.estimate(messages, n=n, n_fakes=n_fakes)
-        if spec is not None:  # a lost share loses the sum (see check_shares)
+        if not outputs:  # nothing processed yet: no estimate, rather than one of no data
+            est = lost_estimate(est, no_epoch_processed=True)
+        elif spec is not None:  # a lost share loses the sum (see check_shares)
             est = check_shares(self.protocol, est, len(messages), n, n_fakes)
         hops: list[dict[str, Any]] = []
         problems: list[str] = []
@@ -1100,11 +1106,7 @@ class PartyService:
             "epochs": len(outputs),
             # Epochs closed with no report on any chain (an operator's close of an epoch
             # nobody submitted to): recorded, so the operator sees the close went through.
-            "empty_epochs": [
-                rec.epoch // self.channels
-                for rec, _ in outputs
-                if not rec.stats.get("analyzer", {}).get("received", 0)
-            ],
+            "empty_epochs": [rec.epoch // self.channels for rec, _ in outputs if _empty(rec)],
             "hops": hops,
             "drop_check": {"ok": not problems and trap_arrived == trap_total, "problems": problems},
             "traps": {
@@ -1220,6 +1222,15 @@ def _kind_name(payload: bytes) -> str:
 
 
 _COUNTS = ("received", "invalid", "replayed", "held", "fakes_added", "forwarded")
+
+
+def _empty(rec: EpochRecord) -> bool:
+    """Whether an epoch had no report on any chain: none reached the analyzer, and none
+    reached a first shuffler either (a crowd held there is not an empty epoch)."""
+    if rec.stats.get("analyzer", {}).get("received", 0):
+        return False
+    chains = rec.stats["chains"] if "chains" in rec.stats else [rec.stats.get("chain", [])]
+    return not any(chain and int(chain[0]["received"]) for chain in chains)
 
 
 def _counts(s: dict[str, Any]) -> dict[str, int]:

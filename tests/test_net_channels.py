@@ -361,10 +361,13 @@ def test_chain_routes_and_keygen_names(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_submit_needs_the_first_shuffler_of_every_chain(
-    keydir: Path, capsys: pytest.CaptureFixture[str]
+    keydir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from simulations.cli import main
+    from simulations.commands import submit
 
+    # Parties that state no [protocol] (a simulation's pickled one): the flags decide.
+    monkeypatch.setattr(submit, "_deployment", lambda addresses: None)
     argv = ["submit", "--keys", str(keydir / "keys"), "--protocol", "rsum_rm", "--n", "3000"]
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--to", "127.0.0.1:9"])

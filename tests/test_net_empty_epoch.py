@@ -267,8 +267,9 @@ def test_single_chain_empty_epoch_is_recorded_as_empty(keydir: Path, tmp_path: P
     assert out["first"]["counters"]["empty_epochs_closed"] == 1
 
 
-class _Crash(Exception):
-    """Stands in for SIGKILL at a chosen point: the party's task dies there, and its inbox
+class _Crash(BaseException):
+    """Stands in for SIGKILL at a chosen point (a BaseException: no handler of the party
+    catches it, as none survives a kill): the party's task dies there, and its inbox
     holds exactly the transactions committed before it."""
 
 

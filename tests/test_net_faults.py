@@ -424,6 +424,40 @@ def test_deeply_nested_query_body_is_malformed_not_fatal(keydir: Path) -> None:
     assert svc.rejected == {"malformed_frame": 1}
 
 
+def test_result_queries_out_of_range_or_before_any_epoch(keydir: Path) -> None:
+    svc = _service(keydir, 2, state_dir="state-a6")
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.Query(w.QueryKind.RESULT, b"{}").to_bytes())
+        body = json.loads(w.parse_reply(await fs.receive()).body)
+        assert body["epochs"] == 0
+        assert body["estimate"] == [None] * 4  # no estimate, rather than one of no data
+        assert body["estimate_extra"]["no_epoch_processed"] is True
+        for bad, reason in [
+            (b'{"n": 1180591620717411303424}', "malformed_frame"),  # 2**70
+            (b'{"nonce": "00", "key_epoch": 1099511627776, "reports": []}', "bad_trap_opening"),
+            (b'{"nonce": "00", "key_epoch": Infinity, "reports": []}', "bad_trap_opening"),
+            (b'{"nonce": "00", "key_epoch": 1.5, "reports": []}', "bad_trap_opening"),
+        ]:
+            what = w.QueryKind.RESULT if b"nonce" not in bad else w.QueryKind.TRAP_OPEN
+            await fs.send(w.Query(what, bad).to_bytes())
+            assert _reason(await fs.receive()) == reason
+
+    _drive(svc, script)
+    assert svc.rejected == {"malformed_frame": 1, "bad_trap_opening": 3}
+
+
+def test_an_epoch_held_at_hop_0_is_not_empty() -> None:
+    def record(first_received: int) -> esa._inbox.EpochRecord:
+        first = {"hop": 0, "received": first_received, "held": first_received}
+        stats = {"analyzer": {"received": 0}, "chain": [first, {"hop": 1, "received": 0}]}
+        return esa._inbox.EpochRecord(0, 1, "processed", None, None, stats)
+
+    assert esa._service._empty(record(0))
+    assert not esa._service._empty(record(10))  # ten reports, all held below the threshold
+
+
 def test_storage_failures_are_refused_for_a_resend_and_lose_nothing(
     keydir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
