@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -350,6 +351,25 @@ def _report_bytes(batch: Any) -> list[bytes]:
     return [bytes(r) for r in batch]
 
 
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """Within the block, SIGTERM exits through the ``finally`` clauses, as Ctrl-C does: the
+    parties are stopped and the temporary key directory (private keys included) removed,
+    instead of the process dying with both left behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_tcp(
     protocol: ShuffleProtocol,
     values: npt.ArrayLike,
@@ -387,7 +407,7 @@ def run_tcp(
     states = [json.dumps(g.bit_generator.state) if config.seeded_fakes else None for g in fake_rngs]
     seconds: dict[str, float] = {}
     t_all = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="esa-tcp-") as tmp:
+    with _terminate_cleanly(), tempfile.TemporaryDirectory(prefix="esa-tcp-") as tmp:
         root = Path(tmp)
         t = time.perf_counter()
         chain = start_chain(

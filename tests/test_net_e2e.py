@@ -386,3 +386,29 @@ def test_result_of_a_split_mix_protocol_says_whether_every_share_arrived(tmp_pat
     assert whole["estimate_extra"]["complete"] is True
     assert whole["estimate_extra"]["shares_received"] == shares
     assert abs(whole["estimate"][0] - values.sum()) < 5 * whole["expected_std"][0]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_tcp_simulation_and_removes_its_keys(tmp_path: Path) -> None:
+    """SIGTERM (what a job runner sends) must tear the run down as Ctrl-C does: parties
+    stopped, the temporary directory with every party's private key removed."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    argv = [sys.executable, "-m", "simulations.cli", "simulate", "--protocol", "hist_kr"]
+    argv += ["--n", "50000", "--transport", "tcp"]
+    log = tmp_path / "stderr.txt"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(tmp_path.glob("esa-tcp-*/keys/public.json")):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # the parties are up; the run is encoding or submitting
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(tmp_path.glob("esa-tcp-*")) == []
