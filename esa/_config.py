@@ -121,7 +121,10 @@ def parse_address(text: str) -> Address:
 @dataclass(frozen=True, slots=True)
 class EpochRule:
     """Close the first shuffler's open batch at ``max_reports`` or ``deadline_seconds``
-    after its first report, whichever comes first (or on an operator CLOSE_EPOCH)."""
+    after its first report, whichever comes first (or on an operator CLOSE_EPOCH).
+
+    ``max_reports`` is a trigger, not a cap: frames committed while the close is under way
+    join the epoch, so under load an epoch can hold a few group commits more."""
 
     max_reports: int = 10_000
     deadline_seconds: float = 60.0
