@@ -588,6 +588,18 @@ class PartyService:
         last = frame.statements[-1]
         if last.hop != self.hop - 1:
             raise _Rejected(RejectReason.WRONG_HOP, f"counts end at hop {last.hop}")
+        # Each statement is signed on its own, so genuine ones replayed from the wire could
+        # be recombined (a hop left out, another epoch's mixed in) and sent ahead of the real
+        # chain, which would then be dropped as a replay: take only a whole chain.
+        hops = [st.hop for st in frame.statements]
+        if (
+            hops != list(range(self.hop))
+            or len({(st.epoch, st.key_epoch) for st in frame.statements}) != 1
+        ):
+            raise _Rejected(
+                RejectReason.MALFORMED_FRAME,
+                f"counts must chain hops 0..{self.hop - 1} of one epoch, got hops {hops}",
+            )
         try:
             new = await self._db(self.inbox.add_counts, batch_id=last.batch_id, counts=payload)
         except InboxError as exc:

@@ -275,6 +275,31 @@ def test_batch_signatures_replays_and_wrong_hops(keydir: Path) -> None:
     assert svc.counters["reports_acknowledged"] == 6
 
 
+def test_counts_must_be_one_whole_chain(keydir: Path) -> None:
+    """Statements are signed one by one: genuine ones recombined (a hop left out, another
+    epoch's mixed in) are refused, so they cannot get ahead of the real chain."""
+    svc = _service(keydir, 2, state_dir="state-a7")
+    kd = crypto.KeyDirectory.load(keydir / "keys")
+    signers = [kd.private(crypto.shuffler_name(h)).signing for h in range(2)]
+
+    def statement(hop: int, epoch: int) -> w.CountStatement:
+        bid = bytes([hop, epoch]) * 16
+        return w.CountStatement(hop, KEY_EPOCH, epoch, bid, 10, 0, 0, 0, 0, 10).signed_by(
+            signers[hop]
+        )
+
+    async def script(connect: Client) -> None:
+        fs = await connect()
+        for chain in [(statement(1, 0),), (statement(0, 5), statement(1, 0))]:
+            await fs.send(w.CountsFrame(chain).to_bytes())
+            assert w.parse_reject(await fs.receive()).detail.startswith("counts must chain")
+        # A whole chain passes that check (and waits for its batch's chunks).
+        await fs.send(w.CountsFrame((statement(0, 0), statement(1, 0))).to_bytes())
+        assert "no chunk yet" in w.parse_reject(await fs.receive()).detail
+
+    _drive(svc, script)
+
+
 def test_control_needs_the_operator_key(keydir: Path) -> None:
     op = Ed25519PrivateKey.generate()
     pub = op.public_key().public_bytes_raw().hex()
