@@ -384,11 +384,20 @@ def _sum_tallies(parts: list[MessageTally]) -> MessageTally:
     return total
 
 
+#: The largest ε any mechanism takes: e^ε must be a finite double (e^709.78 is the last).
+MAX_EPSILON = 700.0
+
+
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as float if it is finite and > 0, else raise ParameterError."""
+    """Return ``epsilon`` as float if it lies in (0, :data:`MAX_EPSILON`], else raise
+    ParameterError (beyond, e^ε overflows every formula that uses it)."""
     eps = float(epsilon)
     if not np.isfinite(eps) or eps <= 0:
         raise ParameterError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    if eps > MAX_EPSILON:
+        raise ParameterError(
+            f"{name} must be <= {MAX_EPSILON:g} (e^{name} must be a finite number), got {eps:g}"
+        )
     return eps
 
 

@@ -33,6 +33,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from ._base import check_epsilon
 from ._errors import ParameterError
 
 __all__ = [
@@ -50,10 +51,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def _check_eps(epsilon: float) -> float:
-    e = float(epsilon)
-    if not math.isfinite(e) or e <= 0 or e > 700:
-        raise ParameterError(f"epsilon must be a finite number in (0, 700], got {epsilon!r}")
-    return e
+    return check_epsilon(epsilon)
 
 
 def check_unit_values(values: npt.ArrayLike) -> FloatArray:

@@ -163,15 +163,24 @@ def epsilon_for_pair(log_p: npt.ArrayLike, log_q: npt.ArrayLike, delta: float) -
 
 
 def _solve_decreasing(
-    h: Callable[[float], float], delta: float, hi: float, guess: float | None = None
+    raw: Callable[[float], float], delta: float, hi: float, guess: float | None = None
 ) -> float:
-    """Smallest ε in [0, hi] with h(ε) ≤ δ for a continuous decreasing h (hi if none).
+    """Smallest ε in [0, hi] with h(ε) ≤ δ for a continuous decreasing h = ``raw`` (hi if
+    none); BoundNotApplicable if h is NaN somewhere (out of double precision's range).
 
     ``guess`` (e.g. a cheaper, looser bound's answer) narrows the bracket to [0.8·guess,
     guess] when it holds, which halves the number of (expensive) evaluations of h.
     """
     # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
     from scipy.optimize import brentq
+
+    def h(eps: float) -> float:
+        value = raw(eps)
+        if math.isnan(value):  # e.g. binomial tails at n ≳ 10^10: no bound, not a wrong one
+            raise BoundNotApplicable(
+                "the numerical accountant leaves double precision's range at these parameters"
+            )
+        return value
 
     lo = 0.0
     if guess is not None and 0.0 < guess < hi and h(guess) <= delta:

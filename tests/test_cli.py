@@ -101,6 +101,10 @@ BAD = [
     (["simulate", "--protocol", "cnt_rr", "--option", "gama=0.5"], "unknown option gama"),
     (["simulate"], "--protocol"),
     (["keygen", "--shufflers", "2"], "--out"),
+    # e^ε overflows past 709.78: one line, not an OverflowError from deep in an accountant
+    (["simulate", "--protocol", "hist_kr", "--epsilon", "1000"], "epsilon must be <= 700"),
+    (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1000"], "must be <= 700"),
+    (["amplify", "--n", "100", "--epsilon-local", "1000"], "epsilon_local must be <= 700"),
     (["keygen", "--out", "k", "--shufflers", "300"], "--shufflers must lie in [1, 254]"),
     (["keygen", "--out", "/proc/no/such/dir"], "cannot write keys to /proc/no/such/dir"),
     (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/passwd"),

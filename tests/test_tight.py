@@ -19,6 +19,7 @@ from scipy.optimize import brentq
 import protocols
 from protocols import (
     BOUNDS,
+    _tight,
     binary_rr_epsilon,
     epsilon_for_pair,
     fmt21_numerical_epsilon,
@@ -31,6 +32,7 @@ from protocols import (
     stronger_clone_epsilon,
     tightest_central,
 )
+from protocols._errors import BoundNotApplicable
 
 TIGHT = ("binary_rr_exact", "fmt23_stronger_clone", "fmt21_numerical")
 
@@ -212,3 +214,10 @@ def test_bad_arguments_raise_parameter_error() -> None:
         BOUNDS["binary_rr_exact"].epsilon_central(epsilon_local=1, n=100, delta=1e-6, k=3)
     with pytest.raises(protocols.ParameterError, match="shape"):
         epsilon_for_pair(np.zeros(3), np.zeros(4), 1e-6)
+
+
+def test_a_nan_accountant_is_not_applicable_rather_than_a_crash() -> None:
+    # At n ≈ 10^10 scipy's binomial tails return NaN, and brentq raised a bare ValueError
+    # through `esa amplify`; the bound now says it does not apply there.
+    with pytest.raises(BoundNotApplicable, match="double precision"):
+        _tight._solve_decreasing(lambda eps: math.nan, 1e-6, 2.0)
