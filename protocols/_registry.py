@@ -107,6 +107,13 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         from ._fragmenting import report_fragmented  # _fragmenting imports this module
 
         protocol = report_fragmented(inner, spec, number_option(spec, "report_fragments", 0.0))
+    if spec.bound is not None and spec.bound not in protocol.privacy.bound:
+        # The factory configured itself without the amplification bounds (its paper's own
+        # accountant, or an exact one): the forced bound would be silently ignored.
+        raise BoundNotApplicable(
+            f"{name} is not accounted by an amplification bound (its ε comes from "
+            f"{protocol.privacy.bound}); bound={spec.bound!r} does not apply"
+        )
     unknown = sorted(set(read) - read.asked)
     if unknown:
         known = [*sorted(read.asked - {"report_fragments"}), "report_fragments"]

@@ -101,6 +101,15 @@ BAD = [
     (["simulate", "--protocol", "cnt_rr", "--option", "gama=0.5"], "unknown option gama"),
     (["simulate"], "--protocol"),
     (["keygen", "--shufflers", "2"], "--out"),
+    # a forced bound that the protocol's accountant would not use is refused, not ignored
+    (
+        ["simulate", "--protocol", "cnt_bn", "--crypto", "ideal", "--bound", "thm4_balle"],
+        "cnt_bn is not accounted by an amplification bound",
+    ),
+    (
+        ["simulate", "--protocol", "hist_rr_attr", "--n", "20000", "--bound", "thm4_balle"],
+        "bound='thm4_balle' does not apply",
+    ),
     # e^ε overflows past 709.78: one line, not an OverflowError from deep in an accountant
     (["simulate", "--protocol", "hist_kr", "--epsilon", "1000"], "epsilon must be <= 700"),
     (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1000"], "must be <= 700"),
