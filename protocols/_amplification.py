@@ -244,7 +244,8 @@ register_bound(
     AmplificationBound(
         name="thm3_cheu",
         families=frozenset({"krr"}),
-        citation="Cheu et al., Eurocrypt'19 (arXiv 1808.01394) Thm 4.? ; survey Thm 3, eq. (6)",
+        citation="Cheu et al., Eurocrypt'19 (arXiv 1808.01394), shuffled binary randomized "
+        "response; survey Thm 3, eq. (6)",
         forward=_thm3_forward,
         inverse=_thm3_inverse,
     )
