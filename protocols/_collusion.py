@@ -90,6 +90,10 @@ class CollusionConfig:
         colluding_shufflers: c ∈ [0, m].
         epsilon_claimed: the protocol's own no-collusion claim (used when ε_l is ``inf``).
         claimed_bound: the name of that claim's theorem.
+        epsilon_claimed_without_fakes: the same claim for the protocol configured with no
+            fakes (None if it does not run without). It holds in every scenario whose other
+            users are all honest, whatever fakes remain: an honest shuffler's fakes are
+            independent of the data, so adding them is post-processing.
         honest_bound: the protocol's own accountant for h honest other users
             (:meth:`ShuffleProtocol.honest_users_bound`), used in every scenario with an
             honest shuffler where it is tighter than the generic bound; its exact lower
@@ -107,6 +111,7 @@ class CollusionConfig:
     colluding_shufflers: int = 0
     epsilon_claimed: float | None = None
     claimed_bound: str = ""
+    epsilon_claimed_without_fakes: float | None = None
     honest_bound: Callable[[int], HonestUsersBound | None] | None = None
 
     def __post_init__(self) -> None:
@@ -186,6 +191,17 @@ def _protects(cfg: CollusionConfig, users: int, fakes: int) -> str:
     if not parts:
         return "only the local randomizer"
     return "hidden among " + " + ".join(parts)
+
+
+def _claim_for(cfg: CollusionConfig, name: str, users: int) -> float | None:
+    """The protocol's own claim where it holds: as configured with no collusion; without
+    its fakes wherever every other user is honest (colluding shufflers only remove the
+    fakes they added themselves)."""
+    claims = [cfg.epsilon_claimed] if name == "none" else []
+    if users == cfg.n - 1:
+        claims.append(cfg.epsilon_claimed_without_fakes)
+    known = [c for c in claims if c is not None]
+    return min(known) if known else None
 
 
 def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
@@ -289,10 +305,11 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
         if own is not None and own.epsilon_upper < eps_u:
             eps_u, bound, own_used = own.epsilon_upper, own.bound, True
         claim_used = False
-        if name == "none" and cfg.epsilon_claimed is not None and cfg.epsilon_claimed < eps_u:
-            # The protocol's own theorem covers exactly this scenario; when it is tighter
-            # than what the generic accountants give (e.g. multi-message protocols), use it.
-            eps_u, bound, claim_used = cfg.epsilon_claimed, cfg.claimed_bound or "claim", True
+        claim = _claim_for(cfg, name, users)
+        if claim is not None and claim < eps_u:
+            # The protocol's own theorem covers this scenario; when it is tighter than what
+            # the generic accountants give (e.g. multi-message protocols), use it.
+            eps_u, bound, claim_used = claim, cfg.claimed_bound or "claim", True
         murs = (
             murs_formula(
                 epsilon_local=cfg.epsilon_local,

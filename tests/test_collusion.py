@@ -183,3 +183,30 @@ def test_none_uses_the_protocols_own_theorem_when_tighter() -> None:
     # A looser claim is not used.
     tight = collusion_scenarios(_cfg(epsilon_claimed=2.0, claimed_bound="own"))[0]
     assert tight.bound == "binary_rr_exact"
+
+
+def test_the_claim_without_fakes_covers_every_scenario_with_all_users_honest() -> None:
+    """Colluding shufflers remove only their own fakes: with every other user honest the
+    protocol's claim for no fakes still holds (fakes are data-independent post-processing).
+    Before, only ``none`` used the claim, so adding fakes made ``m-1 shufflers`` worse."""
+    cfg = CollusionConfig(
+        family="generic",
+        k=2,
+        n=20_000,
+        epsilon_local=10.0,
+        delta=1e-6,
+        shufflers=3,
+        fake_reports=50,
+        colluding_users=10,
+        colluding_shufflers=1,
+        epsilon_claimed=0.9,
+        claimed_bound="own",
+        epsilon_claimed_without_fakes=1.0,
+    )
+    rows = {r.scenario: r for r in collusion_scenarios(cfg)}
+    assert rows["none"].epsilon_upper == 0.9  # as configured, fakes included
+    assert rows["m-1 shufflers"].epsilon_upper == 1.0
+    assert rows["m-1 shufflers"].bound == "own"
+    assert rows["all shufflers"].epsilon_upper == 10.0  # no shuffler left: ε_l
+    # with colluding users, fewer honest users than the claim assumed: not the claim
+    assert rows["10 users"].epsilon_upper > 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from typing import Any
@@ -29,6 +30,18 @@ from .._common import (
 )
 
 __all__ = ["audit", "register"]
+
+
+def _claim_without_fakes(name: str, spec: ProtocolSpec, privacy: Any) -> float | None:
+    """The protocol's claimed ε_c when configured with no fakes: what it still proves once
+    colluding shufflers remove theirs (None if it does not run without fakes, as MURS)."""
+    if not spec.fake_reports:
+        return float(privacy.epsilon_central)
+    try:
+        bare = build_protocol(name, dataclasses.replace(spec, fake_reports=0))
+    except ParameterError:
+        return None
+    return float(bare.privacy.epsilon_central)
 
 
 def audit(
@@ -80,6 +93,7 @@ def audit(
         colluding_shufflers=colluding_shufflers,
         epsilon_claimed=privacy.epsilon_central,
         claimed_bound=privacy.bound,
+        epsilon_claimed_without_fakes=_claim_without_fakes(protocol_name, spec, privacy),
         honest_bound=protocol.honest_users_bound,
     )
     rows = []
