@@ -105,7 +105,7 @@ from ._cnt_robust import check_gamma
 from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric
-from ._registry import ProtocolSpec, number_option, register_protocol
+from ._registry import ProtocolSpec, integer_option, number_option, register_protocol
 
 __all__ = [
     "CERTIFY_WORK",
@@ -763,10 +763,9 @@ class CntPURE(ShuffleProtocol):
 
 @register_protocol("cnt_pure")
 def _build_cnt_pure(spec: ProtocolSpec) -> ShuffleProtocol:
-    messages = spec.options.get("messages")
     return CntPURE(
         epsilon=spec.epsilon,
         n=spec.n,
-        messages=None if messages is None else int(messages),
+        messages=integer_option(spec, "messages", minimum=1),
         gamma=check_gamma(number_option(spec, "gamma", 1.0)),
     )

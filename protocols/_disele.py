@@ -60,7 +60,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, integer_option, register_protocol
 
 __all__ = ["DisEle", "DisEleParams", "disele_default_shares"]
 
@@ -271,12 +271,11 @@ class DisEle(ShuffleProtocol):
 
 @register_protocol("disele")
 def _build_disele(spec: ProtocolSpec) -> ShuffleProtocol:
-    shares = spec.options.get("shares")
     return DisEle(
         domain=spec.domain,
         # Each user moves two bins, so the per-bin ε is half the target central ε_c.
         epsilon=spec.epsilon / 2.0,
         n=spec.n,
         delta=spec.delta,
-        shares=None if shares is None else int(shares),
+        shares=integer_option(spec, "shares", minimum=1),
     )

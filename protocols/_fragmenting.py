@@ -59,7 +59,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import HistKR, _lookup_bound, decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, build_protocol, register_protocol
+from ._registry import ProtocolSpec, build_protocol, integer_option, register_protocol
 from ._rsum import randomized_round
 
 __all__ = [
@@ -544,7 +544,7 @@ def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
     Options: ``fragments`` ω (default 4), ``epsilon_fragment`` ε_lf (default ε_lb/ω, so the
     ω reports together are ε_lb-LDP and each alone ε_lb/ω-LDP).
     """
-    omega = int(spec.options.get("fragments", 4))
+    omega = integer_option(spec, "fragments", 4, minimum=1)
     eps_lb, bound = largest_local(
         epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=spec.domain
     )

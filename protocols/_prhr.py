@@ -77,7 +77,7 @@ from ._base import (
 from ._errors import ParameterError
 from ._freq_oracles import lh_hash
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
+from ._registry import ProtocolSpec, integer_option, refuse_forced_bound, register_protocol
 
 __all__ = [
     "PRHR",
@@ -693,12 +693,13 @@ def _build_prhr(spec: ProtocolSpec) -> ShuffleProtocol:
 @register_protocol("pucm")
 def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
     refuse_forced_bound("pucm", spec)
-    tau = spec.options.get("tau", max(1, math.ceil(math.log2(spec.domain))))
+    tau = integer_option(spec, "tau", max(1, math.ceil(math.log2(spec.domain))), minimum=1)
+    seed = integer_option(spec, "seed", 0)
     return PUCM(
         domain=spec.domain,
         epsilon=spec.epsilon,
         n=spec.n,
         delta=spec.delta,
-        tau=int(tau),
-        seed=int(spec.options.get("seed", 0)),
+        tau=tau,
+        seed=seed,
     )

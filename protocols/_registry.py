@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from ._base import ShuffleProtocol, check_delta, check_epsilon, check_n
 from ._errors import BoundNotApplicable, ParameterError
@@ -63,6 +64,26 @@ def number_option(spec: ProtocolSpec, key: str, default: float) -> float:
     if isinstance(value, str):
         raise ParameterError(f"option {key} must be a number, got {value!r}")
     return float(value)
+
+
+@overload
+def integer_option(spec: ProtocolSpec, key: str, default: int, *, minimum: int = 0) -> int: ...
+@overload
+def integer_option(
+    spec: ProtocolSpec, key: str, default: None = None, *, minimum: int = 0
+) -> int | None: ...
+def integer_option(
+    spec: ProtocolSpec, key: str, default: int | None = None, *, minimum: int = 0
+) -> int | None:
+    """``spec.options[key]`` (or ``default``), which must be an integer >= ``minimum``: a
+    count or a seed is refused as given (3.5, -1), not truncated or passed on to fail later."""
+    value = spec.options.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str) or value != int(value) or int(value) < minimum:
+        shown = repr(value) if isinstance(value, str) else f"{value:g}"
+        raise ParameterError(f"option {key} must be an integer >= {minimum}, got {shown}")
+    return int(value)
 
 
 def register_protocol(name: str) -> Callable[[Factory], Factory]:

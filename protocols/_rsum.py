@@ -55,7 +55,7 @@ from ._krr import (
     uint_codec_size,
 )
 from ._noise import polya, symmetric_geometric_variance
-from ._registry import ProtocolSpec, register_protocol
+from ._registry import ProtocolSpec, integer_option, register_protocol
 
 __all__ = [
     "KRRLevels",
@@ -1045,8 +1045,7 @@ class RSumPURE(ShuffleProtocol):
 
 
 def _opt_int(spec: ProtocolSpec, key: str) -> int | None:
-    v = spec.options.get(key)
-    return None if v is None else int(v)
+    return integer_option(spec, key, minimum=1)
 
 
 @register_protocol("rsum_kr")

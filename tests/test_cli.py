@@ -110,6 +110,19 @@ BAD = [
         ["simulate", "--protocol", "hist_rr_attr", "--n", "20000", "--bound", "thm4_balle"],
         "bound='thm4_balle' does not apply",
     ),
+    # counts and seeds are refused as typed, not truncated (3.5 ran as 3) or crashed on (-1)
+    (
+        ["simulate", "--protocol", "disele", "--crypto", "ideal", "--option", "shares=3.5"],
+        "option shares must be an integer >= 1, got 3.5",
+    ),
+    (
+        ["simulate", "--protocol", "pucm", "--crypto", "ideal", "--option", "seed=-1"],
+        "option seed must be an integer >= 0, got -1",
+    ),
+    (
+        ["simulate", "--protocol", "cnt_pure", "--crypto", "ideal", "--option", "messages=2.5"],
+        "option messages must be an integer >= 1, got 2.5",
+    ),
     # e^ε overflows past 709.78: one line, not an OverflowError from deep in an accountant
     (["simulate", "--protocol", "hist_kr", "--epsilon", "1000"], "epsilon must be <= 700"),
     (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1000"], "must be <= 700"),
