@@ -49,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the subcommand that did not take them, as its own errors are
+        prog = f"esa {args.command}" if getattr(args, "command", None) else "esa"
+        error_exit(prog, f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2

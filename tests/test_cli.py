@@ -123,6 +123,10 @@ BAD = [
         ["simulate", "--protocol", "cnt_pure", "--crypto", "ideal", "--option", "messages=2.5"],
         "option messages must be an integer >= 1, got 2.5",
     ),
+    (
+        ["experiments", "counting", "--quick", "--out", "/etc/passwd/sub"],
+        "--out '/etc/passwd/sub': Not a directory",
+    ),
     # e^ε overflows past 709.78: one line, not an OverflowError from deep in an accountant
     (["simulate", "--protocol", "hist_kr", "--epsilon", "1000"], "epsilon must be <= 700"),
     (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1000"], "must be <= 700"),
@@ -131,6 +135,7 @@ BAD = [
     (["keygen", "--out", "/proc/no/such/dir"], "cannot write keys to /proc/no/such/dir"),
     (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/passwd"),
     (["no-such-command"], "invalid choice"),
+    (["simulate", "--protocol", "cnt_rr", "--unknown"], "esa simulate: error: unrecognized"),
 ]
 
 

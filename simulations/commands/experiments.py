@@ -46,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {str(args.out)!r} exists and is not a directory")
+    try:  # before the run, not after minutes of it
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {str(args.out)!r}: {exc.strerror or exc}") from None
     only = None
     if args.protocols is not None:
         only = [s.strip() for s in args.protocols.split(",") if s.strip()]
