@@ -135,6 +135,10 @@ BAD = [
     (["keygen", "--out", "/proc/no/such/dir"], "cannot write keys to /proc/no/such/dir"),
     (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/passwd"),
     (["no-such-command"], "invalid choice"),
+    (
+        ["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1", "--trials", "0"],
+        "add --measure",
+    ),
     (["simulate", "--protocol", "cnt_rr", "--unknown"], "esa simulate: error: unrecognized"),
 ]
 

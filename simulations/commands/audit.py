@@ -98,7 +98,7 @@ def audit(
     )
     rows = []
     violations = []
-    measure_note = None
+    unmeasured: dict[str, list[str]] = {}  # why not measured -> the scenarios it hit
     for sc in collusion_scenarios(cfg):
         lower = sc.epsilon_lower  # exact, where the protocol's own accountant gives one
         if measure:
@@ -120,7 +120,7 @@ def audit(
                 )
                 lower = res.epsilon_lower if lower is None else max(lower, res.epsilon_lower)
             except ParameterError as exc:
-                measure_note = f"not measured: {exc}"
+                unmeasured.setdefault(str(exc), []).append(sc.scenario)
         if lower is not None and lower > sc.epsilon_upper:
             violations.append(sc.scenario)
         rows.append(
@@ -154,7 +154,10 @@ def audit(
         "privacy_warning": privacy_shortfall(protocol_name, epsilon, privacy.epsilon_central),
         "measured": measure,
         "trials": trials if measure else None,
-        "measure_note": measure_note,
+        "measure_note": "; ".join(
+            f"not measured ({', '.join(names)}): {why}" for why, names in unmeasured.items()
+        )
+        or None,
         "violations": violations,
         "scenarios": rows,
     }
@@ -188,7 +191,9 @@ def register(sub: Any) -> None:
         "--colluding-shufflers", type=int, default=0, help="colluding shufflers C (default 0)"
     )
     p.add_argument("--measure", action="store_true", help="run the distinguishing attacks")
-    p.add_argument("--trials", type=int, default=1000, help="runs per hypothesis (--measure)")
+    p.add_argument(
+        "--trials", type=int, default=None, help="runs per hypothesis (--measure; default 1000)"
+    )
     p.add_argument("--seed", type=seed, default=0, help="seed of the attack runs")
     p.add_argument(
         "--option",
@@ -213,7 +218,11 @@ def run(args: Any) -> int:
         raise UsageError(f"--shufflers must be >= 1, got {args.shufflers}")
     if args.fake_reports < 0:
         raise UsageError(f"--fake-reports must be >= 0, got {args.fake_reports}")
-    if args.measure and args.trials < 30:
+    if args.trials is not None and not args.measure:
+        raise UsageError("--trials sets the runs of --measure; add --measure")
+    if args.trials is None:
+        args.trials = 1000
+    if args.trials < 30:
         raise UsageError(f"--trials must be >= 30, got {args.trials}")
     with (
         progress(args.measure and not args.json) as bar,
