@@ -256,6 +256,12 @@ class FrequencyOracle(abc.ABC):
         """(d, K) matrix: row v is the exact law of the report given input v (small d)."""
 
 
+#: most entries an ``output_distribution`` matrix may have (2^24 float64 = 128 MiB): the
+#: domain limits below keep kRR (d²), HR (d·K) and the unary encodings (d·2^d) under it;
+#: local hashing (d·S·g, with g ≈ e^ε) checks it at every call, since g grows with ε
+_MAX_LAW_ENTRIES = 1 << 24
+
+
 def _small_domain(d: int, limit: int, what: str) -> None:
     if d > limit:
         raise ParameterError(f"{what} output distribution needs d <= {limit}, got d={d}")
@@ -803,9 +809,17 @@ class _LocalHashing(FrequencyOracle):
 
         The seed is drawn independently of the input, so the likelihood ratio of a report is
         that of y given s; listing S seeds gives the exact ratios of those hash functions.
+        The matrix has d·S·g entries and g ≈ e^ε + 1 for OLH, so it is refused above 2^24
+        entries (ε > 10.39 at d = 8 with the 64 default seeds) instead of exhausting memory.
         """
         _small_domain(self.d, 256, "local-hashing")
         s = np.arange(64, dtype=np.uint64) if seeds is None else np.asarray(seeds, np.uint64)
+        entries = self.d * s.size * self.g
+        if entries > _MAX_LAW_ENTRIES:
+            raise ParameterError(
+                f"local-hashing output distribution needs d*S*g <= 2^24 entries, got "
+                f"{self.d}*{s.size}*{self.g} = {entries:.3g} ({entries * 8 / 2**30:.3g} GiB)"
+            )
         h = lh_hash(s[None, :], np.arange(self.d)[:, None], self.g)  # (d, S)
         e = math.exp(self.epsilon)
         p, q = e / (e + self.g - 1), 1.0 / (e + self.g - 1)
