@@ -9,10 +9,12 @@ What must hold for a tally run to be the same experiment as a report run:
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -320,3 +322,28 @@ def test_esa_simulate_representation_usage_errors(capsys: pytest.CaptureFixture[
     assert "--representation tally" in err
     hist = ["simulate", "--protocol", "hist_kr", "--crypto", "ideal", "--n", "100"]
     assert "cannot run as a tally" in _usage_error([*hist, "--representation", "tally"], capsys)
+
+
+def test_auto_tallies_a_run_of_millions_of_reports() -> None:
+    """auto used to build every report up to the 5·10^7 cap: RSum_PURE at n = 20 000 (4.7·10^7
+    one-bit reports) took 189 s and 6.3 GB as rows, 6 s tallied, with the same estimate."""
+    from simulations.commands.simulate import AUTO_TALLY_ABOVE, choose_representation
+
+    protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
+
+    class Big:  # a tallied protocol sending more than AUTO_TALLY_ABOVE messages in all
+        supports_tally = True
+        messages_per_user = 1.0
+
+    def args(n: int, crypto: str = "ideal", representation: str = "auto") -> Any:
+        return argparse.Namespace(
+            n=n, shufflers=3, fake_reports=0, crypto=crypto, representation=representation
+        )
+
+    big = AUTO_TALLY_ABOVE + 1
+    assert choose_representation(Big(), args(big)) == "tally"  # type: ignore[arg-type]
+    assert choose_representation(Big(), args(big - 1)) == "reports"  # type: ignore[arg-type]
+    assert choose_representation(Big(), args(1000, "onion")) == "reports"  # type: ignore[arg-type]
+    assert choose_representation(protocol, args(big)) == "reports"  # no tally: rows
+    rows = choose_representation(Big(), args(big, representation="reports"))  # type: ignore[arg-type]
+    assert rows == "reports"  # asked for explicitly
