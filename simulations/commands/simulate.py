@@ -271,7 +271,10 @@ def show(j: dict[str, Any]) -> None:
         print_table(
             "estimator details", ["quantity", "value"], list(j["estimator_details"].items())
         )
+    # Several chains (rsum_rm: one per precision) repeat the hop numbers: name the chain.
+    chains = {h.get("channel") for h in j["hops"]} - {None}
     hop_cols = [
+        *(["channel"] if len(chains) > 1 else []),
         "hop",
         "role",
         "received",
@@ -281,7 +284,12 @@ def show(j: dict[str, Any]) -> None:
         "fakes_added",
         "forwarded",
     ]
-    print_table("per-hop counters", hop_cols, [[h[c] for c in hop_cols] for h in j["hops"]])
+    headers = ["chain" if c == "channel" else c for c in hop_cols]
+    rows = [
+        ["all" if c == "channel" and h["role"] == "analyzer" else h[c] for c in hop_cols]
+        for h in j["hops"]
+    ]  # the analyzer ends every chain
+    print_table("per-hop counters", headers, rows)
     est, truth, std = j["estimate"], j["truth"], j["expected_std"]
     if len(est) <= 32:
         print_table(
