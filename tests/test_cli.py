@@ -135,6 +135,11 @@ BAD = [
     (["keygen", "--out", "/proc/no/such/dir"], "cannot write keys to /proc/no/such/dir"),
     (["keygen", "--out", "/etc/passwd"], "cannot write keys to /etc/passwd"),
     (["no-such-command"], "invalid choice"),
+    # pucm never fits the onion budget: the way out is the ideal channel, not a smaller n
+    (
+        ["simulate", "--protocol", "pucm", "--n", "13000", "--domain", "8"],
+        "allows; use --crypto ideal",
+    ),
     (
         ["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1", "--trials", "0"],
         "add --measure",

@@ -116,12 +116,17 @@ def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -
         return "tally"
     if total <= limit:
         return "reports"
-    hint = " or use --crypto ideal" if args.crypto == "onion" else ""
-    if args.crypto == "ideal" and protocol.supports_tally:
-        hint = " or use --representation tally"
+    # The first way out that certainly works: a smaller n may be below what the protocol
+    # accepts (pucm needs n >= ~12 600, which is always over the onion budget).
+    if args.crypto == "onion":
+        fix = "use --crypto ideal (the same shuffler logic on plaintext rows)"
+    elif protocol.supports_tally:
+        fix = "use --representation tally"
+    else:
+        fix = "lower --n"
     raise UsageError(
         f"this run would create {total:.3g} reports ({protocol.messages_per_user:.4g} per "
-        f"user), over the {limit:.0e} a --crypto {args.crypto} run allows; lower --n{hint}"
+        f"user), over the {limit:.0e} a --crypto {args.crypto} run allows; {fix}"
     )
 
 
