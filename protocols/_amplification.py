@@ -65,9 +65,11 @@ class AmplificationBound:
         return "generic" in self.families or family in self.families
 
     def epsilon_central(self, *, epsilon_local: float, n: int, delta: float, k: int = 2) -> float:
-        """ε_c guaranteed after shuffling n reports of an ε_l-LDP randomizer."""
+        """ε_c guaranteed after shuffling n reports of an ε_l-LDP randomizer, at most ε_l:
+        the shuffle is post-processing of ε_l-LDP reports (a closed form such as Thm 3's
+        exceeds ε_l at tiny ε_l: 0.70 at ε_l = 1e-5, n = 1000)."""
         eps = check_epsilon(epsilon_local, "epsilon_local")
-        return self.forward(eps, check_n(n), check_delta(delta), check_n(k, "k", 2))
+        return min(eps, self.forward(eps, check_n(n), check_delta(delta), check_n(k, "k", 2)))
 
     def epsilon_local(self, *, epsilon_central: float, n: int, delta: float, k: int = 2) -> float:
         """Largest ε_l whose shuffle of n reports this theorem proves (ε_c, δ)-DP."""
