@@ -386,14 +386,22 @@ def _sum_tallies(parts: list[MessageTally]) -> MessageTally:
 
 #: The largest ε any mechanism takes: e^ε must be a finite double (e^709.78 is the last).
 MAX_EPSILON = 700.0
+#: The smallest: below, e^ε − 1 (in every randomizer's probabilities) keeps fewer than ten
+#: significant digits, and under 1.1e-16 it is 0, a division by zero.
+MIN_EPSILON = 1e-6
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as float if it lies in (0, :data:`MAX_EPSILON`], else raise
-    ParameterError (beyond, e^ε overflows every formula that uses it)."""
+    """Return ``epsilon`` as float if it lies in [:data:`MIN_EPSILON`, :data:`MAX_EPSILON`],
+    else raise ParameterError (outside, e^ε − 1 or e^ε leaves double precision's range)."""
     eps = float(epsilon)
     if not np.isfinite(eps) or eps <= 0:
         raise ParameterError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    if eps < MIN_EPSILON:
+        raise ParameterError(
+            f"{name} must be >= {MIN_EPSILON:g} (e^{name} - 1 loses its precision below), "
+            f"got {eps:g}"
+        )
     if eps > MAX_EPSILON:
         raise ParameterError(
             f"{name} must be <= {MAX_EPSILON:g} (e^{name} must be a finite number), got {eps:g}"

@@ -127,6 +127,8 @@ BAD = [
         ["experiments", "counting", "--quick", "--out", "/etc/passwd/sub"],
         "--out '/etc/passwd/sub': Not a directory",
     ),
+    # e^ε − 1 is 0 below 1.1e-16 (a ZeroDivisionError in hist_kr at 1e-300)
+    (["simulate", "--protocol", "hist_kr", "--epsilon", "1e-300"], "epsilon must be >= 1e-06"),
     # e^ε overflows past 709.78: one line, not an OverflowError from deep in an accountant
     (["simulate", "--protocol", "hist_kr", "--epsilon", "1000"], "epsilon must be <= 700"),
     (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1000"], "must be <= 700"),
