@@ -179,8 +179,10 @@ def _postprocess(est: FloatArray, n: int, how: str) -> FloatArray:
 
 
 def _quantize(p: float, q: float) -> tuple[float, float]:
-    """Realised Bernoulli probabilities of a 32-bit threshold draw (p down, q up)."""
-    return math.floor(p * _TWO32) / _TWO32, math.ceil(q * _TWO32) / _TWO32
+    """Realised Bernoulli probabilities of a 32-bit threshold draw (p down, q up). A p that
+    rounds to 1 in double precision (SUE above ε ≈ 73.5) becomes 1 − 2^-32: a u32 threshold
+    cannot express 1."""
+    return min(math.floor(p * _TWO32), _TWO32 - 1) / _TWO32, math.ceil(q * _TWO32) / _TWO32
 
 
 # --- base -------------------------------------------------------------------------------------
@@ -448,7 +450,7 @@ class _Unary(FrequencyOracle):
 
     def _thresholds(self) -> tuple[np.uint32, np.uint32]:
         p, q = self.p_star, self.q_star
-        # p* = T_p / 2^32 realised as u32 < T_p; T_p = 2^32 is impossible since p < 1.
+        # p* = T_p / 2^32 realised as u32 < T_p; T_p <= 2^32 − 1 (_quantize caps p*).
         return np.uint32(round(p * _TWO32)), np.uint32(round(q * _TWO32))
 
     def randomize(

@@ -30,7 +30,7 @@ from protocols import (
     lh_support_counts,
     unpack_unary,
 )
-from protocols._freq_oracles import FREQUENCY_ORACLES, fwht, optimal_theta
+from protocols._freq_oracles import FREQUENCY_ORACLES, SUE, fwht, optimal_theta
 
 D = 8
 N = 400
@@ -273,3 +273,12 @@ def test_bad_parameters_raise(build, match: str) -> None:  # type: ignore[no-unt
 def test_registry_names() -> None:
     assert set(FREQUENCY_ORACLES) == {"krr", "de", "she", "the", "sue", "oue", "blh", "olh", "hr"}
     assert FREQUENCY_ORACLES["de"] is KRR
+
+
+def test_sue_randomizes_where_p_rounds_to_one() -> None:
+    # Above ε ≈ 73.5, e^{ε/2}/(e^{ε/2} + 1) is 1.0 in double precision and the 32-bit
+    # threshold overflowed (OverflowError); p* is now 1 − 2^-32, the most a u32 expresses.
+    sue = SUE(d=4, epsilon=100.0)
+    assert sue.p_star == 1.0 - 2.0**-32
+    reports = sue.randomize(np.arange(4), rng=np.random.default_rng(0))
+    assert reports[:, 0].tolist() == [1, 2, 4, 8]  # each user's own bit, nothing else
