@@ -68,6 +68,7 @@ from ._ldp_audit import AuditResult as AuditResult
 from ._ldp_audit import audit_density as audit_density
 from ._ldp_audit import audit_discrete as audit_discrete
 from ._ldp_audit import audit_mechanism as audit_mechanism
+from ._ldp_audit import epsilon_range as epsilon_range
 from ._ldp_audit import measured_epsilon_discrete as measured_epsilon_discrete
 from ._ldp_audit import measured_epsilon_log_density as measured_epsilon_log_density
 from ._mean import DCT as DCT
