@@ -290,11 +290,11 @@ def show(j: dict[str, Any]) -> None:
         "forwarded",
     ]
     headers = ["chain" if c == "channel" else c for c in hop_cols]
-    rows = [
+    hop_rows = [
         ["all" if c == "channel" and h["role"] == "analyzer" else h[c] for c in hop_cols]
         for h in j["hops"]
     ]  # the analyzer ends every chain
-    print_table("per-hop counters", headers, rows)
+    print_table("per-hop counters", headers, hop_rows)
     est, truth, std = j["estimate"], j["truth"], j["expected_std"]
     if len(est) <= 32:
         print_table(
