@@ -740,6 +740,7 @@ class PartyService:
             "open_reports": sum(open_count.values()),
             "active_connections": self._active,
             "protocol": self.protocol_table(),
+            "crypto": self.config.crypto,
             **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
         }
 

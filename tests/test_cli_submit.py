@@ -96,7 +96,9 @@ def test_submit_encodes_for_the_deployment_and_the_result_infers_n(
     root = deployment["root"]
     status_argv = ["submit", "--to", deployment["shuffler"], "--query", "status", "--json"]
     assert main(status_argv) == 0
-    assert _json(capsys)["protocol"] == {
+    status = _json(capsys)
+    assert status["crypto"] == "onion"
+    assert status["protocol"] == {
         **PROTOCOL,
         "bound": None,
         "fake_reports": 0,
@@ -127,6 +129,7 @@ def test_submit_encodes_for_the_deployment_and_the_result_infers_n(
     ("extra", "message"),
     [
         (["--epsilon", "2"], "the parties serve hist_kr with epsilon = 1.0, not 2.0"),
+        (["--crypto", "ideal"], "the parties take --crypto onion reports, not ideal"),
         (["--protocol", "cnt_rr"], "with name = 'hist_kr', not 'cnt_rr'"),
         (["--close-epoch", "/nonexistent/op.key"], "cannot read operator key"),
         (["--retries", "-1"], "--retries >= 0"),

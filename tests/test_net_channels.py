@@ -367,7 +367,7 @@ def test_submit_needs_the_first_shuffler_of_every_chain(
     from simulations.commands import submit
 
     # Parties that state no [protocol] (a simulation's pickled one): the flags decide.
-    monkeypatch.setattr(submit, "_deployment", lambda addresses: None)
+    monkeypatch.setattr(submit, "_deployment", lambda addresses: (None, None))
     argv = ["submit", "--keys", str(keydir / "keys"), "--protocol", "rsum_rm", "--n", "3000"]
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--to", "127.0.0.1:9"])

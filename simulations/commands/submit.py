@@ -68,7 +68,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--distribution", default="zipf", help="synthetic data (default zipf)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the statistics")
-    p.add_argument("--crypto", choices=["onion", "ideal"], default="onion")
+    p.add_argument(
+        "--crypto",
+        choices=["onion", "ideal"],
+        default=None,
+        help="report format (default: the first shuffler's, from its STATUS; else onion)",
+    )
     p.add_argument("--connections", type=int, default=50, help="concurrent connections")
     p.add_argument("--frame-reports", type=int, default=100, help="reports per SUBMIT frame")
     p.add_argument("--retries", type=int, default=20, help="resends per frame before giving up")
@@ -112,20 +117,21 @@ def _make_operator_key(path: str) -> int:
 _DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "domain": 16}
 
 
-def _deployment(addresses: list[esa.Address]) -> dict[str, Any] | None:
-    """The ``[protocol]`` the chains' first shufflers serve (their STATUS), or None when
-    they do not state one (a simulation's pickled protocol). Every chain must agree."""
-    tables = []
+def _deployment(addresses: list[esa.Address]) -> tuple[dict[str, Any] | None, str | None]:
+    """The ``[protocol]`` and the report format (``crypto``) the chains' first shufflers
+    serve, from their STATUS; None for what they do not state (a simulation's pickled
+    protocol). Every chain must agree."""
+    states = []
     for address in addresses:
         try:
             status = trio.run(query, address, crypto.QueryKind.STATUS)
         except (OSError, trio.TooSlowError, esa.ESAError) as exc:
             raise UsageError(f"cannot read the status of {address}: {exc}") from None
-        tables.append(status.get("protocol"))
-    if any(t != tables[0] for t in tables):
-        raise UsageError(f"the chains' first shufflers serve different protocols: {tables}")
-    table = tables[0]
-    return table if isinstance(table, dict) and "epsilon" in table else None
+        states.append((status.get("protocol"), status.get("crypto")))
+    if any(st != states[0] for st in states):
+        raise UsageError(f"the chains' first shufflers serve different protocols: {states}")
+    table, mode = states[0]
+    return (table if isinstance(table, dict) and "epsilon" in table else None), mode
 
 
 def _protocol(args: argparse.Namespace, deployment: dict[str, Any] | None) -> Any:
@@ -210,7 +216,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--key-epoch must lie in [0, 2**32), got {args.key_epoch}")
     operator = _operator_key(args.close_epoch) if args.close_epoch else None
     keydir = crypto.KeyDirectory.load(args.keys)
-    deployment = _deployment(addresses)
+    deployment, mode = _deployment(addresses)
+    if mode is not None and args.crypto not in (None, mode):
+        raise UsageError(f"the parties take --crypto {mode} reports, not {args.crypto}")
+    args.crypto = args.crypto or mode or "onion"
     protocol = _protocol(args, deployment)
     users = args.n or (deployment["n"] if deployment is not None else 10_000)
     data_rng, stats_rng = np.random.default_rng(args.seed).spawn(2)
