@@ -54,7 +54,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -135,6 +135,19 @@ def load_protocol(spec: dict[str, Any]) -> ShuffleProtocol:
         if not isinstance(proto, ShuffleProtocol):
             raise ConfigError(f"{spec['pickle']} does not hold a protocol")
         return proto
+    table = protocol_table(spec)
+    fields = {k: v for k, v in table.items() if k != "name"}
+    return build_protocol(table["name"], ProtocolSpec(**fields))
+
+
+def protocol_table(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's ``[protocol]`` table checked, with its defaults filled in: what
+    :func:`load_protocol` builds, and what STATUS tells clients (``esa submit`` encodes for
+    it).
+
+    Raises:
+        ConfigError: an unknown or missing key, or a value of the wrong type.
+    """
     known = {"name", "epsilon", "delta", "n", "domain", "bound", "fake_reports", "options"}
     unknown = set(spec) - known
     if unknown:
@@ -142,25 +155,16 @@ def load_protocol(spec: dict[str, Any]) -> ShuffleProtocol:
     missing = [k for k in ("name", "epsilon", "delta", "n") if k not in spec]
     if missing:
         raise ConfigError(f"[protocol] needs {', '.join(map(repr, missing))}")
+    table = {"domain": 2, "bound": None, "fake_reports": 0, "options": {}, **spec}
     for key in ("epsilon", "delta", "n", "domain", "fake_reports"):
-        value = spec.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"[protocol] {key} must be a number, got {value!r}")
-    if not isinstance(spec.get("bound", ""), str):
-        raise ConfigError(f"[protocol] bound must be a bound's name, got {spec['bound']!r}")
-    options = spec.get("options", {})
-    if not isinstance(options, dict):
-        raise ConfigError(f"[protocol.options] must be a table, got {options!r}")
-    ps = ProtocolSpec(
-        epsilon=spec["epsilon"],
-        delta=spec["delta"],
-        n=spec["n"],
-        domain=spec.get("domain", 2),
-        bound=spec.get("bound"),
-        fake_reports=spec.get("fake_reports", 0),
-        options=dict(options),
-    )
-    return build_protocol(str(spec["name"]), ps)
+    if not isinstance(table["bound"], str | None):
+        raise ConfigError(f"[protocol] bound must be a bound's name, got {table['bound']!r}")
+    if not isinstance(table["options"], dict):
+        raise ConfigError(f"[protocol.options] must be a table, got {table['options']!r}")
+    return {**table, "name": str(table["name"]), "options": dict(table["options"])}
 
 
 def trap_commitment(nonce: bytes, key_epoch: int, analyzer_layers: list[bytes]) -> bytes:
@@ -339,6 +343,13 @@ class PartyService:
         self._last_control_ms = int(self.inbox.get_meta("last_control_ms", "0"))
         self.last_forward_error = ""
         self._logged: dict[str, tuple[str, float]] = {}
+        # What STATUS tells clients (esa submit encodes for it); a pickled protocol
+        # (simulations) is known by its name only.
+        self.protocol_table = (
+            {"name": self.protocol.name}
+            if "pickle" in config.protocol
+            else protocol_table(config.protocol)
+        )
 
     @property
     def party_name(self) -> str:
@@ -703,25 +714,6 @@ class PartyService:
             "ok": arrived == total,
         }
 
-    def protocol_table(self) -> dict[str, Any]:
-        """The ``[protocol]`` this party serves, with its defaults filled in: public
-        parameters, so a client encodes for what the parties estimate (``esa submit``
-        reads it from STATUS). A protocol loaded from a pickle (simulations) gives its
-        name only."""
-        spec = self.config.protocol
-        if "pickle" in spec:
-            return {"name": self.protocol.name}
-        return {
-            "name": str(spec["name"]),
-            "epsilon": spec["epsilon"],
-            "delta": spec["delta"],
-            "n": spec["n"],
-            "domain": spec.get("domain", 2),
-            "bound": spec.get("bound"),
-            "fake_reports": spec.get("fake_reports", 0),
-            "options": dict(spec.get("options", {})),
-        }
-
     async def status(self) -> dict[str, Any]:
         epochs = await self._db(self.inbox.epochs)
         open_count = await self._db(self.inbox.open_count)
@@ -739,7 +731,7 @@ class PartyService:
             "epochs": {s: by_state.get(s, 0) for s in ("closed", "processed", "forwarded")},
             "open_reports": sum(open_count.values()),
             "active_connections": self._active,
-            "protocol": self.protocol_table(),
+            "protocol": self.protocol_table,
             "crypto": self.config.crypto,
             **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
         }
@@ -1097,7 +1089,7 @@ class PartyService:
         for rec, _ in outputs:
             problems += [f"epoch {rec.epoch}: {p}" for p in rec.stats.get("problems", [])]
             # Every chain's shufflers in chain order, then the analyzer (run_pipeline's order).
-            chains = rec.stats["chains"] if "chains" in rec.stats else [rec.stats["chain"]]
+            chains = _chains(rec)
             per_hop = [
                 {"hop": s["hop"], "role": "shuffler", "channel": c, **_counts(s)}
                 for c, chain in enumerate(chains)
@@ -1242,8 +1234,13 @@ def _empty(rec: EpochRecord) -> bool:
     reached a first shuffler either (a crowd held there is not an empty epoch)."""
     if rec.stats.get("analyzer", {}).get("received", 0):
         return False
-    chains = rec.stats["chains"] if "chains" in rec.stats else [rec.stats.get("chain", [])]
-    return not any(chain and int(chain[0]["received"]) for chain in chains)
+    return not any(chain and int(chain[0]["received"]) for chain in _chains(rec))
+
+
+def _chains(rec: EpochRecord) -> list[list[dict[str, Any]]]:
+    """An analyzed epoch's count statements, one list per chain (one chain keeps the
+    ``chain`` key of earlier inboxes)."""
+    return rec.stats["chains"] if "chains" in rec.stats else [rec.stats.get("chain", [])]
 
 
 def _counts(s: dict[str, Any]) -> dict[str, int]:
