@@ -43,4 +43,5 @@ from ._roles import HopCounters as HopCounters
 from ._roles import Shuffler as Shuffler
 from ._roles import split_messages as split_messages
 from ._service import PartyService as PartyService
+from ._service import load_protocol as load_protocol
 from ._service import serve as serve

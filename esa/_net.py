@@ -277,6 +277,17 @@ async def close_epochs_together(
     return [await next_epoch(a) - before for a, before in zip(addresses, nexts, strict=True)]
 
 
+_ADDED_UP = (
+    "reports",
+    "acknowledged",
+    "stored",
+    "duplicates",
+    "frames",
+    "retries",
+    "failed_frames",
+)
+
+
 @dataclass(slots=True)
 class SubmitStats:
     """What the submitter saw. ``acknowledged`` counts each report once (its frame's ACK)."""
@@ -298,9 +309,8 @@ class SubmitStats:
         time of them all, so the rate is the overall one."""
         out = cls(seconds=seconds)
         for p in parts:
-            for name in ("reports", "acknowledged", "stored", "duplicates", "frames", "retries"):
+            for name in _ADDED_UP:
                 setattr(out, name, getattr(out, name) + getattr(p, name))
-            out.failed_frames += p.failed_frames
             for reason, count in p.failure_reasons.items():
                 out.failure_reasons[reason] = out.failure_reasons.get(reason, 0) + count
         return out

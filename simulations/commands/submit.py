@@ -114,7 +114,7 @@ def _make_operator_key(path: str) -> int:
 
 
 #: What a submit encodes with when neither the parties nor the flags say.
-_DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "domain": 16}
+_DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "domain": 16, "n": 10_000}
 
 
 def _deployment(addresses: list[esa.Address]) -> tuple[dict[str, Any] | None, str | None]:
@@ -156,22 +156,13 @@ def _protocol(args: argparse.Namespace, deployment: dict[str, Any] | None) -> An
             raise UsageError(
                 f"the parties serve options {deployment.get('options', {})}, not {options}"
             )
-        spec = ProtocolSpec(
-            epsilon=deployment["epsilon"],
-            delta=deployment["delta"],
-            n=deployment["n"],
-            domain=deployment["domain"],
-            bound=deployment.get("bound"),
-            fake_reports=deployment.get("fake_reports", 0),
-            options=deployment.get("options", {}),
-        )
-        return build_protocol(deployment["name"], spec)
+        return esa.load_protocol(deployment)  # as the parties build it from their config
     if not args.protocol:
         raise UsageError("the parties do not state their protocol: give --protocol NAME")
     spec = ProtocolSpec(
         epsilon=_DEFAULTS["epsilon"] if args.epsilon is None else args.epsilon,
         delta=_DEFAULTS["delta"] if args.delta is None else args.delta,
-        n=args.n or 10_000,
+        n=args.n or int(_DEFAULTS["n"]),
         domain=int(_DEFAULTS["domain"] if args.domain is None else args.domain),
         options=options,
     )
@@ -221,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"the parties take --crypto {mode} reports, not {args.crypto}")
     args.crypto = args.crypto or mode or "onion"
     protocol = _protocol(args, deployment)
-    users = args.n or (deployment["n"] if deployment is not None else 10_000)
+    users = args.n or int((deployment or _DEFAULTS)["n"])
     data_rng, stats_rng = np.random.default_rng(args.seed).spawn(2)
     values = generate_values(protocol, users, args.distribution, rng=data_rng)
     channels = protocol.channels
