@@ -69,8 +69,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ._base import MAX_EPSILON, MIN_EPSILON
 from ._errors import ParameterError
-from ._freq_oracles import _MAX_LAW_ENTRIES, FREQUENCY_ORACLES, OLH, SHE, _Unary
+from ._freq_oracles import _MAX_LAW_ENTRIES, FREQUENCY_ORACLES, SHE, _Unary
 from ._mean import MEAN_MECHANISMS, PiecewiseMechanism, _Continuous, _TwoPoint
 
 __all__ = [
@@ -91,14 +92,14 @@ _RTOL = 1e-9
 #: every mechanism name ``audit_mechanism`` understands
 AUDITABLE: tuple[str, ...] = tuple(sorted({*FREQUENCY_ORACLES, *MEAN_MECHANISMS}))
 
-#: smallest ε any audit measures (see the module docstring)
-EPS_MIN = 1e-6
+#: smallest ε any audit measures (see the module docstring): every mechanism's own floor
+EPS_MIN = MIN_EPSILON
 _EPS_MIN_WHY = (
     "below 1e-06 double-precision rounding of the log-likelihood ratios is no longer "
     "negligible against epsilon"
 )
 #: the mechanisms' constructors refuse larger ε (e^ε must be finite)
-_EPS_CAP = 700.0
+_EPS_CAP = MAX_EPSILON
 _EPS_CAP_WHY = "the mechanism takes epsilon <= 700 (e^epsilon must be finite)"
 
 #: Duchi's and Harmony's limit (their laws are the same two-point law)
@@ -369,13 +370,6 @@ def audit_mechanism(name: str, epsilon: float, domain: int | None = None) -> Aud
             pts = np.stack(np.meshgrid(*([axis] * oracle.d), indexing="ij"), -1).reshape(-1, d)
             ld = np.stack([oracle.log_density(pts, v) for v in range(oracle.d)])
             return audit_density(key, ld, oracle.epsilon, domain=oracle.d)
-        if isinstance(oracle, OLH):
-            entries = oracle.d * _LH_SEEDS * oracle.g
-            if entries > _MAX_LAW_ENTRIES:  # epsilon_range should have refused: belt and braces
-                raise ParameterError(
-                    f"olh cannot be audited at epsilon={eps:g}, domain {oracle.d}: its exact "
-                    f"output law would have {entries:.3g} entries ({entries * 8 / 2**30:.3g} GiB)"
-                )
         result = audit_discrete(key, oracle.output_distribution(), oracle.epsilon, domain=d)
         if isinstance(oracle, _Unary):
             note = result.note + (
