@@ -57,7 +57,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
+from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["HistMM", "HistMMParams"]
 
@@ -239,5 +239,4 @@ class HistMM(ShuffleProtocol):
 
 @register_protocol("hist_mm")
 def _build_hist_mm(spec: ProtocolSpec) -> ShuffleProtocol:
-    refuse_forced_bound("hist_mm", spec)
     return HistMM(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)

@@ -77,7 +77,7 @@ from ._base import (
 from ._errors import ParameterError
 from ._freq_oracles import lh_hash
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, integer_option, refuse_forced_bound, register_protocol
+from ._registry import ProtocolSpec, integer_option, register_protocol
 
 __all__ = [
     "PRHR",
@@ -686,13 +686,11 @@ class PUCM(ShuffleProtocol):
 
 @register_protocol("prhr")
 def _build_prhr(spec: ProtocolSpec) -> ShuffleProtocol:
-    refuse_forced_bound("prhr", spec)
     return PRHR(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)
 
 
 @register_protocol("pucm")
 def _build_pucm(spec: ProtocolSpec) -> ShuffleProtocol:
-    refuse_forced_bound("pucm", spec)
     tau = integer_option(spec, "tau", max(1, math.ceil(math.log2(spec.domain))), minimum=1)
     seed = integer_option(spec, "seed", 0)
     return PUCM(

@@ -49,7 +49,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._prhr import TupleSpace, true_tuples
-from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
+from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
 
@@ -264,5 +264,4 @@ class PRRQ(ShuffleProtocol):
 
 @register_protocol("prrq")
 def _build_prrq(spec: ProtocolSpec) -> ShuffleProtocol:
-    refuse_forced_bound("prrq", spec)
     return PRRQ(domain=spec.domain, epsilon=spec.epsilon, n=spec.n, delta=spec.delta)

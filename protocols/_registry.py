@@ -19,7 +19,6 @@ __all__ = [
     "RecordedOptions",
     "build_protocol",
     "protocol_names",
-    "refuse_forced_bound",
     "register_protocol",
 ]
 
@@ -132,8 +131,8 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         # The factory configured itself without the amplification bounds (its paper's own
         # accountant, or an exact one): the forced bound would be silently ignored.
         raise BoundNotApplicable(
-            f"{name} is not accounted by an amplification bound (its ε comes from "
-            f"{protocol.privacy.bound}); bound={spec.bound!r} does not apply"
+            f"{name} is not accounted by an amplification bound but by its own theorem or "
+            f"accountant ({protocol.privacy.bound}); bound={spec.bound!r} does not apply"
         )
     unknown = sorted(set(read) - read.asked)
     if unknown:
@@ -170,15 +169,3 @@ class RecordedOptions(Mapping[str, "float | str"]):
 
     def __len__(self) -> int:
         return len(self._options)
-
-
-def refuse_forced_bound(name: str, spec: ProtocolSpec) -> None:
-    """Refuse ``--bound`` for a protocol accounted by its paper's own theorem.
-
-    Raises:
-        BoundNotApplicable: ``spec.bound`` is set.
-    """
-    if spec.bound is not None:
-        raise BoundNotApplicable(
-            f"{name} is accounted by its paper's own theorem; bound={spec.bound!r} does not apply"
-        )

@@ -68,7 +68,7 @@ from ._base import (
 from ._errors import BoundNotApplicable, ParameterError
 from ._freq_oracles import lh_hash, lh_support_counts
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, refuse_forced_bound, register_protocol
+from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["MURS", "SLH", "SLHParams", "murs_epsilon_central"]
 
@@ -355,7 +355,6 @@ class MURS(SLH):
 
 @register_protocol("slh")
 def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
-    refuse_forced_bound("slh", spec)
     return SLH.from_central(
         domain=spec.domain,
         epsilon_central=spec.epsilon,
@@ -367,7 +366,6 @@ def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
 
 @register_protocol("murs")
 def _build_murs(spec: ProtocolSpec) -> ShuffleProtocol:
-    refuse_forced_bound("murs", spec)
     return MURS.from_central(
         domain=spec.domain,
         epsilon_central=spec.epsilon,
