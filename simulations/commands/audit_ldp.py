@@ -21,9 +21,31 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from protocols import AUDITABLE, MEAN_MECHANISMS, AuditResult, ParameterError, audit_mechanism
+from protocols import (
+    AUDITABLE,
+    MEAN_MECHANISMS,
+    AuditResult,
+    ParameterError,
+    audit_mechanism,
+    epsilon_range,
+)
 
 from .._common import emit_json, print_table
+
+
+def _ranges() -> str:
+    """The auditable ε ranges in words, from :func:`protocols.epsilon_range` itself."""
+    lo, cap, _ = epsilon_range("krr")
+    tighter: dict[float, list[str]] = {}
+    for mech in AUDITABLE:
+        hi = epsilon_range(mech)[1]
+        if hi < cap:
+            tighter.setdefault(hi, []).append(mech)
+    but = ", ".join(
+        f"{hi:g} for {' and '.join(names)}" + (" at domain 8" if "olh" in names else "")
+        for hi, names in tighter.items()
+    )
+    return f"from {lo:g} up to {cap:g}, but {but}"
 
 
 def register(sub: Any) -> None:
@@ -33,8 +55,7 @@ def register(sub: Any) -> None:
         description="Largest log likelihood ratio of the mechanism's outputs over every pair "
         "of inputs: exact for discrete randomizers on a small domain, a density-ratio grid "
         "plus a support check for continuous ones. Each mechanism has an auditable epsilon "
-        "range, where double precision and memory back the verdict: from 1e-6 up to 700, but "
-        "17 for duchi and harmony, 30 for pm, 73 for sue, 10.39 for olh at domain 8; outside "
+        f"range, where double precision and memory back the verdict: {_ranges()}; outside "
         "it the command says why. Mechanisms: "
         + ", ".join(AUDITABLE)
         + ", or 'all' (which lists the mechanisms it cannot audit as skipped).",
