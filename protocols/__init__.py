@@ -95,6 +95,7 @@ from ._prrq import PRRQ as PRRQ
 from ._registry import ProtocolSpec as ProtocolSpec
 from ._registry import RecordedOptions as RecordedOptions
 from ._registry import build_protocol as build_protocol
+from ._registry import option_keys as option_keys
 from ._registry import protocol_names as protocol_names
 from ._registry import register_protocol as register_protocol
 from ._rsum import RSumDSG as RSumDSG

@@ -71,10 +71,16 @@ __all__ = [
 ]
 
 
+def is_single_message(protocol: ShuffleProtocol) -> bool:
+    """Whether ``protocol`` sends one unshared message per user: what the fragmenting
+    wrappers (and ``--option report_fragments``) take."""
+    return protocol.share_spec is None and protocol.messages_per_user == 1
+
+
 def _check_single_message(inner: ShuffleProtocol, what: str) -> None:
     if not isinstance(inner, ShuffleProtocol):
         raise ParameterError(f"{what}: inner must be a ShuffleProtocol, got {type(inner)!r}")
-    if inner.share_spec is not None or inner.messages_per_user != 1:
+    if not is_single_message(inner):
         raise ParameterError(
             f"{what}: inner protocol {inner.name!r} must send exactly one message per user "
             f"(messages_per_user={inner.messages_per_user}, share_spec={inner.share_spec})"

@@ -18,6 +18,7 @@ __all__ = [
     "ProtocolSpec",
     "RecordedOptions",
     "build_protocol",
+    "option_keys",
     "protocol_names",
     "register_protocol",
 ]
@@ -136,12 +137,24 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         )
     unknown = sorted(set(read) - read.asked)
     if unknown:
-        known = [*sorted(read.asked - {"report_fragments"}), "report_fragments"]
+        known = option_keys(protocol, read)
         raise ParameterError(
             f"{name}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
             f"{name} reads: {', '.join(known)}"
         )
     return protocol
+
+
+def option_keys(protocol: ShuffleProtocol, read: RecordedOptions) -> list[str]:
+    """The ``options`` keys a protocol built with ``read`` takes: those its factory asked
+    for, with ``report_fragments`` last and only where it applies (a single-message
+    protocol, or one it already wraps)."""
+    from ._fragmenting import ReportFragmenting, is_single_message
+
+    keys = sorted(read.asked - {"report_fragments"})
+    if isinstance(protocol, ReportFragmenting) or is_single_message(protocol):
+        keys.append("report_fragments")
+    return keys
 
 
 class RecordedOptions(Mapping[str, "float | str"]):

@@ -209,7 +209,7 @@ def test_protocols_lists_registered(capsys: pytest.CaptureFixture[str]) -> None:
     # each protocol's --option keys, as its factory reads them
     options = {p["name"]: p.get("options") for p in out["protocols"]}
     assert options["cnt_sgm"] == ["encoding", "gamma"]
-    assert options["cnt_rr"] == []
+    assert options["cnt_rr"] == ["report_fragments"]
     assert "encoding" in options["put"]
     assert "encoding" not in options["aut"]
 

@@ -121,11 +121,23 @@ def test_protocols_lists_every_protocol_with_the_same_keys(
     murs = protos["murs"]
     assert murs["input"] == "categorical"
     assert murs["messages_per_user"] == 1
-    assert murs["options"] == []
+    assert murs["options"] == ["report_fragments"]  # single-message: fragmenting applies
     assert murs["listed_with"]["fake_reports"] >= 1
     assert murs["summary"].startswith("``MURS``")
     assert protos["slh"]["listed_with"] == {}
     assert not any("needs other parameters" in p["summary"] for p in protos.values())
+
+
+def test_protocols_lists_exactly_the_option_keys_a_protocol_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    protos = {p["name"]: p for p in run_json(capsys, "protocols")["protocols"]}
+    assert protos["hist_kr"]["options"] == ["report_fragments"]
+    assert protos["disele"]["options"] == ["shares"]  # multi-message: no report fragmenting
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--protocol", "disele", "--option", "foo=1", "--n", "100"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("disele reads: shares")
 
 
 def test_protocols_summaries_are_whole_sentences(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@ from protocols import (
     RecordedOptions,
     ShuffleProtocol,
     build_protocol,
+    option_keys,
     protocol_names,
 )
 
@@ -107,8 +108,8 @@ def _describe(name: str) -> dict[str, Any]:
         "input": proto.input_kind.value,
         "messages_per_user": proto.messages_per_user,
         "tally": proto.supports_tally,
-        # what --option KEY=VALUE sets (report_fragments applies to single-message ones)
-        "options": sorted(read.asked - {"report_fragments"}),
+        # the keys --option KEY=VALUE sets, as an unknown key's refusal lists them
+        "options": option_keys(proto, read),
         "summary": first_sentence(inspect.getdoc(type(proto)) or ""),
         "listed_with": listed_with,
     }
