@@ -56,9 +56,14 @@ def register(sub: Any) -> None:
         help="users to submit (default: the deployment's n, else 10000); with --query "
         "result, the users to estimate for (default: inferred from the messages)",
     )
-    p.add_argument("--domain", type=int, default=None, help="domain size (default 16)")
-    p.add_argument("--epsilon", type=float, default=None, help="central ε (default 1)")
-    p.add_argument("--delta", type=float, default=None, help="δ (default 1e-6)")
+    # The parties' [protocol] values win; these flags may only repeat them.
+    p.add_argument(
+        "--domain", type=int, default=None, help="domain size (default: the parties', else 16)"
+    )
+    p.add_argument(
+        "--epsilon", type=float, default=None, help="central ε (default: the parties', else 1)"
+    )
+    p.add_argument("--delta", type=float, default=None, help="δ (default: the parties', else 1e-6)")
     p.add_argument(
         "--option",
         action="append",
