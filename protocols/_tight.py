@@ -11,10 +11,14 @@ it:
     ones (a sufficient statistic). If a of the other n−1 users hold 1, Y is
     Bin(a, p) + Bin(n−1−a, q) plus the victim's bit, Bern(q) under D0 and Bern(p) under D1
     (p = e^{ε0}/(e^{ε0}+1), q = 1 − p). The hockey-stick divergence of this pair is computed
-    exactly in log space, both directions, and maximised over a. The maximum sits at the
-    all-equal dataset or within two users of it (discreteness at small n); the accountant
-    takes the maximum over a ≤ 4 (and a ↔ n−1−a by symmetry), and ``tests/test_tight.py``
-    checks it against the maximum over every a.
+    exactly in log space, both directions, and maximised over EVERY a, not a search: the
+    maximum is often at a ≤ 2 but not always (at large δ it moves inside, e.g. a = 56 of 249
+    at ε0 = 3, δ = 0.1). For all a in [lo, hi] the pair is a post-processing of the pair
+    with lo others holding 1 and n−1−hi holding 0 (the other hi − lo users add the same
+    independent count to both laws), so that smaller population's exact ε bounds the whole
+    range; a branch and bound over ranges of a evaluates only the ranges whose bound exceeds
+    the best value found (tens to a few thousand pairs instead of n/2), and a ↔ n−1−a by
+    symmetry. ``tests/test_tight.py`` checks it against the maximum over every a.
 
 ``fmt23_stronger_clone`` (family ``krr``)
     Feldman, McMillan, Talwar, "Stronger privacy amplification by shuffling for Rényi and
@@ -238,26 +242,27 @@ def _binom_sum_logpmf(n1: int, p1: float, n2: int, p2: float) -> tuple[int, Floa
         return o1 + o2, np.log(conv)
 
 
-#: Other users holding the victim's D1 bit searched by the exact accountant: the maximum over
-#: the others' data sits at (or within two of) the all-equal dataset; the exhaustive search
-#: in ``tests/test_tight.py`` (n ≤ 300, every dataset) never found it further than a = 2.
-_BINARY_SEARCH = 4
+#: Other users holding 1 evaluated one by one before the search over ranges starts (the
+#: maximum is usually at a ≤ 2, so these seed the pruning bound).
+_BINARY_SEED = 4
+#: Ranges of a at most this wide are evaluated point by point instead of split.
+_BINARY_LEAF = 4
 
 
 def _binary_rr_pair(
     eps0: float, n_others: int, a: int, n_fakes: int
 ) -> tuple[FloatArray, FloatArray]:
     """Log-laws of the count of ones when a others hold 1 and n_others − a hold 0."""
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     q = 1.0 / (math.exp(eps0) + 1.0)
     p = 1.0 - q
-    _, lw = _binom_sum_logpmf(n_others - a, q, n_fakes, 0.5)
+    # Bin(a, p) + Bin(n_others − a, q) + Bin(n_fakes, ½): the ones' count a − Bin(a, q)
+    # reflected onto the zeros' law, both truncated at _TAIL_SD.
+    off, lw = _binom_sum_logpmf(n_others - a, q, n_fakes, 0.5)
     if a:
-        kernel = stats.binom.pmf(np.arange(a + 1), a, p)
+        k_off, lk = _binom_logpmf(a, p)
         with np.errstate(divide="ignore"):
-            lw = np.log(np.convolve(np.exp(lw), kernel))
+            lw = np.log(np.convolve(np.exp(lw), np.exp(lk)))
+        off += k_off
     # Y = W + victim bit: log P(Y=y) = logaddexp(log r1 + logW(y−1), log r0 + logW(y)).
     lw_pad = np.concatenate(([-np.inf], lw, [-np.inf]))
     lw_prev, lw_here = lw_pad[:-1], lw_pad[1:]
@@ -267,13 +272,44 @@ def _binary_rr_pair(
 
 
 @functools.lru_cache(maxsize=4096)
-def _binary_rr_cached(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
-    # By symmetry (flip every bit) a and n_others − a give the same ε in both directions.
-    eps = max(
+def _binary_rr_seeded(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
+    """max over a ≤ _BINARY_SEED of the pair's exact ε: a LOWER bound on the accountant's
+    value, cheap; :func:`_bin_inverse` brackets with it."""
+    return max(
         epsilon_for_pair(*_binary_rr_pair(eps0, n_others, a, n_fakes), delta)
-        for a in range(min(_BINARY_SEARCH, n_others // 2) + 1)
+        for a in range(min(_BINARY_SEED, n_others // 2) + 1)
     )
-    return min(eps, eps0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _binary_rr_cached(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
+    """max over a of the exact ε(δ) of the pair with a others holding 1 (module doc).
+
+    Every a is covered, by evaluation or by a proven bound: for all a in [lo, hi] the pair
+    is a post-processing of the pair with lo others holding 1 and n_others − hi holding 0
+    (the remaining a − lo ones and hi − a zeros add the same independent count to both
+    laws), whose exact ε therefore bounds the whole range. A range whose bound does not
+    exceed the best value evaluated so far is dropped; else it is split (or, once at most
+    _BINARY_LEAF wide, evaluated point by point). By symmetry (flip every bit) a and
+    n_others − a give the same ε with the directions swapped, so a ≤ n_others // 2 suffices.
+    """
+
+    def exact(a: int, others: int = n_others) -> float:
+        return epsilon_for_pair(*_binary_rr_pair(eps0, others, a, n_fakes), delta)
+
+    half = n_others // 2
+    best = _binary_rr_seeded(eps0, n_others, delta, n_fakes)
+    ranges = [(min(_BINARY_SEED, half) + 1, half)]
+    while ranges:
+        lo, hi = ranges.pop()
+        if lo > hi:
+            continue
+        if hi - lo < _BINARY_LEAF:
+            best = max(best, *(exact(a) for a in range(lo, hi + 1)))
+        elif exact(lo, n_others - (hi - lo)) > best:
+            mid = (lo + hi) // 2
+            ranges += [(mid + 1, hi), (lo, mid)]  # the lower half first: maxima sit low
+    return min(best, eps0)
 
 
 def binary_rr_epsilon(
@@ -928,13 +964,19 @@ def shuffled_epsilon(
 # --- registration into the survey's bound registry -----------------------------------------
 
 
-def _invert(forward: Callable[[float], float], target: float) -> float:
-    """Largest ε_l with forward(ε_l) ≤ target, for forward increasing with forward(ε) ≤ ε."""
+def _invert(
+    forward: Callable[[float], float],
+    target: float,
+    hi: float = _EPS0_MAX,
+    lo: float | None = None,
+) -> float:
+    """Largest ε_l in [lo, hi] with forward(ε_l) ≤ target, for forward increasing with
+    forward(ε) ≤ ε; ``lo`` (default target) must satisfy forward(lo) ≤ target."""
     # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
     from scipy.optimize import brentq
 
     # forward(ε) ≤ ε (shuffling never hurts), so ε_l = target always qualifies.
-    lo, hi = target, _EPS0_MAX
+    lo = target if lo is None else lo
     if forward(hi) <= target:
         return hi
     if forward(lo) >= target:
@@ -1003,7 +1045,27 @@ def _bin_forward(eps_l: float, n: int, delta: float, k: int) -> float:
 def _bin_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
     if k != 2:
         raise BoundNotApplicable(f"binary_rr_exact covers binary randomized response, got k={k}")
-    return _invert(lambda e: binary_rr_epsilon(e, n - 1, delta), eps_c)
+    # The seeded search is a lower bound on the full maximum, so its inverse is an upper
+    # bracket on the answer, found with cheap evaluations; usually the full maximum agrees
+    # there (it sits at a ≤ 2) and one full evaluation confirms it.
+    seeded = _invert(lambda e: _binary_rr_seeded(_round(e), n - 1, _round(delta), 0), eps_c)
+
+    def full(e: float) -> float:
+        return binary_rr_epsilon(e, n - 1, delta)
+
+    if full(seeded) <= eps_c:
+        return seeded
+    # The full maximum is a little higher: step down from the bracket until it holds (a
+    # bracket near the answer keeps every evaluation cheap; far below, at tiny ε_l, the
+    # laws are wide and the search over a long), then bisect.
+    step = 1e-6 * seeded
+    lo = seeded
+    while lo > eps_c:
+        lo = max(eps_c, seeded - step)
+        if full(lo) <= eps_c:
+            break
+        step *= 4
+    return _invert(full, eps_c, hi=seeded, lo=lo)
 
 
 def _sc_forward(eps_l: float, n: int, delta: float, k: int) -> float:

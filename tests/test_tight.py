@@ -28,6 +28,7 @@ from protocols import (
     krr_exact_epsilon,
     krr_fakes_only_epsilon,
     krr_matrix,
+    largest_local,
     pair_epsilon,
     stronger_clone_epsilon,
     tightest_central,
@@ -92,17 +93,41 @@ def _binary_pair(n: int, a: int, eps0: float, fakes: int = 0) -> tuple[np.ndarra
         (60, 3.0, 1e-6, 0),
         (150, 2.0, 1e-2, 0),
         (40, 2.0, 1e-3, 7),
+        (250, 3.0, 0.1, 0),  # the maximum is at a = 56: a search of a ≤ 4 gave 0.019744
+        (400, 4.0, 1e-2, 0),  # ... at a = 6: 0.865806 instead of 0.868149
+        (400, 4.0, 1e-2, 30),
     ],
 )
 def test_binary_exact_is_the_max_over_every_composition(
     n: int, eps0: float, delta: float, fakes: int
 ) -> None:
     # The worst case over the others' data (a of them holding 1, for every a) is what
-    # binary_rr_epsilon returns: exhaustive check of the claim the fast code relies on
-    # (it only searches a ≤ 4).
+    # binary_rr_epsilon returns: an exhaustive, independent check of its branch and bound.
     per_a = [epsilon_for_pair(*_binary_pair(n, a, eps0, fakes), delta) for a in range(n)]
     exact = binary_rr_epsilon(eps0, n - 1, delta, n_fakes=fakes)
     assert max(per_a) == pytest.approx(exact, rel=1e-9, abs=1e-12)
+
+
+def test_binary_exact_range_bound_dominates_every_point_of_its_range() -> None:
+    # What the branch and bound prunes with: the pair with lo others holding 1 and
+    # n_others − hi holding 0 bounds every a in [lo, hi] (post-processing).
+    eps0, n_others, delta = 3.0, 249, 0.1
+    for lo, hi in [(5, 60), (40, 70), (56, 56), (100, 124)]:
+        bound = epsilon_for_pair(
+            *protocols._tight._binary_rr_pair(eps0, n_others - (hi - lo), lo, 0), delta
+        )
+        for a in range(lo, hi + 1):
+            point = epsilon_for_pair(*_binary_pair(n_others + 1, a, eps0, 0), delta)
+            assert point <= bound * (1 + 1e-12)
+
+
+def test_binary_exact_inverse_meets_the_target_with_the_full_maximum() -> None:
+    # At n = 10^4, ε_c = 0.5 the maximum sits beyond a ≤ 4, so the inverse of the search
+    # over a ≤ 4 alone is slightly too large; the calibrated ε_l must meet the target.
+    eps_l, _ = largest_local(epsilon_central=0.5, n=10_000, delta=1e-6, family="krr", k=2)
+    assert binary_rr_epsilon(eps_l, 9_999, 1e-6) <= 0.5
+    seeded = protocols._tight._binary_rr_seeded(eps_l, 9_999, 1e-6, 0)
+    assert seeded < binary_rr_epsilon(eps_l, 9_999, 1e-6)
 
 
 def test_binary_exact_matches_exact_shuffled_histogram() -> None:
