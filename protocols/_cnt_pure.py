@@ -98,6 +98,7 @@ from ._base import (
     MessageTally,
     PrivacyGuarantee,
     ShuffleProtocol,
+    check_delta,
     check_epsilon,
     check_n,
 )
@@ -114,9 +115,11 @@ __all__ = [
     "PureBitCounter",
     "certify_cap",
     "check_tau",
+    "composed_lower_epsilon",
     "default_tau",
     "local_lambda",
     "pure_central_epsilon",
+    "pure_count_laws",
     "pure_limit_epsilon",
     "user_laws",
 ]
@@ -538,10 +541,10 @@ class PureBitCounter:
         """The exact accountant for one user among ``honest_others`` other honest users,
         composed over ``digits`` independent counters (``RSum_PURE``'s p digit positions).
 
-        Upper: N = min(⌈h/2⌉, certify_cap(τ)) same-bit users (module doc). Lower: the exact ε
-        of the dataset where all h hold 0 (for ``digits`` > 1, and the victim's value flips
-        every digit), ``None`` above :func:`certify_cap` users (the certificate's own budget:
-        up to ~35 s). ``None`` when h = 0 or the computation cannot reach."""
+        Upper: N = min(⌈h/2⌉, certify_cap(τ)) same-bit users (module doc), pure, so it holds
+        at every δ. No lower bound here (a pure ε is none at δ > 0):
+        :meth:`honest_users_lower` gives one at δ. ``None`` when h = 0 or the computation
+        cannot reach."""
         h = check_n(honest_others, "honest others", 0)
         if h == 0:
             return None
@@ -552,21 +555,40 @@ class PureBitCounter:
                 if n_up == self.certified_users
                 else pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
             )
-            lower = (
-                pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h)
-                if h <= certify_cap(self.tau)
-                else None
-            )
         except ParameterError:  # beyond double precision (BoundNotApplicable included)
             return None
         name = f"cnt_pure_exact_central[{n_up} same-bit honest users]"
-        dataset = f"all {h} honest others hold 0"
         if digits > 1:
             name = f"basic_composition[{digits}] x {name}"
-            dataset += " and the victim's value flips every digit"
-        return HonestUsersBound(
-            digits * upper, name, None if lower is None else digits * lower, dataset
-        )
+        return HonestUsersBound(digits * upper, name)
+
+    def honest_users_lower(
+        self, honest_others: int, *, fakes: int = 0, delta: float, digits: int = 1
+    ) -> tuple[float, str] | None:
+        """A lower bound on the victim's ε at δ, as (ε, the neighbouring pair): the count
+        of ones when the ``honest_others`` honest others hold 0 and ``fakes`` fair fake bits
+        are mixed in, victim 0 against 1 (:func:`pure_count_laws`).
+
+        One counter: its exact ε(δ) (:func:`~protocols._collusion.pair_lower_epsilon`).
+        ``digits`` > 1 (``RSum_PURE``, the victim's value flipping every digit): the
+        ``digits``-fold composition of that pair, each digit counted with all ``fakes``
+        (a digit gets at most that many, and fewer fakes only help the analyzer), by
+        :func:`composed_lower_epsilon` — at most ``digits``·10⁻³ below the exact ε(δ) of
+        that composition. ``None`` where the laws are too wide to compute directly."""
+        from ._collusion import pair_lower_epsilon  # lazy: _collusion is a higher layer
+
+        h = check_n(honest_others, "honest others", 0)
+        f = check_n(fakes, "fakes", 0)
+        d = check_delta(delta)
+        laws = pure_count_laws(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h, fakes=f)
+        if laws is None:
+            return None
+        crowd = f"all {h} honest others hold 0" if h else "no honest other user"
+        dataset = f"{crowd}, {f} honest fakes"
+        if digits <= 1:
+            return pair_lower_epsilon(laws[0], laws[1], d), dataset + " (exact)"
+        eps = composed_lower_epsilon(laws[0], laws[1], d, times=digits)
+        return eps, dataset + f" per digit, the victim's value flips all {digits} digits"
 
     @property
     def epsilon_local(self) -> float:
@@ -622,6 +644,116 @@ class PureBitCounter:
             third=float(np.dot(law, d**3)),
             fourth=float(np.dot(law, d**4)),
         )
+
+
+#: Most multiply-adds of the direct convolutions behind one lower bound
+#: (:func:`pure_count_laws`); beyond it no lower bound is stated.
+LOWER_WORK = 3e9
+
+#: Grid of the privacy-loss values in :func:`composed_lower_epsilon`.
+_LOSS_GRID = 1e-3
+
+
+def _binomial_window(trials: int, prob: float) -> tuple[int, npt.NDArray[np.float64]]:
+    """(lo, pmf on [lo, hi]) of Bin(trials, prob), cut 10 sd + 20 around its mean."""
+    from scipy import stats
+
+    mean, var = trials * prob, trials * prob * (1.0 - prob)
+    half = 10.0 * math.sqrt(var) + 20.0
+    lo, hi = max(0, math.floor(mean - half)), min(trials, math.ceil(mean + half))
+    k = np.arange(lo, hi + 1, dtype=np.float64)
+    return lo, np.asarray(stats.binom.pmf(k, trials, prob), dtype=np.float64)
+
+
+def pure_count_laws(
+    *, lam: float, tau: int, alpha: float, others: int, fakes: int = 0
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """The laws of the count of ones C for the victim holding 0 and 1, when ``others``
+    honest others hold 0 and ``fakes`` fair fake bits are mixed in, on a common window.
+
+    Each other user sends m ones unless it is in the noise branch (K ~ Bin(h, λ) of them),
+    so C = m(h − K) + Σ_{i ≤ K} z_i + o_victim + Bin(F, ½), z_i ~ ω: a mixture over K of
+    convolution powers of ω, convolved directly (non-negative terms, no Fourier inversion),
+    K and the fakes' count cut 10 sd + 20 around their means. Each computed probability is
+    therefore at most the true one, as :func:`~protocols._collusion.pair_lower_epsilon`
+    needs. ``None`` when this would take more than :data:`LOWER_WORK` multiply-adds.
+    """
+    h = check_n(others, "others", 0)
+    f = check_n(fakes, "fakes", 0)
+    t = check_tau(tau)
+    m = (t - 1) // 2
+    k_lo, k_law = _binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
+    kmax = k_lo + k_law.size - 1
+    _, f_law = _binomial_window(f, 0.5) if f else (0, np.ones(1))
+    work = (kmax + 1) ** 2 * (t + 1) ** 2 / 2 + 2 * (kmax + 2) * (t + 1) * (t + 1 + f_law.size)
+    if work > LOWER_WORK:
+        return None
+    omega = _omega(t, alpha)
+    crowd = np.zeros(kmax * t + 1)  # index Σz − mK + m·kmax
+    power = np.ones(1)
+    for k in range(kmax + 1):
+        if k >= k_lo:
+            start = m * (kmax - k)
+            crowd[start : start + power.size] += k_law[k - k_lo] * power
+        if k < kmax:
+            power = np.convolve(power, omega)
+    p0, p1 = user_laws(lam, t, alpha)
+    return (
+        np.convolve(np.convolve(crowd, p0), f_law),
+        np.convolve(np.convolve(crowd, p1), f_law),
+    )
+
+
+def composed_lower_epsilon(
+    p: npt.ArrayLike, q: npt.ArrayLike, delta: float, *, times: int
+) -> float:
+    """A lower bound on the exact ε(δ) of the ``times``-fold product pair (P^×t, Q^×t), from
+    truncated laws p ≤ P, q ≤ Q of one factor (as :func:`~protocols._collusion.pair_lower_epsilon`).
+
+    H(ε) = E_{P^×t}[(1 − e^{ε − L})₊], L the summed privacy loss; ε(δ) is the least ε with
+    H(ε) ≤ δ (and the same from Q's side). Each cell's loss is taken as
+    ln(p/(q + m)) ≤ ln(P/Q) (m = 1 − Σq, the mass q leaves out), rounded down to a
+    multiple of 10⁻³, and cells whose loss cannot bring the sum above 0 are dropped: every
+    step only lowers H, so the least ε with the computed H ≤ δ is at most the exact one (and
+    at most t·10⁻³ below it, plus what the truncation costs). The rounded losses' law is
+    convolved t times directly (non-negative terms).
+    """
+    d = check_delta(delta)
+    t = check_n(times, "times", 1)
+    pp = np.clip(np.asarray(p, dtype=np.float64).ravel(), 0.0, None)
+    qq = np.clip(np.asarray(q, dtype=np.float64).ravel(), 0.0, None)
+    best = 0.0
+    for a, b in ((pp, qq), (qq, pp)):
+        missing = max(0.0, 1.0 - float(b.sum())) + b.size * float(np.finfo(np.float64).eps)
+        keep = a > 0.0
+        loss = np.log(a[keep]) - np.log(b[keep] + missing)
+        top = float(loss.max(initial=-math.inf))
+        if top <= 0.0:
+            continue
+        steps = np.floor(loss / _LOSS_GRID).astype(np.int64)
+        floor_step = -math.ceil((t - 1) * top / _LOSS_GRID) - 1
+        useful = steps >= floor_step
+        if not useful.any():
+            continue
+        lo = int(steps[useful].min())
+        weights = np.bincount(steps[useful] - lo, weights=a[keep][useful] * (1.0 - 1e-12))
+        total = np.ones(1)
+        for _ in range(t):
+            total = np.convolve(total, weights)
+        grid = (np.arange(total.size) + t * lo) * _LOSS_GRID
+
+        def hockey(eps: float, total: npt.NDArray[np.float64] = total, grid: Any = grid) -> float:
+            over = grid > eps
+            return float(np.dot(total[over], -np.expm1(eps - grid[over])))
+
+        if hockey(0.0) <= d:
+            continue
+        lo_eps, hi_eps = 0.0, float(grid[-1])
+        for _ in range(60):
+            mid = 0.5 * (lo_eps + hi_eps)
+            lo_eps, hi_eps = (mid, hi_eps) if hockey(mid) > d else (lo_eps, mid)
+        best = max(best, lo_eps)
+    return best
 
 
 def _omega(tau: int, alpha: float) -> npt.NDArray[np.float64]:
@@ -706,6 +838,12 @@ class CntPURE(ShuffleProtocol):
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
         """The exact accountant of the module doc for ``honest_others`` honest users."""
         return self.bit.honest_users_bound(honest_others)
+
+    def honest_users_lower(
+        self, honest_others: int, *, fakes: int = 0, delta: float
+    ) -> tuple[float, str] | None:
+        """The exact ε(δ) of the count when the honest others hold 0 (with the fakes)."""
+        return self.bit.honest_users_lower(honest_others, fakes=fakes, delta=delta)
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         x = self.validate_values(values).astype(np.int64, copy=False)

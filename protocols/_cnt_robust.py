@@ -28,7 +28,12 @@ ratio is ≈ (1 − λ + λP[η ≤ 1])/(λ P[η ≤ −1]), unbounded as λ ∝
 exact 4.6 > 3.) In closed form, for every n: the event "no +1 message" has likelihood ratio
 q₀/q₁ with q₀ = 1 − λ + λP[η ≤ 1] and q₁ = λP[η ≤ −1] whatever the other users' number
 (:attr:`CntSGM.no_plus_epsilon`; 6.66 ≤ ε ≤ 8.25 for a target of 1 at n = 10^4, growing like
-ln n as λ ∝ 1/n shrinks), so ``esa audit`` shows the claim fail in every scenario.
+ln n as λ ∝ 1/n shrinks). That is a pure-DP (δ = 0) statement: the event weighs about
+λ·P[η ≤ −1] under the shifted dataset, and 2^{−F} less with F honest fakes, so it says
+nothing at a δ above that. ``esa audit`` prints at its δ the exact ε(δ) of the unary view
+for the same dataset, fakes included (:meth:`CntSGM.honest_users_lower`,
+:func:`sgm_view_laws`): 6.75 at δ = 10^{-6}, n = 10^4 without fakes, so the claim fails at
+that δ too; 2.99 for the victim with 20 honest fakes.
 :attr:`CntSGM.privacy` therefore reports the pure guarantee we can prove — the local one,
 ε_l = max{2ε, ln((1−λ+λP[η=0])/(λP[η=2]))}, which holds for every γ — and
 :attr:`CntSGM.claimed_privacy` keeps the survey's statement for comparison. The estimator
@@ -135,6 +140,8 @@ __all__ = [
     "check_gamma",
     "poisson_bn_delta",
     "sgm_sum_epsilon",
+    "sgm_sum_laws",
+    "sgm_view_laws",
 ]
 
 #: Wire values of the Cnt_SGM messages (+1 and −1); any other byte is invalid.
@@ -243,10 +250,13 @@ class CntSGM(ShuffleProtocol):
     @property
     def no_plus_epsilon(self) -> float:
         """ln(q₀/q₁): the exact likelihood ratio of the event "no +1 message" when every
-        other honest user holds 0, whatever their number n and the fakes:
-        P[no +1] = q_x·q₀^{others}·2^{−fakes} with q₀ = 1 − λ + λ P[η ≤ 1] (y = −1 + η ≤ 0)
-        and q₁ = λ P[η ≤ −1] (y = 1 + η ≤ 0). A lower bound on the central ε for every n,
-        which refutes the survey's (3ε/γ)-claim whenever it exceeds 3ε/γ."""
+        other honest user holds 0 and there are no fakes, whatever the others' number:
+        P[no +1] = q_x·q₀^{others} with q₀ = 1 − λ + λ P[η ≤ 1] (y = −1 + η ≤ 0) and
+        q₁ = λ P[η ≤ −1] (y = 1 + η ≤ 0). A lower bound on the central PURE ε (δ = 0) for
+        every n, which refutes the survey's pure (3ε/γ)-claim whenever it exceeds 3ε/γ. It
+        is no lower bound at a δ > 0: the event has probability about λ·P[η ≤ −1] under the
+        shifted dataset, below a typical δ, and F fair ±1 fakes multiply it by 2^{−F}
+        (:meth:`honest_users_lower` gives the lower bound at δ)."""
         p = self.params
         a, lam = p.alpha, p.lam
         q0 = 1.0 - lam + lam * (1.0 - a * a / (1.0 + a))
@@ -268,15 +278,29 @@ class CntSGM(ShuffleProtocol):
         return sgm_sum_epsilon(epsilon=p.epsilon, lam=p.lam, honest=self.honest_users)
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
-        """Upper: the local bound (:attr:`privacy`). Lower: :attr:`no_plus_epsilon`, exact
-        for the event "no +1 message" when all honest others hold 0 (any number of them)."""
-        return HonestUsersBound(
-            self.epsilon_local,
-            "cnt_sgm_local_pure",
-            self.no_plus_epsilon,
-            f"all {check_n(honest_others, 'honest others', 0)} honest others hold 0 "
-            "(event: no +1 message)",
-        )
+        """Upper: the local bound (:attr:`privacy`), pure, so it holds at every δ. No lower
+        bound here (it would carry no δ): :meth:`honest_users_lower` gives one at δ."""
+        check_n(honest_others, "honest others", 0)
+        return HonestUsersBound(self.epsilon_local, "cnt_sgm_local_pure")
+
+    def honest_users_lower(
+        self, honest_others: int, *, fakes: int = 0, delta: float
+    ) -> tuple[float, str] | None:
+        """A lower bound on the victim's ε at δ: the exact ε(δ) of the unary view
+        (#(+1), #(−1)) when the ``honest_others`` honest others hold 0 and ``fakes`` honest
+        fair ±1 fakes are mixed in, victim 0 against 1 (:func:`sgm_view_laws`,
+        :func:`~protocols._collusion.pair_lower_epsilon`), as (ε, that pair); ``None`` where
+        the laws are too wide to compute directly (tiny ε)."""
+        from ._collusion import pair_lower_epsilon  # lazy: _collusion is a higher layer
+
+        h = check_n(honest_others, "honest others", 0)
+        f = check_n(fakes, "fakes", 0)
+        laws = sgm_view_laws(epsilon=self.params.epsilon, lam=self.params.lam, others=h, fakes=f)
+        if laws is None:
+            return None
+        eps = pair_lower_epsilon(laws[0], laws[1], check_delta(delta))
+        crowd = f"all {h} honest others hold 0" if h else "no honest other user"
+        return eps, f"{crowd}, {f} honest fakes (unary view, exact)"
 
     @property
     def claimed_privacy(self) -> PrivacyGuarantee:
@@ -484,6 +508,161 @@ def _log_atom_over_q2(eps: float, lam: float, h: int) -> float:
     return min(log_ratio(1), log_ratio(mode))
 
 
+#: The laws the audit's lower bounds are computed on keep each count to its mean plus this
+#: many standard deviations (plus :data:`_LOWER_MARGIN`); what is cut off only loosens the
+#: bound (:func:`~protocols._collusion.pair_lower_epsilon` charges it to the other law).
+_LOWER_TAIL_SD: float = 10.0
+_LOWER_MARGIN: int = 20
+
+#: Most multiply-adds the direct (non-negative, round-off-free) convolutions of one lower
+#: bound may take (a few seconds); beyond it no lower bound is stated.
+LOWER_WORK: float = 3e9
+
+
+def _upper_count(mean: float, var: float, cap: int | None = None) -> int:
+    top = math.ceil(mean + _LOWER_TAIL_SD * math.sqrt(max(var, 0.0))) + _LOWER_MARGIN
+    return top if cap is None else min(cap, top)
+
+
+def _nb_matrix(counts: int, values: int, alpha: float) -> npt.NDArray[np.float64]:
+    """nb[k, v] = P(G_1 + … + G_k = v), G_i iid geometric, P(G = j) = (1 − α)α^j (k = 0: v = 0)."""
+    from scipy import stats  # lazy: keeps `import protocols` free of scipy
+
+    k = np.arange(counts + 1, dtype=np.float64)[:, None]
+    v = np.arange(values + 1, dtype=np.float64)[None, :]
+    out = np.asarray(stats.nbinom.pmf(v, np.maximum(k, 1.0), 1.0 - alpha), dtype=np.float64)
+    out[0, :] = 0.0
+    out[0, 0] = 1.0
+    return out
+
+
+def _binomial_window(trials: int, prob: float) -> tuple[int, npt.NDArray[np.float64]]:
+    """(lo, pmf on [lo, hi]) of Bin(trials, prob), cut at ±10 sd (+ margin)."""
+    from scipy import stats
+
+    mean, var = trials * prob, trials * prob * (1.0 - prob)
+    half = _LOWER_TAIL_SD * math.sqrt(var) + _LOWER_MARGIN
+    lo, hi = max(0, math.floor(mean - half)), min(trials, math.ceil(mean + half))
+    k = np.arange(lo, hi + 1, dtype=np.float64)
+    return lo, np.asarray(stats.binom.pmf(k, trials, prob), dtype=np.float64)
+
+
+def _victim_law(epsilon: float, lam: float, bit: int, width: int) -> npt.NDArray[np.float64]:
+    """P(y = 2·bit − 1 + B·η) on y ∈ [−1 − width, 1 + width] (|η| ≤ width kept)."""
+    a = math.exp(-epsilon)
+    y = np.arange(-1 - width, 2 + width)
+    centre = 2 * bit - 1
+    dist = np.abs(y - centre)
+    law = np.where(dist <= width, lam * (1.0 - a) / (1.0 + a) * a ** dist.astype(np.float64), 0.0)
+    law[y == centre] += 1.0 - lam
+    return np.asarray(law, dtype=np.float64)
+
+
+def sgm_view_laws(
+    *, epsilon: float, lam: float, others: int, fakes: int = 0
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """The laws of Cnt_SGM's unary view (#(+1), #(−1)) for the victim holding 0 and 1, when
+    ``others`` honest other users hold 0 and ``fakes`` fair ±1 fakes are mixed in.
+
+    Each other user sends y = −1 + B η: nothing but one −1 (B = 0), or with η ≥ 1 (probability
+    λα/(1 + α)) η − 1 ~ Geom(α) ones, or with η ≤ 0 (probability λ/(1 + α)) 1 + |η| minus
+    ones, |η| ~ Geom(α) (P(G = j) = (1 − α)α^j). With J and L users in the two noisy cases
+    (multinomial), #(+1) = NB(J) and #(−1) − h = NB'(L) − J, NB sums of geometric laws:
+    a product of two matrix products, no Fourier inversion. The victim's y and the fakes'
+    (B_F, F − B_F), B_F ~ Bin(F, ½), are then convolved in directly. The grid is
+    (#(+1), #(+1) + #(−1) − h − F); every entry is a sum of non-negative exact terms, the
+    counts cut at 10 sd + 20 beyond their means (|η| ≤ 46/ε for the victim), so each
+    computed probability is at most the true one, as
+    :func:`~protocols._collusion.pair_lower_epsilon` needs. ``None`` when this would take
+    more than :data:`LOWER_WORK` multiply-adds (tiny ε, or very many fakes).
+    """
+    from scipy.special import gammaln, xlogy
+
+    eps = check_epsilon(epsilon)
+    h = check_n(others, "others", 0)
+    f = check_n(fakes, "fakes", 0)
+    a = math.exp(-eps)
+    p_plus, p_minus = lam * a / (1.0 + a), lam / (1.0 + a)
+    g_mean, g_var = a / (1.0 - a), a / (1.0 - a) ** 2
+    jmax = _upper_count(h * p_plus, h * p_plus * (1.0 - p_plus), h)
+    lmax = _upper_count(h * p_minus, h * p_minus * (1.0 - p_minus), h)
+    amax = _upper_count(jmax * g_mean, jmax * g_var)
+    emax = _upper_count(lmax * g_mean, lmax * g_var)
+    width = math.ceil(46.0 / eps) + 2  # P(|η| > width) < e^{−46}
+    rows, cols = amax + width + 3, amax + jmax + emax + width + 3
+    b_lo, b_law = _binomial_window(f, 0.5) if f else (0, np.ones(1))
+    work = (
+        (jmax + 1) * (lmax + 1) * (emax + 1)
+        + (amax + 1) * (jmax + 1) * (jmax + emax + 1)
+        + 2 * (2 * width + 3) * (amax + 1) * (amax + jmax + emax + 1)
+        + (2 * (rows + b_law.size) * rows * cols if f else 0)
+    )
+    if work > LOWER_WORK:
+        return None
+    j = np.arange(jmax + 1, dtype=np.float64)[:, None]
+    ll = np.arange(lmax + 1, dtype=np.float64)[None, :]
+    rest = h - j - ll
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_mult = (
+            gammaln(h + 1.0)
+            - gammaln(j + 1.0)
+            - gammaln(ll + 1.0)
+            - gammaln(np.maximum(rest, 0.0) + 1.0)
+            + xlogy(j, p_plus)
+            + xlogy(ll, p_minus)
+            + xlogy(np.maximum(rest, 0.0), 1.0 - lam)
+        )
+    mult = np.where(rest >= 0, np.exp(log_mult), 0.0)
+    v = mult @ _nb_matrix(lmax, emax, a)  # v[J, e] = P(J, NB'(L) = e)
+    g = np.zeros((jmax + 1, jmax + emax + 1))
+    for jj in range(jmax + 1):  # index d + jmax, d = e − J = #(−1) − h
+        g[jj, jmax - jj : jmax - jj + emax + 1] = v[jj]
+    r = _nb_matrix(jmax, amax, a).T @ g  # r[#(+1), d + jmax]
+    crowd = np.zeros((amax + 1, amax + jmax + emax + 1))
+    for p_ones in range(amax + 1):  # s = #(+1) + d: index s + jmax
+        crowd[p_ones, p_ones : p_ones + jmax + emax + 1] = r[p_ones]
+    laws = []
+    for bit in (0, 1):
+        out = np.zeros((rows, cols))
+        vic = _victim_law(eps, lam, bit, width)
+        for y, w in zip(range(-1 - width, 2 + width), vic, strict=True):
+            if w > 0.0:
+                dp, ds = max(y, 0), abs(y)
+                out[dp : dp + amax + 1, ds : ds + crowd.shape[1]] += w * crowd
+        if f:
+            # #(+1) gains B_F and s is unchanged: a Toeplitz product along the first axis.
+            size = rows + b_law.size - 1
+            toeplitz = np.zeros((size, rows))
+            for k in range(rows):
+                toeplitz[k : k + b_law.size, k] = b_law
+            out = toeplitz @ out
+        laws.append(out)
+    del b_lo  # the window's offset shifts both laws alike
+    return laws[0], laws[1]
+
+
+def sgm_sum_laws(*, epsilon: float, lam: float, honest: int) -> npt.NDArray[np.float64] | None:
+    """The law of M = Σ_{i ≤ h} B_i η_i, the honest users' noise in Cnt_SGM's sum T (victim
+    included), on [−U, U]: K ~ Bin(h, λ) noisy users, and given K, M = NB(K) − NB'(K)
+    (an SG(α) is the difference of two iid Geom(α)). Non-negative exact terms, K and the NB
+    sums cut at 10 sd + 20 beyond their means, so each value is at most the true one.
+    ``None`` beyond :data:`LOWER_WORK` multiply-adds (tiny ε with λ = 1 and many users)."""
+    eps = check_epsilon(epsilon)
+    h = check_n(honest, "honest", 1)
+    a = math.exp(-eps)
+    lo, k_law = _binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
+    kmax = lo + k_law.size - 1
+    umax = _upper_count(kmax * a / (1.0 - a), kmax * a / (1.0 - a) ** 2)
+    if k_law.size * (umax + 1) ** 2 > LOWER_WORK:
+        return None
+    nb = _nb_matrix(kmax, umax, a)
+    law = np.zeros(2 * umax + 1)
+    for k, w in zip(range(lo, kmax + 1), k_law, strict=True):
+        if w > 0.0:
+            law += w * np.convolve(nb[k], nb[k][::-1])
+    return law
+
+
 class CntSGMSplitMix(ModularMessages, CntSGM):
     """``Cnt_SGM`` whose y_i travel as Split-Mix shares, so the analyzer learns only Σ y_i.
 
@@ -559,16 +738,37 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
         )
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
-        """Exact ε_T for ``honest_others`` + 1 honest users, both ways (the view determines
-        T, and is δ-close to a function of it); only while they are at least the ⌈γn⌉ the
-        shares were sized for — below that the audit falls back on ε_l."""
+        """Upper: the exact pure ε_T for ``honest_others`` + 1 honest users (the view is
+        δ-close to a function of T); only while they are at least the ⌈γn⌉ the shares were
+        sized for — below that the audit falls back on ε_l. No lower bound here (a pure
+        ε_T is none at δ > 0): :meth:`honest_users_lower` gives one at δ."""
         h = check_n(honest_others, "honest others", 0) + 1
         if h < self.honest_users:
             return None
         eps = sgm_sum_epsilon(epsilon=self.params.epsilon, lam=self.params.lam, honest=h)
-        return HonestUsersBound(
-            eps, "cnt_sgm_splitmix_exact", eps, f"{h} honest users (the sum T, exact)"
+        return HonestUsersBound(eps, "cnt_sgm_splitmix_exact")
+
+    def honest_users_lower(
+        self, honest_others: int, *, fakes: int = 0, delta: float
+    ) -> tuple[float, str] | None:
+        """A lower bound on the victim's ε at δ: the exact ε(δ) of the sum T, which the
+        analyzer computes from the view (so it is a post-processing of it, whatever the
+        number of shares), for ``honest_others`` + 1 honest users, the others holding 0,
+        victim 0 against 1 (:func:`sgm_sum_laws`). Fakes sum to 0 mod q and do not change
+        T. ``None`` where the law is too wide to compute directly (tiny ε)."""
+        from ._collusion import pair_lower_epsilon  # lazy: _collusion is a higher layer
+
+        h = check_n(honest_others, "honest others", 0) + 1
+        check_n(fakes, "fakes", 0)
+        law = sgm_sum_laws(epsilon=self.params.epsilon, lam=self.params.lam, honest=h)
+        if law is None:
+            return None
+        zero = np.zeros(2)
+        eps = pair_lower_epsilon(
+            np.concatenate([law, zero]), np.concatenate([zero, law]), check_delta(delta)
         )
+        who = f"{h} honest users" if h > 1 else "the victim alone"
+        return eps, f"{who}, the others holding 0 (the sum T, exact)"
 
     def __repr__(self) -> str:
         p = self.params

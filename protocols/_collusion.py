@@ -20,6 +20,15 @@ MURS's claim (Wang et al. VLDB'20, arXiv 1908.11515): against the analyzer + m �
 shufflers + all other users, the honest shuffler's n_r fakes alone still give a blanket. Here
 it is a number computed from the fakes alone (:func:`protocols.krr_fakes_only_epsilon`, exact),
 printed next to MURS's own formula √(14 ln(2/δ)/((n−1)/(e^{ε_l}+d−1) + n_r/d)) for comparison.
+
+Lower bounds. A scenario's ``epsilon_lower`` is a lower bound AT THE AUDIT'S δ: the
+mechanism is not (ε', δ)-DP for any ε' below it. For a neighbouring pair with output laws P,
+Q every event E with P(E) > δ gives ε ≥ ln((P(E) − δ)/Q(E)); the exact ε(δ) of the pair is
+the largest such value over both directions. Only a protocol's
+``honest_users_lower(honest_others, fakes=…, delta=…)`` supplies one, for the scenario's
+honest users AND honest fakes (:func:`pair_lower_epsilon` turns computed laws into it). The
+``epsilon_lower`` of :meth:`ShuffleProtocol.honest_users_bound` is not used: it carries no δ,
+and a pure-DP (δ = 0) likelihood ratio far in the tail is no lower bound at δ > 0.
 """
 
 from __future__ import annotations
@@ -27,6 +36,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from ._base import HonestUsersBound, check_delta, check_epsilon, check_n
 from ._errors import BoundNotApplicable, ParameterError
@@ -37,8 +49,53 @@ __all__ = [
     "ScenarioBound",
     "collusion_scenarios",
     "murs_formula",
+    "pair_lower_epsilon",
     "resolve_colluding_users",
 ]
+
+#: What a protocol's ``honest_users_lower`` returns: (ε lower bound at δ, the neighbouring
+#: pair it was computed for), or ``None``.
+HonestLower = Callable[[int, int, float], tuple[float, str] | None]
+
+#: Relative round-off allowed for in :func:`pair_lower_epsilon`'s sums of non-negative terms.
+_SUM_ROUNDOFF = 1e-12
+
+
+def pair_lower_epsilon(p: npt.ArrayLike, q: npt.ArrayLike, delta: float) -> float:
+    """A lower bound on the exact ε(δ) of a pair of laws P, Q from truncated laws p ≤ P, q ≤ Q.
+
+    ``p`` and ``q`` are the probabilities of P and Q on the same cells (any shape), each at
+    most the true one (e.g. a law computed on a truncated support with non-negative sums).
+    The mass q leaves out, m = 1 − Σq, can sit in any cell, so for every event E of the
+    cells P(E) ≥ p(E) and Q(E) ≤ q(E) + m, and
+        ε(δ) ≥ ln((p(E) − δ)/(q(E) + m))   whenever p(E) > δ.
+    The events tried are the level sets {ln p − ln q > t}, which attain the exact ε(δ) when
+    nothing is left out (m = 0); the best over them and over both directions is returned
+    (0 if no event has p(E) > δ). The cumulative sums are moved by 10⁻¹² of themselves
+    against the bound, for their round-off.
+    """
+    delta = check_delta(delta)
+    pp = np.clip(np.asarray(p, dtype=np.float64).ravel(), 0.0, None)
+    qq = np.clip(np.asarray(q, dtype=np.float64).ravel(), 0.0, None)
+    if pp.shape != qq.shape:
+        raise ParameterError(f"p and q must have one shape, got {pp.shape}, {qq.shape}")
+    best = 0.0
+    for a, b in ((pp, qq), (qq, pp)):
+        # Σb carries a round-off of at most (cells)·2⁻⁵² (pairwise summation of terms ≤ 1).
+        missing = max(0.0, 1.0 - float(b.sum())) + b.size * float(np.finfo(np.float64).eps)
+        keep = a > 0.0
+        a_k, b_k = a[keep], b[keep]
+        if a_k.size == 0:
+            continue
+        with np.errstate(divide="ignore"):
+            llr = np.log(a_k) - np.log(b_k)  # +inf where b = 0
+        order = np.argsort(-llr, kind="stable")
+        ca = np.cumsum(a_k[order]) * (1.0 - _SUM_ROUNDOFF) - delta
+        cb = np.cumsum(b_k[order]) * (1.0 + _SUM_ROUNDOFF) + missing
+        ok = ca > 0.0
+        if ok.any():
+            best = max(best, float(np.max(np.log(ca[ok]) - np.log(cb[ok]))))
+    return best
 
 
 def murs_formula(
@@ -96,8 +153,13 @@ class CollusionConfig:
             independent of the data, so adding them is post-processing.
         honest_bound: the protocol's own accountant for h honest other users
             (:meth:`ShuffleProtocol.honest_users_bound`), used in every scenario with an
-            honest shuffler where it is tighter than the generic bound; its exact lower
-            bound, if any, fills ``epsilon_lower``.
+            honest shuffler where its upper bound is tighter than the generic bound (its
+            ``epsilon_lower`` is not used: it is not stated at a δ).
+        honest_lower: the protocol's own lower bound at δ, called as
+            ``honest_lower(h, fakes, delta)`` for h honest other users and ``fakes`` honest
+            fakes (a protocol's ``honest_users_lower``): (ε, the neighbouring pair) or
+            ``None``. It fills ``epsilon_lower``; with every shuffler colluding it is called
+            with h = 0 and no fakes (the victim's own messages, which the traced view shows).
     """
 
     family: str
@@ -113,6 +175,7 @@ class CollusionConfig:
     claimed_bound: str = ""
     epsilon_claimed_without_fakes: float | None = None
     honest_bound: Callable[[int], HonestUsersBound | None] | None = None
+    honest_lower: HonestLower | None = None
 
     def __post_init__(self) -> None:
         check_n(self.n, "n", 1)
@@ -145,7 +208,8 @@ class ScenarioBound:
         epsilon_upper: proven upper bound on ε (``inf``: none).
         bound: accountant or theorem that gives it.
         explanation: one plain line: what still protects the user.
-        epsilon_lower: a measured or exact lower bound, if one was computed.
+        epsilon_lower: a lower bound on ε at the configuration's δ, if the protocol gives one
+            (``CollusionConfig.honest_lower``; ``esa audit --measure`` may raise it).
         murs_formula: MURS's own formula for the same honest users/fakes (k-RR only).
         colluding_users: users colluding in this scenario.
         colluding_shufflers: shufflers colluding in this scenario.
@@ -262,6 +326,19 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
             known[users] = cfg.honest_bound(users)
         return known[users]
 
+    lowers: dict[tuple[int, int], tuple[float, str] | None] = {}
+
+    def own_lower(users: int, fakes: int) -> tuple[float, str] | None:
+        """The protocol's own lower bound at δ, once per (honest users, honest fakes)."""
+        if cfg.honest_lower is None:
+            return None
+        if (users, fakes) not in lowers:
+            lowers[(users, fakes)] = cfg.honest_lower(users, fakes, cfg.delta)
+        return lowers[(users, fakes)]
+
+    def lower_note(low: tuple[float, str] | None) -> str:
+        return "" if low is None else f"; ε ≥ {low[0]:.4g} at δ when {low[1]}"
+
     out: list[ScenarioBound] = []
     seen: set[tuple[int | None, int]] = set()
     for name, users, fakes, who, ku, cs in rows:
@@ -270,6 +347,9 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
         seen.add((users, fakes))
         if users is None:
             eps = cfg.epsilon_local
+            # The traced view shows the victim's own messages: a lower bound for them alone
+            # (no honest user, no fake) holds for it.
+            low = own_lower(0, 0)
             out.append(
                 ScenarioBound(
                     name,
@@ -278,7 +358,9 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                     eps,
                     "local_dp" if math.isfinite(eps) else "none",
                     f"{who}: only the local randomizer"
-                    + ("" if math.isfinite(eps) else ", which gives no guarantee alone"),
+                    + ("" if math.isfinite(eps) else ", which gives no guarantee alone")
+                    + lower_note(low),
+                    epsilon_lower=None if low is None else low[0],
                     colluding_users=ku,
                     colluding_shufflers=cs,
                 )
@@ -286,6 +368,7 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
             continue
         if name == "none" and not math.isfinite(cfg.epsilon_local):
             eps_c = cfg.epsilon_claimed if cfg.epsilon_claimed is not None else math.inf
+            low = own_lower(users, fakes)
             out.append(
                 ScenarioBound(
                     name,
@@ -293,7 +376,8 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                     fakes,
                     eps_c,
                     cfg.claimed_bound or "protocol's own claim",
-                    f"{who}: the protocol's own theorem",
+                    f"{who}: the protocol's own theorem" + lower_note(low),
+                    epsilon_lower=None if low is None else low[0],
                     colluding_users=ku,
                     colluding_shufflers=cs,
                 )
@@ -301,6 +385,7 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
             continue
         eps_u, bound = _upper(cfg, users, fakes)
         own = own_bounds(users)
+        low = own_lower(users, fakes)
         own_used = False
         if own is not None and own.epsilon_upper < eps_u:
             eps_u, bound, own_used = own.epsilon_upper, own.bound, True
@@ -335,13 +420,8 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                 fakes,
                 eps_u,
                 bound,
-                f"{who}: {_protects(cfg, users, fakes)}{note}"
-                + (
-                    f"; exact ε {own.epsilon_lower:.4g} when {own.lower_dataset}"
-                    if own is not None and own.epsilon_lower is not None
-                    else ""
-                ),
-                epsilon_lower=None if own is None else own.epsilon_lower,
+                f"{who}: {_protects(cfg, users, fakes)}{note}" + lower_note(low),
+                epsilon_lower=None if low is None else low[0],
                 murs_formula=murs,
                 colluding_users=ku,
                 colluding_shufflers=cs,

@@ -932,8 +932,21 @@ class RSumPURE(ShuffleProtocol):
         )
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
-        """Each digit's exact accountant (``Cnt_PURE``), composed over the p digits."""
+        """Each digit's exact accountant (``Cnt_PURE``), composed over the p digits (pure:
+        an upper bound at every δ; no lower bound, see :meth:`honest_users_lower`)."""
         return self.bit.honest_users_bound(honest_others, digits=self.bits)
+
+    def honest_users_lower(
+        self, honest_others: int, *, fakes: int = 0, delta: float
+    ) -> tuple[float, str] | None:
+        """A lower bound on ε at δ: the victim's value 0 against 1 flips every digit, the
+        honest others hold 0; the p digit counts are independent given the fakes per digit
+        (each at most ``fakes``), so the exact ε(δ) of the p-fold composition of one digit's
+        pair, each digit with all ``fakes`` (:meth:`PureBitCounter.honest_users_lower`), is a
+        lower bound (up to p·10⁻³)."""
+        return self.bit.honest_users_lower(
+            honest_others, fakes=fakes, delta=delta, digits=self.bits
+        )
 
     def __repr__(self) -> str:
         return (

@@ -120,7 +120,11 @@ def test_splitmix_states_the_sum_epsilon_with_delta() -> None:
     robust = _splitmix(10_000, gamma=0.5)
     bound = robust.honest_users_bound(4_999)
     assert bound is not None
-    assert bound.epsilon_upper == bound.epsilon_lower == pytest.approx(robust.sum_epsilon)
+    assert bound.epsilon_upper == pytest.approx(robust.sum_epsilon)
+    assert bound.epsilon_lower is None  # a pure ε_T is no lower bound at δ > 0
+    low = robust.honest_users_lower(4_999, fakes=0, delta=1e-6)
+    assert low is not None
+    assert 0.0 < low[0] < robust.sum_epsilon
 
 
 def test_splitmix_is_unbiased_with_the_stated_variance() -> None:

@@ -252,8 +252,12 @@ def test_cnt_sgm_closed_form_lower_bound_refutes_the_claim_at_every_scale():
         assert 1.0 < p.no_plus_epsilon <= p.privacy.epsilon_central
         got = p.honest_users_bound(n - 1)
         assert got is not None
-        assert got.epsilon_lower == p.no_plus_epsilon
+        # no_plus_epsilon is a pure (δ = 0) ratio: not handed to the audit as a lower bound
+        assert got.epsilon_lower is None
         assert got.epsilon_upper == p.privacy.epsilon_central
+        low = p.honest_users_lower(n - 1, fakes=0, delta=1e-6)
+        assert low is not None
+        assert 1.0 < low[0] <= p.privacy.epsilon_central  # the target 1 fails at δ too
 
 
 @pytest.mark.parametrize(
@@ -539,37 +543,34 @@ def test_cnt_pure_falls_back_to_the_local_bound_where_the_computation_cannot_rea
 
 
 def test_cnt_pure_honest_users_bound_brackets_every_dataset():
-    """The protocol's own accountant for h honest others: its lower bound is the exact ε of
-    one dataset, its upper bound covers every dataset (checked by direct convolution)."""
+    """The protocol's own accountant for h honest others: its upper bound covers every
+    dataset (checked by direct convolution); the pure ε of the all-zero dataset lies below
+    it, and the lower bound at δ (honest_users_lower) below that."""
     p = CntPURE(epsilon=1.0, n=13, messages=7)
     b = p.bit
     lp0, lp1 = (np.log(q) for q in user_laws(b.lam, b.tau, b.alpha))
     for h in (1, 4, 12):
         got = p.honest_users_bound(h)
         assert got is not None
+        assert got.epsilon_lower is None  # no δ-free lower bound is handed to the audit
         exact = [_direct_epsilon(lp0, lp1, h - j, j) for j in range(h + 1)]
-        assert got.epsilon_lower == pytest.approx(exact[0], abs=1e-9)
         assert max(exact) <= got.epsilon_upper + 1e-9
+        low = p.honest_users_lower(h, fakes=0, delta=1e-6)
+        assert low is not None
+        assert low[0] <= exact[0] + 1e-9
     assert p.honest_users_bound(0) is None
     assert CntRR(epsilon_local=1.0, n=100, delta=1e-6).honest_users_bound(5) is None
 
 
-def test_cnt_pure_audit_lower_bound_up_to_the_certificates_budget(monkeypatch):
-    """The exact lower bound is computed for as many honest others as the certificate's
-    budget allows (certify_cap(τ)), and is then nearly tight: at n = 4·10⁴ it is within
-    10⁻³ of the upper bound; above the budget (shrunk here to 100 users) it is omitted."""
+def test_cnt_pure_audit_lower_bound_at_delta_is_below_the_pure_bound() -> None:
+    """At n = 4·10⁴ the lower bound at δ = 10⁻⁶ (all others holding 0) lies below the pure
+    upper bound (≈ 0.96), at ≈ 0.47: the tail events behind the pure ε weigh under δ."""
     p = CntPURE(epsilon=1.0, n=40_000)
     got = p.honest_users_bound(39_999)
     assert got is not None
-    assert got.epsilon_lower is not None
-    assert got.epsilon_upper - 1e-3 < got.epsilon_lower <= got.epsilon_upper + 1e-9
-    monkeypatch.setattr(cnt_pure_module, "CERTIFY_WORK", 100 * p.bit.tau)
-    beyond = p.honest_users_bound(101)
-    assert beyond is not None
-    assert beyond.epsilon_lower is None
-    at_cap = p.honest_users_bound(100)
-    assert at_cap is not None
-    assert at_cap.epsilon_lower is not None
+    low = p.honest_users_lower(39_999, fakes=0, delta=1e-6)
+    assert low is not None
+    assert 0.4 < low[0] <= got.epsilon_upper - 0.3
 
 
 def test_default_tau_is_not_capped_where_rsum_pure_needs_it() -> None:

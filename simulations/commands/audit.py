@@ -1,4 +1,5 @@
-"""``esa audit``: the ε a user keeps under every collusion scenario, proven and measured."""
+"""``esa audit``: the ε a user keeps under every collusion scenario: proven upper bounds,
+and lower bounds at the same δ (the protocol's own exact ones, or measured with --measure)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,20 @@ def _claim_without_fakes(name: str, spec: ProtocolSpec, privacy: Any) -> float |
     return float(bare.privacy.epsilon_central)
 
 
+def _honest_lower(protocol: Any) -> Any:
+    """The protocol's own lower bound at δ, ``honest_users_lower(h, fakes=, delta=)``, as
+    the collusion audit calls it (``None`` if the protocol has none)."""
+    method = getattr(protocol, "honest_users_lower", None)
+    if method is None:
+        return None
+
+    def lower(users: int, fakes: int, delta: float) -> tuple[float, str] | None:
+        result: tuple[float, str] | None = method(users, fakes=fakes, delta=delta)
+        return result
+
+    return lower
+
+
 def audit(
     *,
     protocol_name: str,
@@ -61,7 +76,13 @@ def audit(
     on_scenario: Any = None,
     options: dict[str, float | str] | None = None,
 ) -> dict[str, Any]:
-    """Every scenario's bounds (and measured lower bounds) as the JSON ``esa audit`` prints."""
+    """Every scenario's bounds as the JSON ``esa audit`` prints.
+
+    Both columns are at the audit's δ: ``epsilon_upper`` a proven upper bound (a pure-DP
+    bound holds at every δ), ``epsilon_lower`` a lower bound — the protocol's own
+    (``honest_users_lower``, exact for one neighbouring pair) and, with ``measure``, the
+    distinguishing attack's, whichever is larger. A lower bound above the upper bound of
+    the same scenario is a contradiction, listed in ``violations``."""
     if protocol_name not in protocol_names():
         raise UsageError(
             f"unknown protocol {protocol_name!r}; choose one of: {', '.join(protocol_names())}"
@@ -95,12 +116,13 @@ def audit(
         claimed_bound=privacy.bound,
         epsilon_claimed_without_fakes=_claim_without_fakes(protocol_name, spec, privacy),
         honest_bound=protocol.honest_users_bound,
+        honest_lower=_honest_lower(protocol),
     )
     rows = []
     violations = []
     unmeasured: dict[str, list[str]] = {}  # why not measured -> the scenarios it hit
     for sc in collusion_scenarios(cfg):
-        lower = sc.epsilon_lower  # exact, where the protocol's own accountant gives one
+        lower = sc.epsilon_lower  # at δ, where the protocol's own accountant gives one
         if measure:
             if on_scenario is not None:
                 on_scenario(sc.scenario)
@@ -166,11 +188,12 @@ def audit(
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "audit",
-        help="ε per collusion scenario: proven upper bounds and measured lower bounds",
+        help="ε per collusion scenario: proven upper bounds and lower bounds at the same δ",
         description="For a protocol configuration, report for each collusion scenario "
         "(none; all shufflers; m-1 shufflers; k users; combinations) the proven ε upper "
-        "bound with its accountant, what still protects the user, and with --measure an ε "
-        "lower bound from a distinguishing attack on real pipeline runs (--crypto ideal).",
+        "bound with its accountant, what still protects the user, the protocol's own ε "
+        "lower bound at the same δ where it has one, and with --measure an ε lower bound "
+        "from a distinguishing attack on real pipeline runs (--crypto ideal).",
     )
     p.add_argument("--protocol", required=True, help="protocol name (see `esa protocols`)")
     p.add_argument("--n", type=int, required=True, help="number of users")
@@ -286,8 +309,9 @@ def run(args: Any) -> int:
     if out["privacy_warning"]:
         print(f"warning: {out['privacy_warning']}", file=sys.stderr)
     if out["violations"]:
+        kind = "lower bound (exact or measured)" if out["measured"] else "lower bound"
         print(
-            "esa audit: BUG: measured lower bound above the proven upper bound in: "
+            f"esa audit: BUG: {kind} above the proven upper bound at δ={out['delta']:g} in: "
             + ", ".join(out["violations"]),
             file=sys.stderr,
         )
