@@ -189,6 +189,7 @@ class RejectReason(enum.IntEnum):
     BAD_TRAP_OPENING = 14
     STALE_CONTROL = 15
     EPOCH_AHEAD = 16  # CLOSE_EPOCH_AT names an epoch after the party's next one
+    CONFLICTING_BATCH = 17  # another batch, or other content, under a stored batch/epoch id
 
 
 class ControlCommand(enum.IntEnum):

@@ -37,7 +37,15 @@ from typing import Any, Final
 
 from ._errors import ESAError
 
-__all__ = ["EpochAhead", "EpochRecord", "Inbox", "InboxError", "OutboxEntry", "report_digest"]
+__all__ = [
+    "ConflictingBatch",
+    "EpochAhead",
+    "EpochRecord",
+    "Inbox",
+    "InboxError",
+    "OutboxEntry",
+    "report_digest",
+]
 
 _SCHEMA_VERSION: Final = 1
 
@@ -52,9 +60,11 @@ CREATE TABLE IF NOT EXISTS reports (
     id INTEGER PRIMARY KEY, key_epoch INTEGER NOT NULL, epoch INTEGER, body BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reports_by_epoch ON reports (epoch, key_epoch);
--- chunks of upstream batches already committed (idempotent receipt)
+-- chunks of upstream batches already committed (idempotent receipt), with a digest of
+-- their reports so that a resend is told from other content under the same ids
 CREATE TABLE IF NOT EXISTS chunks (
-    batch_id BLOB NOT NULL, chunk_index INTEGER NOT NULL, PRIMARY KEY (batch_id, chunk_index)
+    batch_id BLOB NOT NULL, chunk_index INTEGER NOT NULL, digest BLOB,
+    PRIMARY KEY (batch_id, chunk_index)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS upstream (
     batch_id BLOB PRIMARY KEY, epoch INTEGER NOT NULL UNIQUE, key_epoch INTEGER NOT NULL,
@@ -79,6 +89,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 class InboxError(ESAError):
     """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
+
+
+class ConflictingBatch(InboxError):
+    """An upstream frame reuses a stored batch or epoch id with other content: the sender
+    numbers its epochs afresh (its inbox lost or rolled back). Taking it as a resend would
+    drop its reports silently; the frame is refused instead, and the sender keeps them."""
 
 
 class EpochAhead(ESAError):
@@ -135,6 +151,10 @@ class Inbox:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
         with self._txn() as db:
+            # Inboxes written before chunks had a digest: their stored chunks keep none
+            # (a resend of one is still taken as a resend).
+            if "digest" not in {row[1] for row in db.execute("PRAGMA table_info(chunks)")}:
+                db.execute("ALTER TABLE chunks ADD COLUMN digest BLOB")
             rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
             if not rows:
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(_SCHEMA_VERSION),))
@@ -315,9 +335,11 @@ class Inbox:
             (``new_chunk`` False): this is what makes resends after a crash harmless.
 
         Raises:
-            InboxError: the chunk contradicts what was stored for its batch or epoch (a
-                second batch for one epoch, another chunk count); the caller rejects it.
+            ConflictingBatch: the chunk contradicts what was stored for its batch or epoch
+                (a second batch for one epoch, another chunk count, other reports under a
+                stored chunk's ids); the caller rejects it.
         """
+        digest = hashlib.sha256(b"".join(len(r).to_bytes(4, "big") + r for r in reports)).digest()
         with self._txn() as db:
             row = db.execute(
                 "SELECT epoch, key_epoch, chunk_count FROM upstream WHERE batch_id = ?",
@@ -326,15 +348,30 @@ class Inbox:
             if row is None:
                 other = db.execute("SELECT 1 FROM upstream WHERE epoch = ?", (epoch,)).fetchone()
                 if other is not None:
-                    raise InboxError(f"epoch {epoch} already has another upstream batch")
+                    raise ConflictingBatch(
+                        f"epoch {epoch} already has another upstream batch (has the sender "
+                        "lost or rolled back its inbox?)"
+                    )
                 db.execute(
                     "INSERT INTO upstream VALUES (?, ?, ?, ?, NULL, 0)",
                     (batch_id, epoch, key_epoch, chunk_count),
                 )
             elif tuple(row) != (epoch, key_epoch, chunk_count):
-                raise InboxError("chunk disagrees with its batch header")
-            cur = db.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?)", (batch_id, chunk_index))
+                raise ConflictingBatch("chunk disagrees with its batch header")
+            cur = db.execute(
+                "INSERT OR IGNORE INTO chunks VALUES (?, ?, ?)", (batch_id, chunk_index, digest)
+            )
             if not cur.rowcount:
+                (stored_digest,) = db.execute(
+                    "SELECT digest FROM chunks WHERE batch_id = ? AND chunk_index = ?",
+                    (batch_id, chunk_index),
+                ).fetchone()
+                if stored_digest is not None and stored_digest != digest:
+                    raise ConflictingBatch(
+                        f"chunk {chunk_index} of epoch {epoch}'s batch differs from the one "
+                        "stored under the same ids (has the sender lost or rolled back its "
+                        "inbox?)"
+                    )
                 return 0, len(reports), False
             stored = self._store_new(db, key_epoch, epoch, reports)
             db.execute(
@@ -345,7 +382,13 @@ class Inbox:
         return stored, len(reports) - stored, True
 
     def add_counts(self, *, batch_id: bytes, counts: bytes) -> bool:
-        """Store the upstream COUNTS frame of a batch; returns whether it was new."""
+        """Store the upstream COUNTS frame of a batch; returns whether it was new.
+
+        Raises:
+            InboxError: no chunk of the batch has arrived yet.
+            ConflictingBatch: other counts are stored for the batch (a resend is byte for
+                byte the same: the statements are signed deterministically).
+        """
         with self._txn() as db:
             row = db.execute(
                 "SELECT counts FROM upstream WHERE batch_id = ?", (batch_id,)
@@ -353,6 +396,11 @@ class Inbox:
             if row is None:
                 raise InboxError("counts for a batch with no chunk yet")
             if row[0] is not None:
+                if bytes(row[0]) != counts:
+                    raise ConflictingBatch(
+                        "other counts are stored for this batch (has the sender lost or "
+                        "rolled back its inbox?)"
+                    )
                 return False
             db.execute("UPDATE upstream SET counts = ? WHERE batch_id = ?", (counts, batch_id))
             self._maybe_complete(db, batch_id)

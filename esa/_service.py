@@ -92,7 +92,7 @@ from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 from ._codec import HopCodec, OnionCodec, make_codec
 from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
-from ._inbox import EpochAhead, EpochRecord, Inbox, InboxError
+from ._inbox import ConflictingBatch, EpochAhead, EpochRecord, Inbox, InboxError
 from ._net import FrameStream, PeerClosed, PeerRejected, ReadTimeout, expect_ack
 from ._roles import Analyzer, Shuffler, check_shares, lost_estimate, reports_per_fake
 
@@ -551,11 +551,13 @@ class PartyService:
                 chunk_count=chunk.chunk_count,
                 reports=chunk.reports,
             )
-        except InboxError as exc:
-            raise _Rejected(RejectReason.REPLAYED_BATCH, str(exc)) from None
+        except ConflictingBatch as exc:
+            self._log_conflict(exc)
+            raise _Rejected(RejectReason.CONFLICTING_BATCH, str(exc)) from None
         if not new:
-            # A resend after a lost ACK or a replay: either way it is taken only once.
-            self.rejected["replayed_batch"] += 1
+            # A resend after a lost ACK (what a crash recovery sends) or a replay of it:
+            # either way it is taken only once, and it is no failure.
+            self.counters["duplicate_frames"] += 1
             return Ack(0, len(chunk.reports)).to_bytes()
         self.counters["chunks_received"] += 1
         self.counters["reports_acknowledged"] += len(chunk.reports)
@@ -613,10 +615,13 @@ class PartyService:
             )
         try:
             new = await self._db(self.inbox.add_counts, batch_id=last.batch_id, counts=payload)
+        except ConflictingBatch as exc:
+            self._log_conflict(exc)
+            raise _Rejected(RejectReason.CONFLICTING_BATCH, str(exc)) from None
         except InboxError as exc:
             raise _Rejected(RejectReason.MALFORMED_FRAME, str(exc)) from None
         if not new:
-            self.rejected["replayed_batch"] += 1
+            self.counters["duplicate_frames"] += 1
         self._kick()
         return Ack(0, 0).to_bytes()
 
@@ -838,6 +843,13 @@ class PartyService:
             for rec in await self._db(self.inbox.epochs, "processed"):
                 ok = await self._forward(rec) and ok
         return ok
+
+    def _log_conflict(self, exc: ConflictingBatch) -> None:
+        """A conflicting upstream frame needs an operator: the sender's epochs collide with
+        ones stored here, and it will resend until they stop colliding."""
+        self._log_once(
+            "conflicting_batch", f"refused an upstream frame: {exc}; the sender keeps its reports"
+        )
 
     def _log_once(self, topic: str, message: str) -> None:
         """Log ``message`` unless ``topic`` logged the same within the last minute: a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esa._inbox import Inbox, InboxError, report_digest
+from esa._inbox import ConflictingBatch, Inbox, InboxError, report_digest
 
 
 def _reports(n: int, tag: bytes = b"r") -> list[bytes]:
@@ -87,6 +88,41 @@ def test_chunks_are_idempotent_and_complete_with_counts(tmp_path: Path) -> None:
             inbox.add_chunk(**{**kw, "chunk_count": 3}, chunk_index=2, reports=[])
         with pytest.raises(InboxError, match="no chunk"):
             inbox.add_counts(batch_id=b"\x02" * 32, counts=b"x")
+
+
+def test_other_content_under_stored_ids_is_a_conflict_not_a_resend(tmp_path: Path) -> None:
+    # A sender that lost its inbox numbers its epochs from 0 again, so its new batch has a
+    # stored batch's ids. Taken as a resend, its reports would be dropped without a word.
+    bid = bytes(32)
+    kw = {"batch_id": bid, "epoch": 0, "key_epoch": 0, "chunk_count": 1}
+    with Inbox(tmp_path / "a.db", party="s2") as inbox:
+        assert inbox.add_chunk(chunk_index=0, reports=_reports(3), **kw) == (3, 0, True)
+        with pytest.raises(ConflictingBatch, match="lost or rolled back"):
+            inbox.add_chunk(chunk_index=0, reports=_reports(3, b"new"), **kw)
+        assert inbox.add_counts(batch_id=bid, counts=b"COUNTS")
+        with pytest.raises(ConflictingBatch, match="other counts"):
+            inbox.add_counts(batch_id=bid, counts=b"OTHER")
+        # The genuine resends are still harmless no-ops.
+        assert inbox.add_chunk(chunk_index=0, reports=_reports(3), **kw) == (0, 3, False)
+        assert not inbox.add_counts(batch_id=bid, counts=b"COUNTS")
+
+
+def test_an_inbox_from_before_chunk_digests_opens_and_gains_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Inbox(path, party="s2"):
+        pass
+    db = sqlite3.connect(path)  # rebuild the chunks table as it was: no digest column
+    db.executescript(
+        "DROP TABLE chunks; CREATE TABLE chunks (batch_id BLOB NOT NULL, chunk_index "
+        "INTEGER NOT NULL, PRIMARY KEY (batch_id, chunk_index)) WITHOUT ROWID;"
+        "INSERT INTO chunks VALUES (x'00', 0);"
+    )
+    db.close()
+    with Inbox(path, party="s2") as inbox:
+        kw = {"batch_id": b"\x01", "epoch": 1, "key_epoch": 0, "chunk_count": 1}
+        assert inbox.add_chunk(chunk_index=0, reports=_reports(2), **kw) == (2, 0, True)
+        with pytest.raises(ConflictingBatch):
+            inbox.add_chunk(chunk_index=0, reports=_reports(2, b"x"), **kw)
 
 
 def test_duplicate_reports_inside_a_batch_are_counted(tmp_path: Path) -> None:

@@ -260,18 +260,26 @@ def test_batch_signatures_replays_and_wrong_hops(keydir: Path) -> None:
             assert _reason(await fs.receive()) == reason, reason
         await fs.send(good.sign(hop0))
         assert w.parse_ack(await fs.receive()) == w.Ack(6, 0)
-        await fs.send(good.sign(hop0))  # replay of the same signed chunk
+        await fs.send(good.sign(hop0))  # replay of the same signed chunk: a harmless resend
         assert w.parse_ack(await fs.receive()) == w.Ack(0, 6)
         # A second, different batch claiming the same epoch is refused.
         other = w.BatchChunk(0, 1, KEY_EPOCH, 0, b"\x01" * 32, 0, 1, tuple(reps))
         await fs.send(other.sign(hop0))
-        assert _reason(await fs.receive()) == "replayed_batch"
+        assert _reason(await fs.receive()) == "conflicting_batch"
+        # So is other content under the stored batch's own ids: what a sender that lost
+        # its inbox sends when it numbers its epochs from 0 again.
+        fresh = _chunk([bytes([7]) + r[1:] for r in reps])
+        assert fresh.batch_id == good.batch_id
+        await fs.send(fresh.sign(hop0))
+        assert _reason(await fs.receive()) == "conflicting_batch"
 
     _drive(svc, script)
     assert svc.rejected["bad_signature"] == 3
     assert svc.rejected["malformed_frame"] == 1
     assert svc.rejected["wrong_hop"] == 3
-    assert svc.rejected["replayed_batch"] == 2
+    assert svc.rejected["conflicting_batch"] == 2
+    assert "replayed_batch" not in svc.rejected
+    assert svc.counters["duplicate_frames"] == 1
     assert svc.counters["reports_acknowledged"] == 6
 
 
