@@ -28,7 +28,7 @@ def test_the_docs_show_configs() -> None:
     assert {name for name, _ in _toml_blocks()} == set(DOCS)
 
 
-@pytest.mark.parametrize("source, block", _toml_blocks())
+@pytest.mark.parametrize(("source", "block"), _toml_blocks())
 def test_a_documented_config_is_accepted_as_written(source: str, block: str) -> None:
     # Keys shown elided ("ed3aef9e…") stand for a real 64-hex-digit key.
     doc = tomllib.loads(re.sub(r'"[0-9a-f]+…"', '"' + "0" * 64 + '"', block))
