@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import abc
 import enum
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -215,6 +217,16 @@ class ShuffleProtocol(abc.ABC):
     #: Split-Mix the encoder applies to this protocol's randomized values (None: no sharing).
     share_spec: ShareSpec | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Every estimator takes the same (n, n_fakes) and divides by or debiases with them: a
+        # wrong one gives a silently wrong estimate, so they are checked here for every
+        # protocol (including later ones) instead of in each module.
+        for attr in ("estimate", "estimate_tally"):
+            method = cls.__dict__.get(attr)
+            if callable(method) and not getattr(method, "_checks_counts", False):
+                setattr(cls, attr, _checking_counts(method))
+
     @property
     @abc.abstractmethod
     def domain(self) -> int:
@@ -349,7 +361,14 @@ class ShuffleProtocol(abc.ABC):
         return self.sample_fakes(count, rng=rng)
 
     def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
-        """Check users' values against :attr:`input_kind` and return them as an array."""
+        """Check users' values against :attr:`input_kind` and return them as an array.
+
+        Raises:
+            ParameterError: not a 1-D array (``(n, domain)`` for SET) of numbers of the kind's
+                range, quoting the first bad value: BINARY and CATEGORICAL take integers
+                (not bools, not floats), the REAL kinds finite integers or floats (not NaN,
+                not strings), SET booleans or 0/1 numbers.
+        """
         arr = np.asarray(values)
         kind = self.input_kind
         if kind in (InputKind.BINARY, InputKind.CATEGORICAL):
@@ -365,16 +384,45 @@ class ShuffleProtocol(abc.ABC):
                 )
         elif kind in (InputKind.REAL01, InputKind.REAL_PM1):
             lo = 0.0 if kind is InputKind.REAL01 else -1.0
-            arr = arr.astype(np.float64, copy=False)
-            if arr.ndim != 1 or (arr.size and (arr.min() < lo or arr.max() > 1.0)):
-                raise ParameterError(f"{self.name}: values must be a 1-D array in [{lo}, 1]")
-        elif kind is InputKind.SET:
-            if arr.ndim != 2 or arr.shape[1] != self.domain:
+            if arr.ndim != 1 or arr.dtype.kind not in "iuf":
                 raise ParameterError(
-                    f"{self.name}: values must be an (n, {self.domain}) boolean array"
+                    f"{self.name}: values must be a 1-D array of numbers in [{lo}, 1], "
+                    f"got {arr.dtype} {arr.shape}"
                 )
+            arr = arr.astype(np.float64, copy=False)
+            # Written so that NaN is out of range too (every comparison with NaN is False).
+            bad = np.flatnonzero(~((arr >= lo) & (arr <= 1.0)))
+            if bad.size:
+                raise ParameterError(
+                    f"{self.name}: values must lie in [{lo}, 1], got {arr[bad[0]].item()!r} "
+                    f"at index {int(bad[0])}"
+                )
+        elif kind is InputKind.SET:
+            if arr.ndim != 2 or arr.shape[1] != self.domain or arr.dtype.kind not in "biuf":
+                raise ParameterError(
+                    f"{self.name}: values must be an (n, {self.domain}) boolean array, "
+                    f"got {arr.dtype} {arr.shape}"
+                )
+            if arr.dtype.kind != "b" and np.any((arr != 0) & (arr != 1)):
+                raise ParameterError(f"{self.name}: set membership values must be 0 or 1")
             arr = arr.astype(bool, copy=False)
         return arr
+
+
+def _checking_counts(method: Callable[..., Estimate]) -> Callable[..., Estimate]:
+    """``method`` (an ``estimate`` or ``estimate_tally``) with its ``n`` (a positive integer)
+    and ``n_fakes`` (a non-negative integer) checked and passed on as ints."""
+
+    @functools.wraps(method)
+    def checked(
+        self: ShuffleProtocol, messages: Any, *, n: int, n_fakes: int, **kw: Any
+    ) -> Estimate:
+        n = check_n(n, "n", 1)
+        n_fakes = check_n(n_fakes, "n_fakes", 0)
+        return method(self, messages, n=n, n_fakes=n_fakes, **kw)
+
+    checked._checks_counts = True  # type: ignore[attr-defined]
+    return checked
 
 
 def _sum_tallies(parts: list[MessageTally]) -> MessageTally:
@@ -391,10 +439,20 @@ MAX_EPSILON = 700.0
 MIN_EPSILON = 1e-6
 
 
+def _real(value: Any, name: str) -> float:
+    """``value`` as a float if it is a real number (not a bool, a string or None)."""
+    if not isinstance(value, (str, bytes, bool, np.bool_)):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise ParameterError(f"{name} must be a number, got {value!r}")
+
+
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """Return ``epsilon`` as float if it lies in [:data:`MIN_EPSILON`, :data:`MAX_EPSILON`],
     else raise ParameterError (outside, e^ε − 1 or e^ε leaves double precision's range)."""
-    eps = float(epsilon)
+    eps = _real(epsilon, name)
     if not np.isfinite(eps) or eps <= 0:
         raise ParameterError(f"{name} must be a finite number > 0, got {epsilon!r}")
     if eps < MIN_EPSILON:
@@ -411,14 +469,21 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
 
 def check_delta(delta: float, name: str = "delta") -> float:
     """Return ``delta`` as float if it lies in (0, 1), else raise ParameterError."""
-    d = float(delta)
-    if not 0.0 < d < 1.0:
+    d = _real(delta, name)
+    if not 0.0 < d < 1.0:  # false for NaN
         raise ParameterError(f"{name} must lie in (0, 1), got {delta!r}")
     return d
 
 
 def check_n(n: int, name: str = "n", minimum: int = 1) -> int:
-    """Return ``n`` as int if it is an integer >= ``minimum``, else raise ParameterError."""
-    if isinstance(n, bool) or int(n) != n or int(n) < minimum:
+    """Return ``n`` as int if it is an integer >= ``minimum`` (an int, a numpy integer or an
+    integral float; not a bool, a string, NaN or ±inf), else raise ParameterError."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, float, np.integer, np.floating)):
+        ok = False
+    elif isinstance(n, (float, np.floating)):
+        ok = math.isfinite(n) and float(n).is_integer() and n >= minimum
+    else:
+        ok = n >= minimum
+    if not ok:
         raise ParameterError(f"{name} must be an integer >= {minimum}, got {n!r}")
     return int(n)

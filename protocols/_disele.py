@@ -36,12 +36,15 @@ label carries n·m honest shares) and uses the Horvitz–Thompson estimator
 which is unbiased over the fakes' labels. Its variance is
     Var[D̂] = Σ_j (s E[u_j²] − s² o_j²) / s²,  E[u_j²] = Var[z_j]/(1/2 − r)² + o_j²,
 with Var[z_j] = 1/4 if occupied (o_j = 1), r(1 − r) otherwise (o_j = 0); additive error
-O(√d / ε), matching the paper's Θ(√k) for robust approximate shuffle privacy.
+O(√d / ε), matching the paper's Θ(√k) for robust approximate shuffle privacy. With n_f fakes
+only d·s bins are expected clean and Var[D̂] ≥ D(2/s − 1): once d·s < 1 the std of a full
+domain exceeds d itself, so a configuration with that many fakes is refused.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -64,8 +67,13 @@ from ._registry import ProtocolSpec, integer_option, register_protocol
 
 __all__ = ["DisEle", "DisEleParams", "disele_default_shares"]
 
+#: ln of the largest double: 1/s = e^{−ln s} is computed only below it.
+_LOG_DOUBLE_MAX = math.log(sys.float_info.max)
 #: Largest domain the one-hot encoding is allowed to expand to (n·d·m messages are sent).
 MAX_DOMAIN = 1 << 20
+#: Most Split-Mix shares per value: :func:`disele_default_shares` never asks for more than
+#: 1076 (n = 2 and the smallest positive double as δ); more add messages, not privacy.
+MAX_SHARES = 1 << 11
 
 
 def disele_default_shares(n: int, delta: float) -> int:
@@ -136,6 +144,7 @@ class DisEle(ShuffleProtocol):
         n: int,
         delta: float,
         shares: int | None = None,
+        fake_reports: int = 0,
     ) -> None:
         d = check_n(domain, "domain", 2)
         if d > MAX_DOMAIN:
@@ -146,6 +155,20 @@ class DisEle(ShuffleProtocol):
         n = check_n(n)
         delta = check_delta(delta)
         m = disele_default_shares(n, delta) if shares is None else check_n(shares, "shares", 2)
+        if m > MAX_SHARES:
+            raise ParameterError(
+                f"disele: shares={m} exceeds {MAX_SHARES}: every user sends d·m messages"
+            )
+        # The estimator reads only the bins no fake landed in (module docstring): with fewer
+        # than one expected, d·(1 − 1/d)^{n_f} < 1, its std exceeds the whole range [0, d].
+        fake_values = check_n(fake_reports, "fake_reports", 0) // m
+        clean = d * math.exp(fake_values * math.log1p(-1.0 / d))
+        if clean < 1.0:
+            raise ParameterError(
+                f"disele: {fake_reports} fake reports ({fake_values} fake values of {m} shares) "
+                f"leave d*(1 - 1/d)^{fake_values} = {clean:.3g} < 1 of the d={d} bins expected "
+                "free of fakes, the only bins the estimator reads; use fewer fakes or a larger d"
+            )
         self._p = DisEleParams(domain=d, epsilon=eps, n=n, delta=delta, shares=m)
         self.share_spec = ShareSpec(modulus=2, shares=m)
         self._label_size = uint_codec_size(d)
@@ -241,10 +264,12 @@ class DisEle(ShuffleProtocol):
         # Each honest user sends m shares per label; any excess is a shuffler's fake share,
         # which turns the bin's parity into a fair coin (see module docstring).
         clean = counts <= n * p.shares
-        s = (1.0 - 1.0 / p.domain) ** n_fakes
         r = p.empty_parity
         u = (z - r) / (0.5 - r)
-        est = float(np.sum(u[clean])) / s
+        total = float(np.sum(u[clean]))
+        # 0 when no bin is clean, even where 1/s is beyond a double (more fakes than the
+        # spec the constructor checked): the std below then says the estimate is void.
+        est = total * self._inverse_clean_probability(n_fakes) if total else 0.0
         return Estimate(
             values=np.array([est]),
             expected_std=np.array([math.sqrt(self.variance(np.clip(est, 0, p.domain), n_fakes))]),
@@ -253,16 +278,26 @@ class DisEle(ShuffleProtocol):
         )
 
     def variance(self, distinct: float, n_fakes: int = 0) -> float:
-        """Exact Var[D̂] when ``distinct`` of the d bins are occupied (module docstring)."""
+        """Exact Var[D̂] when ``distinct`` of the d bins are occupied (module docstring),
+        written as Σ_j (E[u_j²]/s − o_j²) so that a tiny s gives a large (or infinite)
+        variance rather than 0/0."""
         p = self._p
         r = p.empty_parity
-        s = (1.0 - 1.0 / p.domain) ** n_fakes
+        inv_s = self._inverse_clean_probability(n_fakes)
         scale = (0.5 - r) ** 2
         eu2_occ = 0.25 / scale + 1.0
         eu2_empty = r * (1.0 - r) / scale
         occ = float(distinct)
-        total = occ * (s * eu2_occ - s * s) + (p.domain - occ) * s * eu2_empty
-        return total / (s * s)
+        empty = p.domain - occ
+        # Each term only where its bins exist: 0 · inf would be NaN.
+        return (occ * (eu2_occ * inv_s - 1.0) if occ else 0.0) + (
+            empty * eu2_empty * inv_s if empty else 0.0
+        )
+
+    def _inverse_clean_probability(self, n_fakes: int) -> float:
+        """1/s = (1 − 1/d)^{−n_f}, from its logarithm: ``inf`` where it exceeds a double."""
+        log_inv = -n_fakes * math.log1p(-1.0 / self._p.domain)
+        return math.exp(log_inv) if log_inv < _LOG_DOUBLE_MAX else math.inf
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         x = self.validate_values(values)
@@ -278,4 +313,5 @@ def _build_disele(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         delta=spec.delta,
         shares=integer_option(spec, "shares", minimum=1),
+        fake_reports=spec.fake_reports,
     )

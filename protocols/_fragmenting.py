@@ -59,7 +59,13 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import HistKR, _lookup_bound, decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, build_protocol, integer_option, register_protocol
+from ._registry import (
+    ProtocolSpec,
+    build_protocol,
+    integer_option,
+    number_option,
+    register_protocol,
+)
 from ._rsum import randomized_round
 
 __all__ = [
@@ -554,7 +560,7 @@ def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
     eps_lb, bound = largest_local(
         epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=spec.domain
     )
-    eps_lf = float(spec.options.get("epsilon_fragment", eps_lb / max(omega, 1)))
+    eps_lf = number_option(spec, "epsilon_fragment", eps_lb / omega)
     inner = HistKR(
         domain=spec.domain,
         epsilon_local=eps_lf,

@@ -56,6 +56,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ._base import check_epsilon, check_n
 from ._errors import ParameterError
 
 __all__ = [
@@ -89,18 +90,31 @@ _GOLDEN = 0x9E3779B97F4A7C15
 
 # --- validation -------------------------------------------------------------------------------
 def _check_domain(d: int, minimum: int = 2) -> int:
-    if isinstance(d, bool) or int(d) != d or int(d) < minimum:
-        raise ParameterError(f"domain d must be an integer >= {minimum}, got {d!r}")
-    return int(d)
+    return check_n(d, "domain d", minimum)
 
 
 def _check_eps(epsilon: float) -> float:
-    e = float(epsilon)
-    if not math.isfinite(e) or e <= 0:
-        raise ParameterError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if e > 700:
-        raise ParameterError(f"epsilon must be <= 700 (e^epsilon must be finite), got {e!r}")
-    return e
+    # The project's range [1e-6, 700]: below, e^ε − 1 in p* − q* keeps too few digits.
+    return check_epsilon(epsilon)
+
+
+def _check_oracle(oracle: FrequencyOracle) -> float:
+    """Check ``oracle.d`` and ``oracle.epsilon`` and store them as int and float (the
+    dataclasses are frozen), so KRR(d=4.0, epsilon=1) is KRR(d=4, epsilon=1.0); returns ε."""
+    object.__setattr__(oracle, "d", _check_domain(oracle.d))
+    eps = _check_eps(oracle.epsilon)
+    object.__setattr__(oracle, "epsilon", eps)
+    return eps
+
+
+def _check_hash_range(g: int) -> int:
+    try:
+        h = check_n(g, "hash range g", 2)
+    except ParameterError:
+        h = 0
+    if not 2 <= h < _TWO32:
+        raise ParameterError(f"hash range g must be an integer in [2, 2^32), got {g!r}")
+    return h
 
 
 def check_values(values: npt.ArrayLike, d: int) -> IntArray:
@@ -144,14 +158,23 @@ def _keep_or_uniform(
 ) -> npt.NDArray[np.int64]:
     """k-ary RR: w.p. λ a uniform value of [0, k) (possibly x itself), else x.
 
-    One uniform double per user: given u < λ, u/λ is uniform on [0, 1), so ⌊u k/λ⌋ is a
-    uniform value. Keeping x w.p. 1−λ+λ/k = e^ε/(e^ε+k−1) for λ = k/(e^ε+k−1).
+    Keeping x w.p. 1−λ+λ/k = e^ε/(e^ε+k−1) for λ = k/(e^ε+k−1). One uniform double u per
+    user decides, and given u < λ, ⌊u k/λ⌋ is the uniform value: u/λ takes about λ·2^53
+    equally likely values, so each of the k values is off by at most k/(λ·2^53) of its
+    probability. Where that exceeds 2^-24 (tiny λ, i.e. large ε; below λ = 2^-53 it would
+    always be 0) the uniform value is drawn on its own instead; ⌊u k/λ⌋ is only formed where
+    u < λ, so k/λ = e^ε+k−1 beyond int64 (ε > 43.7) cannot overflow it. (The one-draw form
+    keeps seeded runs, e.g. the experiments' LDP baselines, as they were.)
     """
     u = np.asarray(rng.random(x.shape[0]), dtype=np.float64)
-    # ⌊u k/λ⌋ < k exactly when u < λ (up to one ulp, probability 2^-53): one pass decides
-    # both "uniform or keep" and the uniform value.
-    out = (u * (k / lam)).astype(np.int64)
-    np.copyto(out, x, where=out >= k)
+    out = np.array(x, dtype=np.int64)
+    if k / (lam * 2.0**53) <= 2.0**-24:
+        scaled = u * (k / lam)
+        uniform = scaled < k
+        out[uniform] = scaled[uniform].astype(np.int64)
+    else:
+        uniform = u < lam
+        out[uniform] = rng.integers(0, k, size=int(np.count_nonzero(uniform)), dtype=np.int64)
     return out
 
 
@@ -223,6 +246,7 @@ class FrequencyOracle(abc.ABC):
         self, support: npt.ArrayLike, n: int, *, postprocess: Postprocess = "none"
     ) -> FloatArray:
         """Unbiased counts ĉ = (C − n q*)/(p* − q*) from support counts of n reports."""
+        n = check_n(n, "n", 0)
         c = np.asarray(support, dtype=np.float64)
         p, q = self.p_star, self.q_star
         est = (c - n * q) / (p - q)
@@ -285,8 +309,7 @@ class KRR(FrequencyOracle):
     aggregate_sampling: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        _check_eps(self.epsilon)
+        _check_oracle(self)
 
     @property
     def p_star(self) -> float:
@@ -535,8 +558,7 @@ class SUE(_Unary):
     name: ClassVar[str] = "sue"
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        _check_eps(self.epsilon)
+        _check_oracle(self)
 
     @property
     def p_nominal(self) -> float:
@@ -560,8 +582,7 @@ class OUE(_Unary):
     name: ClassVar[str] = "oue"
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        _check_eps(self.epsilon)
+        _check_oracle(self)
 
     @property
     def p_nominal(self) -> float:
@@ -605,12 +626,13 @@ class THE(_Unary):
     name: ClassVar[str] = "the"
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        eps = _check_eps(self.epsilon)
+        eps = _check_oracle(self)
         if self.theta is None:
             object.__setattr__(self, "theta", optimal_theta(eps))
-        elif not 0.5 < float(self.theta) < 1.0:
+        elif isinstance(self.theta, (str, bytes, bool)) or not 0.5 < float(self.theta) < 1.0:
             raise ParameterError(f"theta must lie in (0.5, 1), got {self.theta!r}")
+        else:
+            object.__setattr__(self, "theta", float(self.theta))
 
     @property
     def p_nominal(self) -> float:
@@ -637,8 +659,7 @@ class SHE(FrequencyOracle):
     name: ClassVar[str] = "she"
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        _check_eps(self.epsilon)
+        _check_oracle(self)
 
     @property
     def p_star(self) -> float:
@@ -716,8 +737,7 @@ def lh_hash(seeds: npt.ArrayLike, values: npt.ArrayLike, g: int) -> IntArray:
     Returns:
         int64 array of hashed values, the broadcast shape of ``seeds`` and ``values``.
     """
-    if isinstance(g, bool) or int(g) != g or not 2 <= int(g) < _TWO32:
-        raise ParameterError(f"hash range g must be an integer in [2, 2^32), got {g!r}")
+    g = _check_hash_range(g)
     a, b = lh_seed_params(seeds)
     x = np.asarray(values).astype(np.uint64)
     t = a * x
@@ -842,13 +862,13 @@ class BLH(_LocalHashing):
     name: ClassVar[str] = "blh"
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        _check_eps(self.epsilon)
+        _check_oracle(self)
 
 
 @dataclass(frozen=True, slots=True)
 class OLH(_LocalHashing):
-    """Optimized local hashing ``OLH`` (Wang et al. §4.4): g = round(e^ε + 1) by default.
+    """Optimized local hashing ``OLH`` (Wang et al. §4.4): g = round(e^ε + 1) by default
+    (at most 2^32 − 1, the range of the hash family).
 
     y = h_s(x) w.p. p = e^ε/(e^ε+g−1), else each other hash value w.p. 1/(e^ε+g−1); ε-LDP.
     p* = p, q* = 1/g; Var* = n(e^ε−1+g)²/((e^ε−1)²(g−1)) ≈ 4n e^ε/(e^ε−1)² at g = e^ε+1
@@ -861,12 +881,13 @@ class OLH(_LocalHashing):
     name: ClassVar[str] = "olh"
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        eps = _check_eps(self.epsilon)
-        if self.g == 0:
-            object.__setattr__(self, "g", max(2, round(math.exp(eps) + 1)))
-        elif isinstance(self.g, bool) or int(self.g) != self.g or not 2 <= self.g < _TWO32:
-            raise ParameterError(f"g must be an integer in [2, 2^32), got {self.g!r}")
+        eps = _check_oracle(self)
+        if not isinstance(self.g, (bool, np.bool_)) and self.g == 0:
+            # round(e^ε + 1) minimizes Var*; the hash family's range stops at 2^32 − 1
+            # (ε ≳ 22.2), any g keeps the report ε-LDP.
+            object.__setattr__(self, "g", min(max(2, round(math.exp(eps) + 1)), _TWO32 - 1))
+        else:
+            object.__setattr__(self, "g", _check_hash_range(self.g))
 
 
 # --- Hadamard response ----------------------------------------------------------------------------
@@ -903,8 +924,7 @@ class HR(FrequencyOracle):
     aggregate_sampling: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        _check_domain(self.d)
-        _check_eps(self.epsilon)
+        _check_oracle(self)
 
     @property
     def K(self) -> int:  # noqa: N802 - the paper's symbol

@@ -7,6 +7,7 @@ A new protocol is a new module that calls :func:`register_protocol`, plus one im
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import overload
@@ -15,6 +16,8 @@ from ._base import ShuffleProtocol, check_delta, check_epsilon, check_n
 from ._errors import BoundNotApplicable, ParameterError
 
 __all__ = [
+    "MAX_INTEGER_OPTION",
+    "MAX_MESSAGES",
     "ProtocolSpec",
     "RecordedOptions",
     "build_protocol",
@@ -47,43 +50,88 @@ class ProtocolSpec:
     options: Mapping[str, float | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_n(self.n)
-        check_n(self.domain, "domain", 2)
-        check_n(self.fake_reports, "fake_reports", 0)
+        # Stored as checked (epsilon=1 as 1.0, n=1e3 as 1000), so no factory sees a numpy
+        # scalar or an integral float where it expects an int.
+        set_field = object.__setattr__
+        set_field(self, "epsilon", check_epsilon(self.epsilon))
+        set_field(self, "delta", check_delta(self.delta))
+        set_field(self, "n", check_n(self.n))
+        set_field(self, "domain", check_n(self.domain, "domain", 2))
+        set_field(self, "fake_reports", check_n(self.fake_reports, "fake_reports", 0))
 
 
 Factory = Callable[[ProtocolSpec], ShuffleProtocol]
 _PROTOCOLS: dict[str, Factory] = {}
 
 
+#: Largest value an integer option takes: options arrive as floats (``--option k=v``, JSON),
+#: and 2^53 is the last integer from which every smaller one is an exact double.
+MAX_INTEGER_OPTION = 1 << 53
+
+#: Most messages (n · messages_per_user + fake_reports) a protocol is configured for. Rows
+#: stop far below (``esa simulate`` checks its own budget); a tally is drawn per distinct
+#: message, PUCM's in closed form, and the full experiment grid tallies PUCM at
+#: 3.7·10^12 messages (d = 1024). 10^14 keeps that with room and refuses what no machine
+#: runs: PRHR at ε = 10^-6 (10^15 messages per user), a share count of 10^300.
+MAX_MESSAGES = 10**14
+
+
 def number_option(spec: ProtocolSpec, key: str, default: float) -> float:
-    """``spec.options[key]`` (or ``default``), which must be a number."""
+    """``spec.options[key]`` (or ``default``), which must be a finite number."""
     value = spec.options.get(key, default)
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes, bool)):
         raise ParameterError(f"option {key} must be a number, got {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"option {key} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ParameterError(f"option {key} must be a finite number, got {value!r}")
+    return number
 
 
-@overload
-def integer_option(spec: ProtocolSpec, key: str, default: int, *, minimum: int = 0) -> int: ...
 @overload
 def integer_option(
-    spec: ProtocolSpec, key: str, default: None = None, *, minimum: int = 0
+    spec: ProtocolSpec,
+    key: str,
+    default: int,
+    *,
+    minimum: int = 0,
+    maximum: int = MAX_INTEGER_OPTION,
+) -> int: ...
+@overload
+def integer_option(
+    spec: ProtocolSpec,
+    key: str,
+    default: None = None,
+    *,
+    minimum: int = 0,
+    maximum: int = MAX_INTEGER_OPTION,
 ) -> int | None: ...
 def integer_option(
-    spec: ProtocolSpec, key: str, default: int | None = None, *, minimum: int = 0
+    spec: ProtocolSpec,
+    key: str,
+    default: int | None = None,
+    *,
+    minimum: int = 0,
+    maximum: int = MAX_INTEGER_OPTION,
 ) -> int | None:
-    """``spec.options[key]`` (or ``default``), which must be an integer >= ``minimum``: a
-    count or a seed is refused as given (3.5, -1), not truncated or passed on to fail later."""
+    """``spec.options[key]`` (or ``default``), which must be an integer in [``minimum``,
+    ``maximum``]: a count or a seed is refused as given (3.5, -1, nan, 1e300), not truncated
+    or passed on to fail later."""
     value = spec.options.get(key)
     if value is None:
         return default
-    if isinstance(value, str) or value != int(value) or int(value) < minimum:
-        shown = repr(value) if isinstance(value, str) else f"{value:g}"
-        raise ParameterError(f"option {key} must be an integer >= {minimum}, got {shown}")
-    return int(value)
+    try:
+        number = number_option(spec, key, 0.0)
+    except ParameterError:  # a string, a bool, NaN, ±inf: refused below
+        number = math.nan
+    if number.is_integer() and minimum <= number <= maximum:
+        return int(value)
+    shown = f"{value:g}" if isinstance(value, float) else repr(value)
+    if number.is_integer() and number > maximum:
+        raise ParameterError(f"option {key} must be an integer <= {maximum}, got {shown}")
+    raise ParameterError(f"option {key} must be an integer >= {minimum}, got {shown}")
 
 
 def register_protocol(name: str) -> Callable[[Factory], Factory]:
@@ -141,6 +189,13 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         raise ParameterError(
             f"{name}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
             f"{name} reads: {', '.join(known)}"
+        )
+    total = protocol.messages_per_user * spec.n + spec.fake_reports
+    if not total <= MAX_MESSAGES:
+        raise ParameterError(
+            f"{name}: n * messages_per_user + fake_reports = {spec.n} * "
+            f"{protocol.messages_per_user:.4g} + {spec.fake_reports} = {total:.3g} messages, "
+            f"over the {MAX_MESSAGES:.0e} any run can create or tally on one machine"
         )
     return protocol
 

@@ -164,7 +164,14 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
-from ._registry import ProtocolSpec, build_protocol, protocol_names, register_protocol
+from ._registry import (
+    ProtocolSpec,
+    build_protocol,
+    integer_option,
+    number_option,
+    protocol_names,
+    register_protocol,
+)
 
 __all__ = [
     "COUNTERS",
@@ -1089,7 +1096,8 @@ COUNTER_OPTIONS: dict[str, tuple[str, ...]] = {"put": ("gamma", "encoding"), "au
 
 def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     opts = spec.options
-    groups = opts.get("groups")
+    # Only a number here; the tester states the range [2, k] (_check_groups).
+    groups = integer_option(spec, "groups", minimum=0)
     allowed = COUNTERS[name]
     counter = opts.get("counter", allowed[0])
     if counter not in allowed:
@@ -1106,11 +1114,11 @@ def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon=spec.epsilon,
         delta=spec.delta,
         n=spec.n,
-        alpha=float(opts.get("alpha", 0.25)),
-        beta=float(opts.get("beta", 1.0 / 3.0)),
+        alpha=number_option(spec, "alpha", 0.25),
+        beta=number_option(spec, "beta", 1.0 / 3.0),
         fake_reports=spec.fake_reports,
-        groups=None if groups is None else groups,  # type: ignore[arg-type]
-        partition_seed=opts.get("partition_seed", 0),  # type: ignore[arg-type]
+        groups=groups,
+        partition_seed=integer_option(spec, "partition_seed", 0),
     )
 
 
