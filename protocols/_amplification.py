@@ -340,10 +340,15 @@ def largest_local(
 ) -> tuple[float, str]:
     """Largest ε_l (least local noise) any applicable bound allows for target ε_c.
 
+    The answer is checked with the same bound's forward map: a protocol built from it states
+    the target ε_c, so forward(ε_l) ≤ ε_c must hold, and a bound whose numerical inverse
+    overshoots (at large ε a root find can land on the wrong side) is passed over for the
+    next one.
+
     Raises:
         BoundNotApplicable: if no registered bound reaches the target.
     """
-    best: tuple[float, str] | None = None
+    candidates: list[tuple[float, AmplificationBound]] = []
     reasons = []
     for bound in available_bounds(family):
         try:
@@ -351,11 +356,20 @@ def largest_local(
         except BoundNotApplicable as exc:
             reasons.append(str(exc))
             continue
-        if best is None or eps_l > best[0]:
-            best = (eps_l, bound.name)
-    if best is None:
-        raise BoundNotApplicable(
-            f"no amplification bound reaches epsilon_central={epsilon_central:g} at n={n}, "
-            f"delta={delta:g}: " + "; ".join(reasons)
+        candidates.append((eps_l, bound))
+    for eps_l, bound in sorted(candidates, key=lambda c: -c[0]):
+        try:
+            proven = bound.epsilon_central(epsilon_local=eps_l, n=n, delta=delta, k=k)
+        except BoundNotApplicable as exc:
+            reasons.append(str(exc))
+            continue
+        if proven <= epsilon_central:
+            return eps_l, bound.name
+        reasons.append(
+            f"{bound.name}'s inverse gave epsilon_local={eps_l:.10g}, whose forward map "
+            f"proves only {proven:.10g}"
         )
-    return best
+    raise BoundNotApplicable(
+        f"no amplification bound reaches epsilon_central={epsilon_central:g} at n={n}, "
+        f"delta={delta:g}: " + "; ".join(reasons)
+    )

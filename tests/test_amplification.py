@@ -8,7 +8,7 @@ import math
 import pytest
 
 import protocols
-from protocols import BOUNDS, BoundNotApplicable
+from protocols import BOUNDS, BoundNotApplicable, ProtocolSpec, build_protocol, largest_local
 
 # Hand computations (δ = 1e-6):
 #  Thm 1: 12·0.4·√(ln(1e6)/1e5) = 4.8·√(13.8155/1e5) = 4.8·0.0117540 = 0.0564189
@@ -131,3 +131,15 @@ def test_no_bound_claims_more_than_local_dp(name: str) -> None:
         except BoundNotApplicable:
             continue
         assert eps_c <= eps_l
+
+
+@pytest.mark.parametrize(("eps_c", "k"), [(26.0, 3), (30.0, 8), (32.0, 3)])
+def test_largest_local_is_proven_by_its_own_bound_at_large_epsilon(eps_c: float, k: int) -> None:
+    # The blanket's numerical inverse landed above the root at large ε (32.0078 for a
+    # target of 32 at n = 1000), and hist_kr/rsum_kr then stated more than the target (or
+    # the target itself, unproven). The answer must satisfy its bound's forward map.
+    eps_l, name = largest_local(epsilon_central=eps_c, n=1000, delta=1e-6, family="krr", k=k)
+    proven = BOUNDS[name].epsilon_central(epsilon_local=eps_l, n=1000, delta=1e-6, k=k)
+    assert proven <= eps_c
+    spec = ProtocolSpec(epsilon=eps_c, delta=1e-6, n=1000, domain=k)
+    assert build_protocol("hist_kr", spec).privacy.epsilon_central <= eps_c
