@@ -470,6 +470,10 @@ _BLANKET_RTOL = 1e-7
 _BLANKET_ATOL = 1e-9
 #: Share of δ spent on cells of the blanket sum that are not evaluated (charged in full).
 _BLANKET_PRUNE = 1e-6
+#: Most cells the blanket sum is built with (~12 000 at n = 10^6–10^8 near the answer;
+#: ~300 000 at n = 10^8 for the smallest ε_l tried). Past it (n ≳ 10^10) the blanket does
+#: not apply, rather than allocate terabytes: the other bounds answer there.
+_BLANKET_MAX_CELLS = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,12 +522,19 @@ def _blanket_grid(
     s_col: list[FloatArray] = []
     m_col: list[FloatArray] = []
     mass_col: list[FloatArray] = []
+    cells = 0
     for t_total, mass in zip(t_totals, masses, strict=True):
         m = int(t_total) - 1  # uniform background reports
         if k == 2:
             s = np.array([float(t_total)])  # every report lands on x⁰ or x¹: s = T
         else:
             lo, hi = _support(m, 2.0 / k, tail_sd=8.0)
+            cells += hi - lo + 2
+            if cells > _BLANKET_MAX_CELLS:
+                raise BoundNotApplicable(
+                    f"the numerical blanket would need over {_BLANKET_MAX_CELLS:,} cells here "
+                    "(too many users for it)"
+                )
             s = np.arange(lo, hi + 2, dtype=np.float64)
         t_col.append(np.full(s.size, float(t_total)))
         s_col.append(s)
@@ -1004,12 +1015,20 @@ def _invert_on_divergence(
     # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
     from scipy.optimize import brentq
 
+    def h(eps_l: float) -> float:
+        value = divergence(eps_l)
+        if math.isnan(value):  # binomial tails at n ≳ 10^10: no bound, not a wrong one
+            raise BoundNotApplicable(
+                "the numerical accountant leaves double precision's range at these parameters"
+            )
+        return value
+
     lo, hi = target, _EPS0_MAX
-    if divergence(hi) <= delta:
+    if h(hi) <= delta:
         return hi
-    if divergence(lo) > delta:
+    if h(lo) > delta:
         return lo
-    root = float(brentq(lambda e: divergence(e) - delta, lo, hi, xtol=1e-9, rtol=1e-8))
+    root = float(brentq(lambda e: h(e) - delta, lo, hi, xtol=1e-9, rtol=1e-8))
     # Guard the tolerance of both root finds with the forward map itself.
     step = max(1e-9, 1e-7 * root)
     while root > lo and forward(root) > target:

@@ -143,3 +143,13 @@ def test_largest_local_is_proven_by_its_own_bound_at_large_epsilon(eps_c: float,
     assert proven <= eps_c
     spec = ProtocolSpec(epsilon=eps_c, delta=1e-6, n=1000, domain=k)
     assert build_protocol("hist_kr", spec).privacy.epsilon_central <= eps_c
+
+
+def test_numerical_bounds_step_aside_where_double_precision_ends() -> None:
+    # At n = 10^10 the clone divergence is NaN at its lower bracket; the inverse raised
+    # scipy's "function value is NaN" ValueError instead of leaving it to other bounds.
+    spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=10**10, domain=8)
+    proto = build_protocol("hist_kr", spec)
+    assert proto.privacy.epsilon_central <= 1.0
+    with pytest.raises(BoundNotApplicable):
+        BOUNDS["fmt23_stronger_clone"].epsilon_local(epsilon_central=1.0, n=10**10, delta=1e-6, k=8)
