@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._base import check_delta, check_epsilon, check_n
+from ._base import MAX_EPSILON, check_delta, check_epsilon, check_n
 from ._errors import BoundNotApplicable, ParameterError
 
 __all__ = [
@@ -35,11 +35,20 @@ __all__ = [
 
 def krr_lambda(epsilon_local: float, k: int) -> float:
     """Probability λ that k-RR outputs a uniform value, so that it is exactly ε_l-LDP."""
+    # Any ε_l > 0 (an inverse may return one below MIN_EPSILON: almost no signal left).
+    if not 0.0 < epsilon_local <= MAX_EPSILON:  # false for NaN
+        raise ParameterError(
+            f"epsilon_local must lie in (0, {MAX_EPSILON:g}], got {epsilon_local!r}"
+        )
+    k = check_n(k, "k", 2)
     return k / (math.exp(epsilon_local) + k - 1)
 
 
 def krr_epsilon_from_lambda(lam: float, k: int) -> float:
-    """ε_l of k-RR that outputs a uniform value w.p. λ: ln(1 + k(1−λ)/λ)."""
+    """ε_l of k-RR that outputs a uniform value w.p. λ: ln(1 + k(1−λ)/λ), for λ in (0, 1]."""
+    k = check_n(k, "k", 2)
+    if not 0.0 < lam <= 1.0:  # false for NaN
+        raise ParameterError(f"lambda must lie in (0, 1], got {lam!r}")
     return math.log1p(k * (1.0 - lam) / lam)
 
 

@@ -75,14 +75,13 @@ class HonestUsersBound:
     Attributes:
         epsilon_upper: a proven upper bound on the victim's ε.
         bound: the accountant's name.
-        epsilon_lower: an exact lower bound (the ε of one particular dataset), or ``None``.
-        lower_dataset: which dataset ``epsilon_lower`` is exact for.
+
+    A lower bound is stated at a δ, so it comes from ``honest_users_lower`` instead (the
+    protocols that have one: Cnt_SGM, Cnt_PURE, RSum_PURE; see :mod:`protocols._collusion`).
     """
 
     epsilon_upper: float
     bound: str
-    epsilon_lower: float | None = None
-    lower_dataset: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,8 @@ mechanism is not (ε', δ)-DP for any ε' below it. For a neighbouring pair with
 Q every event E with P(E) > δ gives ε ≥ ln((P(E) − δ)/Q(E)); the exact ε(δ) of the pair is
 the largest such value over both directions. Only a protocol's
 ``honest_users_lower(honest_others, fakes=…, delta=…)`` supplies one, for the scenario's
-honest users AND honest fakes (:func:`pair_lower_epsilon` turns computed laws into it). The
-``epsilon_lower`` of :meth:`ShuffleProtocol.honest_users_bound` is not used: it carries no δ,
-and a pure-DP (δ = 0) likelihood ratio far in the tail is no lower bound at δ > 0.
+honest users AND honest fakes (:func:`pair_lower_epsilon` turns computed laws into it). A
+pure-DP (δ = 0) likelihood ratio far in the tail is no lower bound at δ > 0.
 """
 
 from __future__ import annotations
@@ -153,8 +152,7 @@ class CollusionConfig:
             independent of the data, so adding them is post-processing.
         honest_bound: the protocol's own accountant for h honest other users
             (:meth:`ShuffleProtocol.honest_users_bound`), used in every scenario with an
-            honest shuffler where its upper bound is tighter than the generic bound (its
-            ``epsilon_lower`` is not used: it is not stated at a δ).
+            honest shuffler where its upper bound is tighter than the generic bound.
         honest_lower: the protocol's own lower bound at δ, called as
             ``honest_lower(h, fakes, delta)`` for h honest other users and ``fakes`` honest
             fakes (a protocol's ``honest_users_lower``): (ε, the neighbouring pair) or

@@ -363,8 +363,12 @@ class AttributeFragmenting(ShuffleProtocol):
         t = len(self._inners)
         if arr.ndim != 2 or arr.shape[1] != t:
             raise ParameterError(f"{self.name}: values must be an (n, {t}) array, got {arr.shape}")
+        # Each column goes to its inner protocol's own check as it is (2.5 or NaN refused
+        # there, not truncated here); only a boolean column (a one-hot row) becomes 0/1.
         return [
-            inner.validate_values(arr[:, a].astype(np.int64))
+            inner.validate_values(
+                arr[:, a].astype(np.int64) if arr.dtype.kind == "b" else arr[:, a]
+            )
             for a, inner in enumerate(self._inners)
         ]
 

@@ -8,7 +8,14 @@ import math
 import pytest
 
 import protocols
-from protocols import BOUNDS, BoundNotApplicable, ProtocolSpec, build_protocol, largest_local
+from protocols import (
+    BOUNDS,
+    BoundNotApplicable,
+    ParameterError,
+    ProtocolSpec,
+    build_protocol,
+    largest_local,
+)
 
 # Hand computations (δ = 1e-6):
 #  Thm 1: 12·0.4·√(ln(1e6)/1e5) = 4.8·√(13.8155/1e5) = 4.8·0.0117540 = 0.0564189
@@ -153,3 +160,15 @@ def test_numerical_bounds_step_aside_where_double_precision_ends() -> None:
     assert proto.privacy.epsilon_central <= 1.0
     with pytest.raises(BoundNotApplicable):
         BOUNDS["fmt23_stronger_clone"].epsilon_local(epsilon_central=1.0, n=10**10, delta=1e-6, k=8)
+
+
+def test_krr_lambda_maps_refuse_values_outside_their_range() -> None:
+    # krr_lambda(-1, 4) was 1.19, a probability above 1; λ = 0 divided by zero.
+    for eps in (-1.0, 0.0, math.nan):
+        with pytest.raises(ParameterError):
+            protocols.krr_lambda(eps, 4)
+    for lam in (0.0, 1.5, math.nan):
+        with pytest.raises(ParameterError):
+            protocols.krr_epsilon_from_lambda(lam, 4)
+    lam = protocols.krr_lambda(1.0, 4)
+    assert protocols.krr_epsilon_from_lambda(lam, 4) == pytest.approx(1.0)

@@ -121,7 +121,6 @@ def test_splitmix_states_the_sum_epsilon_with_delta() -> None:
     bound = robust.honest_users_bound(4_999)
     assert bound is not None
     assert bound.epsilon_upper == pytest.approx(robust.sum_epsilon)
-    assert bound.epsilon_lower is None  # a pure ε_T is no lower bound at δ > 0
     low = robust.honest_users_lower(4_999, fakes=0, delta=1e-6)
     assert low is not None
     assert 0.0 < low[0] < robust.sum_epsilon

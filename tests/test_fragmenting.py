@@ -282,3 +282,22 @@ def test_report_fragments_on_reals_through_esa_simulate(capsys: pytest.CaptureFi
     assert j["protocol"] == "rsum_kr+report_fragments"
     assert j["messages_per_user"] == 2
     assert abs(j["estimate"][0] - j["truth"][0]) <= 6 * j["expected_std"][0]
+
+
+def test_attribute_fragmenting_refuses_non_integer_columns() -> None:
+    # Columns went through astype(int64): 2.5 became 2 and NaN garbage, silently.
+    n = 100
+    proto = AttributeFragmenting(
+        [
+            CntRR(epsilon_local=1.5, n=n, delta=1e-6),
+            HistKR(domain=4, epsilon_local=2.0, n=n, delta=1e-6),
+        ]
+    )
+    good = np.stack([np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)], axis=1)
+    assert proto.validate_values(good).shape == (n, 2)
+    for bad in (2.5, np.nan):
+        values = good.astype(np.float64)
+        values[3, 1] = bad
+        with pytest.raises(ParameterError):
+            proto.validate_values(values)
+    assert proto.validate_values(good.astype(bool)).shape == (n, 2)  # one-hot rows are fine
