@@ -22,6 +22,11 @@ Reports are deduplicated per key epoch by SHA-256 digest (the durable replay cac
 client's retry of a frame whose ACK was lost stores nothing twice. Digests of a key epoch
 can be dropped with :meth:`Inbox.retire_key_epoch` once its keys are destroyed, which keeps
 the database bounded.
+
+Damage is an error, never a different answer (:class:`InboxDamaged`): the replay cache
+holds the digest of every stored report, so :meth:`Inbox.epoch_reports` checks each report
+against it before the report is processed, and :meth:`Inbox.check_integrity` runs SQLite's
+own check of the file's structure (a party runs it at start-up).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +48,7 @@ __all__ = [
     "EpochAhead",
     "EpochRecord",
     "Inbox",
+    "InboxDamaged",
     "InboxError",
     "OutboxEntry",
     "report_digest",
@@ -91,6 +98,14 @@ class InboxError(ESAError):
     """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
 
 
+class InboxDamaged(InboxError):
+    """The inbox's stored data is damaged: SQLite's integrity check fails, or a stored
+    report no longer matches the digest recorded when it was acknowledged (a flipped bit, a
+    torn write). Nothing is processed from damaged data: an acknowledged report that reads
+    back different is not a client's invalid report, and counting it as one would be a
+    silently wrong answer."""
+
+
 class ConflictingBatch(InboxError):
     """An upstream frame reuses a stored batch or epoch id with other content: the sender
     numbers its epochs afresh (its inbox lost or rolled back). Taking it as a resend would
@@ -99,6 +114,15 @@ class ConflictingBatch(InboxError):
 
 class EpochAhead(ESAError):
     """An operator asked to close an epoch id beyond the next one (see ``close_epochs``)."""
+
+
+def _any_open(db: sqlite3.Connection) -> bool:
+    """Whether a report is open (in no closed epoch yet)."""
+    return db.execute("SELECT 1 FROM reports WHERE epoch IS NULL LIMIT 1").fetchone() is not None
+
+
+def _sql_digest(key_epoch: int, report: bytes) -> bytes:
+    return report_digest(key_epoch, report)
 
 
 def _next_epoch_id(db: sqlite3.Connection) -> int:
@@ -110,6 +134,11 @@ def _next_epoch_id(db: sqlite3.Connection) -> int:
 def report_digest(key_epoch: int, report: bytes) -> bytes:
     """The replay-cache key of a report: SHA-256 over its key epoch and bytes."""
     return hashlib.sha256(key_epoch.to_bytes(4, "big") + report).digest()
+
+
+# Meta key: wall-clock time (seconds since the Unix epoch) at which the oldest report still
+# open was committed; absent while no report is open. What a deadline counts from.
+_OPEN_SINCE: Final = "open_since"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +175,16 @@ class Inbox:
         # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves, so each
         # logical step is exactly one transaction (and one fsync).
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            self._setup(party)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _setup(self, party: str) -> None:
+        # The replay-cache digest as SQL, so epoch_reports checks each report against the
+        # cache in the query that reads it (one round trip, not one lookup per report).
+        self._db.create_function("esa_report_digest", 2, _sql_digest, deterministic=True)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -186,6 +225,26 @@ class Inbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def check_integrity(self) -> None:
+        """Run SQLite's ``PRAGMA integrity_check`` over the whole file.
+
+        It reads every page: b-tree structure, NOT NULL and CHECK constraints, and that
+        every index matches its table (a damaged ``reports_by_epoch`` index would make an
+        epoch's query miss reports without an error, which ``quick_check`` would not
+        find). Measured on a warm cache: 0.12 s for 10^5 stored reports (25 MB), 1.8 s for
+        10^6 (250 MB); about twice ``quick_check``.
+
+        Raises:
+            InboxDamaged: the check found problems (the first few are quoted).
+            sqlite3.DatabaseError: the damage is such that SQLite cannot even check.
+        """
+        rows = [str(r[0]) for r in self._db.execute("PRAGMA integrity_check(5)").fetchall()]
+        if rows != ["ok"]:
+            # One problem a line, after a "*** in database main ***" header when there are
+            # several.
+            lines = [ln for r in rows for ln in r.splitlines() if not ln.startswith("***")]
+            raise InboxDamaged(f"integrity check failed: {'; '.join(lines)}")
+
     @property
     def journal_mode(self) -> str:
         return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
@@ -217,9 +276,16 @@ class Inbox:
         """
         out = []
         with self._txn() as db:
+            was_open = _any_open(db)
             for key_epoch, reports in groups:
                 stored = self._store_new(db, key_epoch, None, reports)
                 out.append((stored, len(reports) - stored))
+            if not was_open and any(stored for stored, _ in out):
+                # The first open report: a deadline counts from this commit, also across
+                # restarts (wall clock: a monotonic clock restarts with the machine).
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)", (_OPEN_SINCE, repr(time.time()))
+                )
         return out
 
     @staticmethod
@@ -248,6 +314,24 @@ class Inbox:
             "SELECT key_epoch, COUNT(*) FROM reports WHERE epoch IS NULL GROUP BY key_epoch"
         ).fetchall()
         return {int(k): int(c) for k, c in rows}
+
+    def open_since(self, *, now: float) -> float | None:
+        """When the oldest report still open was committed (wall-clock seconds since the
+        Unix epoch), or None when no report is open.
+
+        An inbox written before this time was kept has open reports but no time on
+        record: they are taken to have arrived at ``now``, which is recorded (the deadline
+        then starts once more, as it did on every restart before).
+        """
+        if not _any_open(self._db):
+            return None
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_OPEN_SINCE,)).fetchone()
+        if row is not None:
+            return float(row[0])
+        with self._txn() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (_OPEN_SINCE, repr(now)))
+            (value,) = db.execute("SELECT value FROM meta WHERE key = ?", (_OPEN_SINCE,)).fetchone()
+        return float(value)
 
     def close_epoch(self, key_epoch: int) -> int | None:
         """Put every open report of ``key_epoch`` into a new closed epoch; returns its id.
@@ -314,6 +398,10 @@ class Inbox:
                     (epoch, key_epoch),
                 )
                 created.append(int(epoch))
+            if not _any_open(db):
+                # Reports of key epochs not closed here stay open and keep the older time:
+                # their deadline is, if anything, early.
+                db.execute("DELETE FROM meta WHERE key = ?", (_OPEN_SINCE,))
         return created
 
     # ------------------------------------------------------------------ later hops
@@ -459,11 +547,29 @@ class Inbox:
         ]
 
     def epoch_reports(self, epoch: int) -> list[bytes]:
-        """The stored input reports of a closed epoch, in arrival order."""
+        """The stored input reports of a closed epoch, in arrival order, each checked
+        against the replay-cache digest recorded in the transaction that stored it.
+
+        Raises:
+            InboxDamaged: a report does not match its digest (or its digest is gone): the
+                stored bytes are not what was acknowledged, so the epoch must not be
+                processed from them. The message names the ``reports`` rows.
+        """
         rows = self._db.execute(
-            "SELECT body FROM reports WHERE epoch = ? ORDER BY id", (epoch,)
+            "SELECT r.id, r.body, EXISTS (SELECT 1 FROM seen s WHERE s.key_epoch = r.key_epoch "
+            "AND s.digest = esa_report_digest(r.key_epoch, r.body)) "
+            "FROM reports r WHERE r.epoch = ? ORDER BY r.id",
+            (epoch,),
         ).fetchall()
-        return [bytes(r[0]) for r in rows]
+        damaged = [int(i) for i, _, ok in rows if not ok]
+        if damaged:
+            shown = ", ".join(map(str, damaged[:10])) + (", …" if len(damaged) > 10 else "")
+            raise InboxDamaged(
+                f"epoch {epoch}: {len(damaged)} of its {len(rows)} stored reports do not "
+                f"match the digest recorded when they were acknowledged (reports rows "
+                f"{shown}): the inbox file is damaged"
+            )
+        return [bytes(body) for _, body, _ in rows]
 
     def epoch_size(self, epoch: int) -> int:
         """How many input reports a closed epoch holds (0 for an empty epoch)."""
@@ -559,11 +665,23 @@ class Inbox:
         """Forget the replay digests of a key epoch whose private keys are destroyed.
 
         Reports for it can no longer be decrypted, so a replay fails anyway; dropping the
-        digests bounds the database. Returns the number of digests removed.
+        digests bounds the database. The digests of reports still stored are kept: they
+        are what :meth:`epoch_reports` checks those reports against. Returns the number
+        of digests removed.
         """
         with self._txn() as db:
+            keep = {
+                (key_epoch, bytes(digest))
+                for (digest,) in db.execute(
+                    "SELECT s.digest FROM reports r JOIN seen s ON s.key_epoch = r.key_epoch "
+                    "AND s.digest = esa_report_digest(r.key_epoch, r.body) "
+                    "WHERE r.key_epoch = ?",
+                    (key_epoch,),
+                ).fetchall()
+            }
             cur = db.execute("DELETE FROM seen WHERE key_epoch = ?", (key_epoch,))
-        return int(cur.rowcount)
+            db.executemany("INSERT OR IGNORE INTO seen VALUES (?, ?)", keep)
+        return int(cur.rowcount) - len(keep)
 
     # ------------------------------------------------------------------ traps (analyzer)
 

@@ -92,7 +92,7 @@ from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 from ._codec import HopCodec, OnionCodec, make_codec
 from ._config import PartyConfig, chain_route
 from ._errors import ConfigError, ESAError
-from ._inbox import ConflictingBatch, EpochAhead, EpochRecord, Inbox, InboxError
+from ._inbox import ConflictingBatch, EpochAhead, EpochRecord, Inbox, InboxDamaged, InboxError
 from ._net import FrameStream, PeerClosed, PeerRejected, ReadTimeout, expect_ack
 from ._roles import Analyzer, Shuffler, check_shares, lost_estimate, reports_per_fake
 
@@ -313,20 +313,11 @@ class PartyService:
         except BaseException:
             self._lock.close()
             raise
-        # Key rotation. Reports still waiting under a key epoch dropped from the config
-        # could never be opened: refuse to start rather than lose them silently.
-        waiting = set(self.inbox.open_count()) | {e.key_epoch for e in self.inbox.epochs("closed")}
-        if waiting - set(self.keys):
+        try:
+            self._last_control_ms = self._start_inbox()
+        except BaseException:
             self.close()
-            raise ConfigError(
-                f"key epochs {sorted(waiting - set(self.keys))} still have unprocessed reports; "
-                "keep their keys in [keys.epochs] until those are processed"
-            )
-        # A dropped key epoch's keys are destroyed, so a replay of its reports cannot be
-        # opened any more: its replay digests go too, bounding the replay cache by the key
-        # epochs still served.
-        for retired in set(self.inbox.key_epochs_seen()) - set(self.keys):
-            self.inbox.retire_key_epoch(retired)
+            raise
         self.counters: collections.Counter[str] = collections.Counter()
         self.rejected: collections.Counter[str] = collections.Counter()
         self._db_lock = trio.Lock()
@@ -335,12 +326,12 @@ class PartyService:
         self._wake_work = trio.Event()
         self.port: int | None = None
         self.last_epoch_closed_at: float | None = None
-        self._failed_epochs: set[int] = set()
+        # Epochs left closed after their processing failed (retried after a restart), and
+        # why: STATUS shows them.
+        self._failed_epochs: dict[int, str] = {}
         self._pending: list[_Pending] = []
         self._pending_wake = trio.Event()
         self._writer_running = False
-        # Durable, so a restart does not reopen the replay window of earlier commands.
-        self._last_control_ms = int(self.inbox.get_meta("last_control_ms", "0"))
         self.last_forward_error = ""
         self._logged: dict[str, tuple[str, float]] = {}
         # What STATUS tells clients (esa submit encodes for it); a pickled protocol
@@ -350,6 +341,40 @@ class PartyService:
             if "pickle" in config.protocol
             else protocol_table(config.protocol)
         )
+
+    def _start_inbox(self) -> int:
+        """Check the inbox and apply the config to it before anything is served; returns
+        the time stamp of the last operator command accepted.
+
+        Damage found here stops the party with one line, like an inbox that cannot be
+        opened at all, rather than midway through an epoch (see
+        :meth:`Inbox.check_integrity` for what the check finds and costs).
+
+        Raises:
+            ConfigError: the inbox is damaged or unreadable, or a key epoch dropped from
+                the config still has unprocessed reports.
+        """
+        try:
+            self.inbox.check_integrity()
+            # Key rotation. Reports still waiting under a key epoch dropped from the config
+            # could never be opened: refuse to start rather than lose them silently.
+            waiting = set(self.inbox.open_count()) | {
+                e.key_epoch for e in self.inbox.epochs("closed")
+            }
+            if waiting - set(self.keys):
+                raise ConfigError(
+                    f"key epochs {sorted(waiting - set(self.keys))} still have unprocessed "
+                    "reports; keep their keys in [keys.epochs] until those are processed"
+                )
+            # A dropped key epoch's keys are destroyed, so a replay of its reports cannot be
+            # opened any more: its replay digests go too, bounding the replay cache by the
+            # key epochs still served.
+            for retired in set(self.inbox.key_epochs_seen()) - set(self.keys):
+                self.inbox.retire_key_epoch(retired)
+            # Durable, so a restart does not reopen the replay window of earlier commands.
+            return int(self.inbox.get_meta("last_control_ms", "0"))
+        except (sqlite3.Error, InboxDamaged) as exc:
+            raise ConfigError(f"cannot open the inbox {self.config.inbox_path}: {exc}") from None
 
     @property
     def party_name(self) -> str:
@@ -739,6 +764,7 @@ class PartyService:
             "protocol": self.protocol_table,
             "crypto": self.config.crypto,
             **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
+            **({"failed_epochs": dict(self._failed_epochs)} if self._failed_epochs else {}),
         }
 
     # ------------------------------------------------------------------ epochs
@@ -772,30 +798,40 @@ class PartyService:
         return len(closed)
 
     async def _epoch_loop(self) -> None:
-        """Hop 0: close the open batch at ``max_reports`` or at its deadline."""
+        """Hop 0: close the open batch at ``max_reports`` or at its deadline.
+
+        The deadline counts from the commit of the oldest open report, whose wall-clock
+        time the inbox keeps (:meth:`Inbox.open_since`), so a restart does not give open
+        reports a new deadline: the restarted party closes their epoch at that time +
+        ``deadline_seconds``, at once if that is past. Wall-clock time is read once per
+        batch of open reports, its elapsed part clamped to ``[0, deadline]``, and the wait
+        is then timed on trio's monotonic clock: a clock step while the party runs changes
+        nothing; a step while it is down moves the close by the step, but never before the
+        restart and never more than one deadline after it.
+        """
         rule = self.config.epoch
-        first_open: float | None = None
+        # (the open reports' recorded wall-clock time, their deadline on trio's clock)
+        due: tuple[float, float] | None = None
         while True:
+            # Reset before reading, so a submit committed during the reads still wakes us.
+            self._wake_epoch = trio.Event()
             try:
                 total = sum((await self._db(self.inbox.open_count)).values())
-                now = trio.current_time()
-                if total and first_open is None:
-                    first_open = now
-                if not total:
-                    first_open = None
-                elif total >= rule.max_reports or now - first_open >= rule.deadline_seconds:  # type: ignore[operator]
+                since = await self._db(self.inbox.open_since, now=time.time()) if total else None
+                if since is None:
+                    due = None
+                elif due is None or due[0] != since:
+                    elapsed = min(max(time.time() - since, 0.0), rule.deadline_seconds)
+                    due = (since, trio.current_time() + rule.deadline_seconds - elapsed)
+                if due is not None and (total >= rule.max_reports or trio.current_time() >= due[1]):
                     await self._close_open_epochs()
-                    first_open = None
                     continue
             except sqlite3.Error as exc:  # e.g. disk full while closing: retry shortly
                 self.counters["storage_errors"] += 1
                 self._log_once("epoch", f"cannot close epochs, will retry: {exc!r}")
                 await trio.sleep(1.0)
                 continue
-            self._wake_epoch = trio.Event()
-            wait = (
-                rule.deadline_seconds - (now - first_open) if first_open is not None else math.inf
-            )
+            wait = due[1] - trio.current_time() if due is not None else math.inf
             with trio.move_on_after(max(wait, 0.0)):
                 await self._wake_epoch.wait()
 
@@ -834,10 +870,21 @@ class PartyService:
                 raise  # the inbox, not the epoch: retried as a whole
             except Exception as exc:
                 # Leave the epoch closed (its reports stay durable) and go on with the
-                # others; it is retried after a restart, e.g. with a fixed config.
-                self._failed_epochs.update(self._epoch_group(rec.epoch))
+                # others; it is retried after a restart, e.g. with a fixed config or a
+                # repaired inbox.
+                if isinstance(exc, InboxDamaged):
+                    reason = f"not processed: {exc}"
+                    self.counters["epochs_damaged"] += 1
+                    advice = (
+                        "; its reports stay stored. Restore the inbox from a backup, or "
+                        "delete the damaged rows by hand to process the rest, then restart"
+                    )
+                else:
+                    reason, advice = f"failed to process: {exc!r}", ""
+                for e in self._epoch_group(rec.epoch):
+                    self._failed_epochs[e] = reason
                 self.counters["epochs_failed"] += 1
-                _log(f"epoch {rec.epoch} failed to process: {exc!r}")
+                _log(f"epoch {rec.epoch} {reason}{advice}")
         ok = True
         if self.config.role == "shuffler":
             for rec in await self._db(self.inbox.epochs, "processed"):

@@ -13,13 +13,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esa._inbox import ConflictingBatch, Inbox, InboxError, report_digest
+from esa._inbox import ConflictingBatch, Inbox, InboxDamaged, InboxError, report_digest
 
 
 def _reports(n: int, tag: bytes = b"r") -> list[bytes]:
@@ -40,6 +41,11 @@ def test_dedup_per_key_epoch(tmp_path: Path) -> None:
         assert inbox.add_reports(0, _reports(7)) == (2, 5)  # retry of the first five
         assert inbox.add_reports(1, _reports(3)) == (3, 0)  # another key epoch: new
         assert inbox.open_count() == {0: 7, 1: 3}
+        # The digests of reports still stored stay: epoch_reports checks them.
+        assert inbox.retire_key_epoch(0) == 0
+        (epoch,) = inbox.close_epochs([0])
+        assert len(inbox.epoch_reports(epoch)) == 7
+        inbox.commit_processed(epoch, stats={})
         assert inbox.retire_key_epoch(0) == 7
 
 
@@ -146,6 +152,79 @@ def test_analyzer_outputs(tmp_path: Path) -> None:
 
 def test_digest_binds_key_epoch() -> None:
     assert report_digest(0, b"x") != report_digest(1, b"x")
+
+
+def test_a_damaged_stored_report_is_an_error_not_another_report(tmp_path: Path) -> None:
+    # One flipped bit in a stored body (bit rot, a torn sector) would otherwise reach the
+    # shuffler as a report that fails to decrypt: counted invalid, one user silently gone.
+    with Inbox(tmp_path / "a.db", party="s") as inbox:
+        inbox.add_reports(3, _reports(5))
+        (epoch,) = inbox.close_epochs([3])
+        (row_id,) = inbox._db.execute(
+            "SELECT id FROM reports ORDER BY id LIMIT 1 OFFSET 2"
+        ).fetchone()
+        flipped = bytes([_reports(5)[2][0] ^ 1]) + _reports(5)[2][1:]
+        inbox._db.execute("UPDATE reports SET body = ? WHERE id = ?", (flipped, row_id))
+        with pytest.raises(InboxDamaged, match=rf"epoch {epoch}: 1 of its 5 .* rows {row_id}\)"):
+            inbox.epoch_reports(epoch)
+        assert [e.epoch for e in inbox.epochs("closed")] == [epoch]  # still to process
+        # The digest is bound to the row's key epoch: a row moved to another is damage too.
+        inbox._db.execute("UPDATE reports SET body = ? WHERE id = ?", (_reports(5)[2], row_id))
+        assert len(inbox.epoch_reports(epoch)) == 5
+        inbox._db.execute("UPDATE reports SET key_epoch = 4 WHERE id = ?", (row_id,))
+        with pytest.raises(InboxDamaged):
+            inbox.epoch_reports(epoch)
+        inbox._db.execute("UPDATE reports SET key_epoch = 3 WHERE id = ?", (row_id,))
+        # A lost digest (a damaged replay cache) is refused as well.
+        inbox._db.execute("DELETE FROM seen WHERE digest = ?", (report_digest(3, _reports(5)[4]),))
+        with pytest.raises(InboxDamaged, match="1 of its 5"):
+            inbox.epoch_reports(epoch)
+
+
+def test_integrity_check_finds_a_damaged_page(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with Inbox(path, party="s") as inbox:
+        inbox.check_integrity()  # a sound inbox passes
+        inbox.add_reports(0, [os.urandom(120) for _ in range(400)])  # several pages
+        inbox.check_integrity()
+        # Garbage over part of an index page: found without running a query that uses it.
+        (root,) = inbox._db.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'reports_by_epoch'"
+        ).fetchone()
+        (page,) = inbox._db.execute("PRAGMA page_size").fetchone()
+        inbox._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(path, "r+b") as fh:
+        fh.seek((root - 1) * page + 100)
+        fh.write(b"\xff" * 64)
+    with Inbox(path, party="s") as inbox, pytest.raises((InboxDamaged, sqlite3.DatabaseError)):
+        inbox.check_integrity()
+
+
+def test_open_since_is_the_first_open_reports_commit_time(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with Inbox(path, party="s") as inbox:
+        assert inbox.open_since(now=1.0) is None  # nothing open
+        before = time.time()
+        inbox.add_reports(1, _reports(3))
+        after = time.time()
+        since = inbox.open_since(now=1.0)
+        assert since is not None
+        assert before <= since <= after
+        inbox.add_reports(1, _reports(5, b"x"))  # more open reports: still the first's time
+        inbox.add_reports(1, _reports(3))  # a retry stores nothing
+        assert inbox.open_since(now=1.0) == since
+    with Inbox(path, party="s") as inbox:  # durable: a restart keeps it
+        assert inbox.open_since(now=1.0) == since
+        inbox.close_epochs([1])
+        assert inbox.open_since(now=1.0) is None
+        assert inbox.get_meta("open_since") == ""  # forgotten with the close
+        inbox.add_reports(1, [b"late"])  # a new batch of open reports gets its own time
+        assert (inbox.open_since(now=1.0) or 0) >= after
+        # An inbox written before the time was kept: open reports but none on record are
+        # taken to have arrived now, and that is kept.
+        inbox._db.execute("DELETE FROM meta WHERE key = 'open_since'")
+        assert inbox.open_since(now=42.0) == 42.0
+        assert inbox.open_since(now=99.0) == 42.0
 
 
 _CHILD = textwrap.dedent(
