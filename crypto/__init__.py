@@ -65,6 +65,7 @@ from ._wire import parse_reject as parse_reject
 from ._wire import parse_reply as parse_reply
 from ._wire import parse_submit as parse_submit
 from ._wire import peek_kind as peek_kind
+from ._wire import reports_header as reports_header
 from ._wire import unverified_key_epoch as unverified_key_epoch
 from ._wire import verify_batch as verify_batch
 from ._wire import verify_control as verify_control

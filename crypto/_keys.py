@@ -213,8 +213,9 @@ class KeyDirectory:
             doc = json.loads((root / _PUBLIC_FILE).read_text())
             if not isinstance(doc, dict):
                 raise InvalidKey(f"{root / _PUBLIC_FILE}: expected a JSON object")
-            if doc.get("version") != _DIR_VERSION:
-                raise InvalidKey(f"{root / _PUBLIC_FILE}: unsupported version {doc.get('version')}")
+            version = doc.get("version")
+            if type(version) is not int or version != _DIR_VERSION:  # not True, not 1.0
+                raise InvalidKey(f"{root / _PUBLIC_FILE}: unsupported version {version!r}")
             publics = [
                 PartyPublic(
                     name=str(p["name"]),
@@ -223,10 +224,16 @@ class KeyDirectory:
                 )
                 for p in doc["parties"]
             ]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidKey(f"cannot read key directory {root}: {exc}") from exc
-        if len(publics) < 2 or publics[-1].name != analyzer_name():
-            raise InvalidKey(f"{root}: a key directory lists shufflers then the analyzer")
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise InvalidKey(f"cannot read key directory {root}: {exc}") from None
+        names = [p.name for p in publics]
+        want = [shuffler_name(i) for i in range(len(publics) - 1)] + [analyzer_name()]
+        if len(publics) < 2 or names != want:
+            # A repeated name would route two hops through one key.
+            raise InvalidKey(
+                f"{root}: a key directory lists shuffler-1 … shuffler-m, then the analyzer; "
+                f"got {', '.join(names)}"
+            )
         return cls(root, publics)
 
     def public(self, name: str) -> PartyPublic:
@@ -278,5 +285,5 @@ def _read_private(path: Path, name: str) -> PartyKeys:
         )
     except InvalidKey:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InvalidKey(f"cannot read private key {path}: {type(exc).__name__}") from None

@@ -118,6 +118,9 @@ def _wrap_from_parts(
 
     Only for known-answer tests; reusing an ephemeral secret breaks the scheme.
     """
+    if not route:
+        # No layer would leave the payload in the clear, and at another length.
+        raise CryptoParameterError("a route holds at least one hop's key")
     if len(ephemeral_secrets) != len(route):
         raise CryptoParameterError("one ephemeral secret per layer is required")
     if not 0 <= crowd_id < 2**64:
@@ -187,6 +190,8 @@ def peel_report(
             opaque error.
     """
     _check_route(epoch, hop)  # programmer misuse, not an invalid report
+    if not isinstance(report, bytes):  # e.g. None from a batch: invalid, not a TypeError
+        raise InvalidReport
     if expected_size is not None and len(report) != expected_size:
         raise InvalidReport
     if len(report) < LAYER_OVERHEAD or report[0] != REPORT_VERSION:

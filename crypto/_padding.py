@@ -54,7 +54,13 @@ def pad_rows(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.uint8]:
 
 
 def unpad(padded: bytes, size: int) -> bytes:
-    """Inverse of :func:`pad`; any malformation raises the opaque :class:`InvalidReport`."""
+    """Inverse of :func:`pad`; any malformation raises the opaque :class:`InvalidReport`.
+
+    Raises:
+        CryptoParameterError: ``size`` is out of range (a caller's error, as in :func:`pad`).
+    """
+    if not 0 <= size <= MAX_PAYLOAD:
+        raise CryptoParameterError(f"pad size must lie in [0, {MAX_PAYLOAD}], got {size}")
     if len(padded) != padded_size(size):
         raise InvalidReport
     (length,) = struct.unpack_from(">H", padded)

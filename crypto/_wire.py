@@ -43,7 +43,7 @@ import enum
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -87,6 +87,7 @@ __all__ = [
     "parse_reply",
     "parse_submit",
     "peek_kind",
+    "reports_header",
     "unverified_key_epoch",
     "verify_batch",
     "verify_control",
@@ -307,13 +308,21 @@ class SubmitFrame:
         return head + _SUBMIT.pack(self.key_epoch, len(self.reports), size) + b"".join(self.reports)
 
 
-def _parse_unverified_submit(payload: bytes) -> SubmitFrame:
+def _submit_header(payload: bytes) -> tuple[int, int, int]:
+    """(key_epoch, count, report size) of a SUBMIT payload, nothing split."""
     _expect(payload, FrameKind.SUBMIT)
     if len(payload) < _PREFIX.size + _SUBMIT.size:
         raise MalformedFrame("truncated SUBMIT header")
     key_epoch, count, size = _SUBMIT.unpack_from(payload, _PREFIX.size)
     if count == 0 or size == 0:
         raise MalformedFrame("a SUBMIT frame carries at least one non-empty report")
+    if len(payload) != _PREFIX.size + _SUBMIT.size + count * size:
+        raise MalformedFrame(f"{count} reports of {size} bytes do not fill the SUBMIT frame")
+    return key_epoch, count, size
+
+
+def _parse_unverified_submit(payload: bytes) -> SubmitFrame:
+    key_epoch, count, size = _submit_header(payload)
     reports = _split_reports(payload[_PREFIX.size + _SUBMIT.size :], count, size)
     return SubmitFrame(key_epoch, reports)
 
@@ -461,16 +470,43 @@ class BatchChunk:
         return body + _sign(key, _CTX_BATCH, body)
 
 
-def _parse_unverified_batch(payload: bytes) -> BatchChunk:
+def _batch_header(payload: bytes) -> tuple[Any, ...]:
+    """The header fields of a BATCH payload, checked for shape, nothing split."""
     _expect(payload, FrameKind.BATCH)
     if len(payload) < _PREFIX.size + _BATCH.size + SIGNATURE_SIZE:
         raise MalformedFrame("truncated BATCH frame")
     fields = _BATCH.unpack_from(payload, _PREFIX.size)
-    sender, receiver, key_epoch, epoch, batch_id, index, chunks, count, size = fields
+    _, _, _, _, _, index, chunks, count, size = fields
     if index >= chunks:
         raise MalformedFrame("chunk index beyond chunk count")
     if count and not size:
         raise MalformedFrame("reports of size 0")
+    if len(payload) != _PREFIX.size + _BATCH.size + count * size + SIGNATURE_SIZE:
+        raise MalformedFrame(f"{count} reports of {size} bytes do not fill the BATCH frame")
+    return tuple(fields)
+
+
+def reports_header(payload: bytes) -> tuple[int, int]:
+    """(count, report size) that a SUBMIT or BATCH payload declares, read from its header
+    alone: a party checks the size it expects before anything is split into reports or a
+    signature checked, so a frame of millions of tiny reports costs no more than its bytes.
+
+    Raises:
+        WireError: not a well-formed SUBMIT or BATCH header.
+    """
+    kind = peek_kind(payload)
+    if kind is FrameKind.SUBMIT:
+        _, count, size = _submit_header(payload)
+        return count, size
+    if kind is FrameKind.BATCH:
+        *_, count, size = _batch_header(payload)
+        return count, size
+    raise MalformedFrame(f"{kind.name} frames carry no reports")
+
+
+def _parse_unverified_batch(payload: bytes) -> BatchChunk:
+    fields = _batch_header(payload)
+    sender, receiver, key_epoch, epoch, batch_id, index, chunks, count, size = fields
     blob = payload[_PREFIX.size + _BATCH.size : -SIGNATURE_SIZE]
     reports = _split_reports(blob, count, size)
     return BatchChunk(sender, receiver, key_epoch, epoch, batch_id, index, chunks, reports)
@@ -487,7 +523,7 @@ def unverified_key_epoch(payload: bytes) -> int:
     """
     kind = peek_kind(payload)
     if kind is FrameKind.BATCH:
-        return _parse_unverified_batch(payload).key_epoch
+        return int(_batch_header(payload)[2])  # from the header alone
     if kind is FrameKind.COUNTS:
         return _parse_unverified_counts(payload).statements[-1].key_epoch
     raise MalformedFrame(f"{kind.name} frames carry no key epoch")

@@ -82,6 +82,7 @@ from crypto import (
     parse_query,
     parse_submit,
     peek_kind,
+    reports_header,
     unverified_key_epoch,
     verify_batch,
     verify_control,
@@ -484,16 +485,29 @@ class PartyService:
             )
 
     def _check_sizes(self, reports: tuple[bytes, ...]) -> None:
+        if reports:
+            self._check_size(len(reports[0]))
+
+    def _check_size(self, size: int) -> None:
         expected = self.expected_size()
-        if reports and len(reports[0]) != expected:
+        if size != expected:
             raise _Rejected(
                 RejectReason.WRONG_REPORT_SIZE,
-                f"reports for hop {self.hop} are {expected} bytes, got {len(reports[0])}",
+                f"reports for hop {self.hop} are {expected} bytes, got {size}",
             )
+
+    def _check_declared_size(self, payload: bytes) -> None:
+        """Refuse a SUBMIT or BATCH whose header declares the wrong report size before it
+        is split into reports or its signature checked: a 4 MiB frame of 2-byte reports
+        would otherwise become two million objects on the event loop, unauthenticated."""
+        count, size = reports_header(payload)
+        if count:
+            self._check_size(size)
 
     async def _on_submit(self, payload: bytes) -> bytes:
         if not self.is_first:
             raise _Rejected(RejectReason.WRONG_HOP, f"hop {self.hop} takes no client reports")
+        self._check_declared_size(payload)
         frame = parse_submit(payload)
         self._check_key_epoch(frame.key_epoch)
         self._check_sizes(frame.reports)
@@ -554,6 +568,7 @@ class PartyService:
         if self.is_first:
             raise _Rejected(RejectReason.WRONG_HOP, "hop 0 takes reports from clients only")
         # The header only chooses which key to verify with; nothing is used before that.
+        self._check_declared_size(payload)
         key_epoch = unverified_key_epoch(payload)
         self._check_key_epoch(key_epoch)
         channel, chunk = self._verify_upstream(

@@ -22,8 +22,10 @@ from crypto import (
     PartyPublic,
     analyzer_name,
     pad,
+    peel_batch,
     peel_report,
     shuffler_name,
+    unpad,
     wrap_report,
 )
 
@@ -326,3 +328,41 @@ def test_generated_directories_are_independent(tmp_path: Path) -> None:
     b = KeyDirectory.create(tmp_path / "b", shufflers=2)
     pubs = {p.layer_public for p in a.route()} | {p.layer_public for p in b.route()}
     assert len(pubs) == 6
+
+
+def test_malformed_key_directories_are_invalid_key_errors(keydir: KeyDirectory) -> None:
+    root = keydir.path
+    doc = json.loads((root / "public.json").read_text())
+
+    def load_with(changed: object) -> None:
+        (root / "public.json").write_text(json.dumps(changed))
+        KeyDirectory.load(root)
+
+    # One party named twice routed two hops through one key.
+    twice = {**doc, "parties": [doc["parties"][0], *doc["parties"][:1], *doc["parties"][2:]]}
+    with pytest.raises(InvalidKey, match="shuffler-1, shuffler-1"):
+        load_with(twice)
+    for version in (True, 1.0, "1"):
+        with pytest.raises(InvalidKey, match="unsupported version"):
+            load_with({**doc, "version": version})
+    (root / "public.json").write_text("[" * 100_000)  # RecursionError in json.loads
+    with pytest.raises(InvalidKey):
+        KeyDirectory.load(root)
+    (root / "public.json").write_text(json.dumps(doc))
+    key = root / "shuffler-1.key"
+    key.write_text("[" * 100_000)
+    with pytest.raises(InvalidKey):
+        KeyDirectory.load(root).private("shuffler-1")
+
+
+def test_a_route_without_keys_and_bad_batch_entries_are_refused_typed() -> None:
+    with pytest.raises(CryptoParameterError, match="at least one hop"):
+        wrap_report(pad(b"secret", 8), [], epoch=1, first_hop=3)
+    with pytest.raises(CryptoParameterError):
+        unpad(b"\x00", -1)
+    key = LayerPrivateKey.generate()
+    route = [key.public_key]
+    good = wrap_report(pad(b"v", 8), route, epoch=1)
+    peeled = peel_batch([good, None, b"x"], key, epoch=1, hop=0)  # type: ignore[list-item]
+    assert peeled[0] is not None
+    assert peeled[1:] == [None, None]

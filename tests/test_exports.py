@@ -67,6 +67,7 @@ CRYPTO_PUBLIC = [
     "parse_reply",
     "parse_submit",
     "peek_kind",
+    "reports_header",
     "peel_batch",
     "peel_report",
     "report_progress",

@@ -114,6 +114,35 @@ def _reason(payload: bytes) -> str:
     return w.parse_reject(payload).reason.name.lower()
 
 
+def test_wrong_size_frames_are_refused_from_their_header_before_any_split(
+    keydir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 4 MiB SUBMIT (or unsigned BATCH) of 2-byte reports was split into two million
+    objects on the event loop before its size was checked: refused from the header now."""
+    hop0, hop1 = _service(keydir, 0), _service(keydir, 1)
+
+    def no_split(*args: Any) -> Any:
+        raise AssertionError("reports split before the size check")
+
+    monkeypatch.setattr(w, "_split_reports", no_split)
+    tiny = tuple(i.to_bytes(2, "big") for i in range(1_000))
+
+    async def submit(connect: Client) -> None:
+        fs = await connect()
+        await fs.send(w.SubmitFrame(KEY_EPOCH, tiny).to_bytes())
+        assert _reason(await fs.receive()) == "wrong_report_size"
+
+    async def batch(connect: Client) -> None:
+        fs = await connect()
+        chunk = w.BatchChunk(0, 1, KEY_EPOCH, 0, bytes(32), 0, 1, tiny)
+        await fs.send(chunk.signed_bytes() + bytes(64))  # not even signed
+        assert _reason(await fs.receive()) == "wrong_report_size"
+
+    _drive(hop0, submit)
+    _drive(hop1, batch)
+    assert hop0.rejected["wrong_report_size"] == hop1.rejected["wrong_report_size"] == 1
+
+
 def test_garbage_then_valid_submit_on_same_connection(keydir: Path) -> None:
     svc = _service(keydir, 0)
     good = _reports(keydir, 5)
