@@ -157,7 +157,9 @@ class ShareSpec:
     def shares_for(*, sigma: float, modulus: int, users: int) -> int:
         """Shares per value that make the shuffled shares 2^{−σ}-close to their sum.
 
-        Balle, Bell, Gascón, Nissim's analysis of Split-Mix (arXiv 1906.09116): with
+        Balle, Bell, Gascón, Nissim's analysis of Split-Mix ("Private Summation in the
+        Multi-Message Shuffle Model", CCS'20, arXiv 2002.00817; first as "Improved
+        Summation from Shuffling", arXiv 1909.11225): with
         ``users`` ≥ 3 honest users each splitting a value of Z_q into m shares, the shuffled
         multiset is 2^{−σ}-close in total variation to one determined by the sum alone when
             m ≥ (2σ + log₂ q)/(log₂ users − log₂ e) + 1

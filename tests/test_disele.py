@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from protocols import DisEle, ParameterError, ProtocolSpec, build_protocol
+from protocols._disele import disele_default_shares, share_distance_bound
 
 
 def split_shares(messages: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
@@ -130,3 +131,28 @@ def test_values_outside_domain_refused() -> None:
     proto = DisEle(domain=8, epsilon=1.0, n=100, delta=1e-6)
     with pytest.raises(ParameterError, match=r"\[0, 8\)"):
         proto.randomize(np.array([0, 8]), rng=np.random.default_rng(0))
+
+
+def test_default_share_count_is_provably_delta_close() -> None:
+    # The former formula gave m = 5 at n = 100, δ = 1e-6, whose exact distance is 2.1e-6,
+    # and m = 2 at n = 32, δ = 0.1 (0.86 between all-zeros and all-ones users). The exact
+    # distance of small cases (one label: the number of ones among the n·m share bits) must
+    # lie below the bound, and the default's bound below δ.
+    def ones_law(n: int, m: int, ones: int) -> np.ndarray:
+        k = np.arange(m + 1)
+        law = np.array([1.0])
+        for x in [1] * ones + [0] * (n - ones):
+            per = np.where(k % 2 == x, [math.comb(m, int(i)) / 2.0 ** (m - 1) for i in k], 0.0)
+            law = np.convolve(law, per)
+        return law
+
+    for n, m in [(8, 3), (16, 4), (32, 2), (20, 6)]:
+        worst = max(
+            0.5 * np.abs(ones_law(n, m, a) - ones_law(n, m, b)).sum()
+            for a in range(n + 1)
+            for b in range(a % 2, n + 1, 2)
+        )
+        assert worst <= share_distance_bound(n, m)
+    for n, delta in [(32, 0.1), (100, 1e-6), (10_000, 1e-9)]:
+        m = disele_default_shares(n, delta)
+        assert share_distance_bound(n, m) <= delta < share_distance_bound(n, m - 1) or m == 2

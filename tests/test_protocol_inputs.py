@@ -277,11 +277,16 @@ def test_disele_refuses_fakes_that_leave_no_clean_bin() -> None:
     with pytest.raises(ParameterError, match=r"fake reports .* expected free of fakes"):
         build_protocol("disele", spec)
     # d·(1 − 1/d)^{n_f} >= 1 at n_f = 15 fake values of 4 shares (60 reports), not at 16.
-    ok = build_protocol("disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=60))
+    four = {"shares": 4}
+    ok = build_protocol(
+        "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=60, options=four)
+    )
     assert isinstance(ok, DisEle)
     assert ok.params.shares == 4
     with pytest.raises(ParameterError, match="fake"):
-        build_protocol("disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=64))
+        build_protocol(
+            "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=64, options=four)
+        )
 
 
 def test_disele_estimate_with_more_fakes_than_configured_is_void_not_an_error() -> None:
