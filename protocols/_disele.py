@@ -112,7 +112,8 @@ def disele_default_shares(n: int, delta: float) -> int:
     ideal sum of parities, by :func:`share_distance_bound`.
 
     Balle, Bell, Gascón, Nissim (CCS'20, arXiv 2002.00817) and Ghazi, Manurangsi, Pagh,
-    Velingker (Eurocrypt'20, arXiv 1906.08320) show m = O(1 + (σ + log q)/log n) shares suffice for σ-closeness over Z_q.
+    Velingker (Eurocrypt'20, arXiv 1906.08320) show m = O(1 + (σ + log q)/log n) shares
+    suffice for σ-closeness over Z_q.
     Until 2026-11-30 this took m = 1 + ⌈(log2(1/δ) + 1)/log2 n⌉ with a constant of ours, and
     it was not δ-close: at n = 100, δ = 10⁻⁶ its m = 5 is 2.1·10⁻⁶ apart (exact), and at
     n = 32, δ = 0.1 all-zeros and all-ones users were 0.86 apart with m = 2. The bound is
