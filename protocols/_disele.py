@@ -200,13 +200,14 @@ class DisEle(ShuffleProtocol):
             )
         # The estimator reads only the bins no fake landed in (module docstring): with fewer
         # than one expected, d·(1 − 1/d)^{n_f} < 1, its std exceeds the whole range [0, d].
-        fake_values = check_n(fake_reports, "fake_reports", 0) // m
+        # A Split-Mix protocol's fake_reports counts fake VALUES (each is sent as m shares).
+        fake_values = check_n(fake_reports, "fake_reports", 0)
         clean = d * math.exp(fake_values * math.log1p(-1.0 / d))
         if clean < 1.0:
             raise ParameterError(
-                f"disele: {fake_reports} fake reports ({fake_values} fake values of {m} shares) "
-                f"leave d*(1 - 1/d)^{fake_values} = {clean:.3g} < 1 of the d={d} bins expected "
-                "free of fakes, the only bins the estimator reads; use fewer fakes or a larger d"
+                f"disele: {fake_values} fake values (each sent as {m} shares) leave "
+                f"d*(1 - 1/d)^{fake_values} = {clean:.3g} < 1 of the d={d} bins expected free "
+                "of fakes, the only bins the estimator reads; use fewer fakes or a larger d"
             )
         self._p = DisEleParams(domain=d, epsilon=eps, n=n, delta=delta, shares=m)
         self.share_spec = ShareSpec(modulus=2, shares=m)

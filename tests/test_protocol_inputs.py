@@ -274,19 +274,20 @@ def test_options_refuse_non_numbers(name: str, options: dict[str, Any], match: s
 
 def test_disele_refuses_fakes_that_leave_no_clean_bin() -> None:
     spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=200, domain=8, fake_reports=6000)
-    with pytest.raises(ParameterError, match=r"fake reports .* expected free of fakes"):
+    with pytest.raises(ParameterError, match=r"fake values .* expected free of fakes"):
         build_protocol("disele", spec)
-    # d·(1 − 1/d)^{n_f} >= 1 at n_f = 15 fake values of 4 shares (60 reports), not at 16.
-    four = {"shares": 4}
-    ok = build_protocol(
-        "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=60, options=four)
-    )
-    assert isinstance(ok, DisEle)
-    assert ok.params.shares == 4
-    with pytest.raises(ParameterError, match="fake"):
-        build_protocol(
-            "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=64, options=four)
+    # d·(1 − 1/d)^{n_f} >= 1 at n_f = 15 fake values, not at 16: fake_reports counts the
+    # values of a Split-Mix protocol (each sent as m shares), whatever m is.
+    for shares in (2, 4):
+        opts = {"shares": shares}
+        ok = build_protocol(
+            "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=15, options=opts)
         )
+        assert isinstance(ok, DisEle)
+        with pytest.raises(ParameterError, match="16 fake values"):
+            build_protocol(
+                "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=16, options=opts)
+            )
 
 
 def test_disele_estimate_with_more_fakes_than_configured_is_void_not_an_error() -> None:
