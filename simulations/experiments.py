@@ -625,7 +625,7 @@ def _fixed(plan: ExperimentPlan, sweep: str) -> str:
         parts.append(f"d={int(d['domain'])}")
     parts.append(f"skew={d['skew']:g}")
     keep = [p for p in parts if not p.startswith(_SHORT.get(sweep, "?"))]
-    return ", ".join(keep) + f"; {plan.repeats} runs per point"
+    return ", ".join(keep) + f"; {_runs(plan.repeats)} per point"
 
 
 _SHORT = {"epsilon": "ε_c", "n": "n=", "domain": "d=", "skew": "skew"}
@@ -718,6 +718,18 @@ def _trend(series: list[tuple[float, float]]) -> float:
     return series[-1][1] / series[0][1]
 
 
+def _trend_between(series: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """value at ``hi`` / value at ``lo`` of a series (nan unless it has both points)."""
+    at = dict(series)
+    if lo not in at or hi not in at or at[lo] <= 0:
+        return math.nan
+    return at[hi] / at[lo]
+
+
+def _runs(k: int) -> str:
+    return "1 run" if k == 1 else f"{k} runs"
+
+
 def _fmt(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:.3g}"
 
@@ -769,8 +781,9 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
         )
     if "epsilon" in plan.sweeps:
         # Only protocols that ran at two or more points of the sweep have a trend.
-        eps_t = {m: _trend(_series(rows, "epsilon", m, "rmse")) for m in shuffle_names}
-        eps_t = {m: t for m, t in eps_t.items() if math.isfinite(t)}
+        eps_all = {m: _trend(_series(rows, "epsilon", m, "rmse")) for m in shuffle_names}
+        eps_t = {m: t for m, t in eps_all.items() if math.isfinite(t)}
+        one_point = sorted(set(eps_all) - set(eps_t))
         dec = [m for m, t in eps_t.items() if t < 1.0]
         inc = [m for m, t in eps_t.items() if t >= 1.0]
         msgs = {m: _trend(_series(rows, "epsilon", m, "messages_per_user")) for m in eps_t}
@@ -781,7 +794,8 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
                 verdict="agree" if not inc and len(flat) == len(msgs) else "partly",
                 evidence=f"RMSE falls for: {', '.join(dec) or '-'}; does not: "
                 f"{', '.join(inc) or '-'}; messages/user within ×1.5 for "
-                f"{len(flat)}/{len(msgs)} protocols",
+                f"{len(flat)}/{len(msgs)} protocols"
+                + (f"; ran at one ε only (no trend): {', '.join(one_point)}" if one_point else ""),
                 why="Every protocol's noise is calibrated to ε_c (larger ε_c ⇒ larger ε_l or "
                 "less noise). Message counts that depend on ε_c (e.g. the number of noise "
                 "messages or rounds of a multi-message protocol) are the exception.",
@@ -790,14 +804,28 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
     if "n" in plan.sweeps:
         ldp_names = sorted({r.method for r in _ok(rows) if r.family == "ldp"})
         ldp_t = {m: _trend(_series(rows, "n", m, "rmse")) for m in ldp_names}
-        sh_t = {m: _trend(_series(rows, "n", m, "rmse")) for m in shuffle_names}
-        sh_t = {m: t for m, t in sh_t.items() if math.isfinite(t)}
         n_ratio = max(plan.sweeps["n"]) / min(plan.sweeps["n"])
-        slower = [
-            m
-            for m, t in sh_t.items()
-            if math.isfinite(t) and t < min(ldp_t.values(), default=math.inf)
-        ]
+        # A protocol refused at some n has a shorter range: compare it with LDP over that
+        # same range, not with LDP's growth over the whole sweep.
+        sh_t: dict[str, tuple[float, float, float, float]] = {}
+        for m in shuffle_names:
+            series = _series(rows, "n", m, "rmse")
+            if len(series) < 2:
+                continue
+            lo, hi = series[0][0], series[-1][0]
+            ldp_here = min(
+                (_trend_between(_series(rows, "n", x, "rmse"), lo, hi) for x in ldp_names),
+                default=math.nan,
+            )
+            sh_t[m] = (_trend(series), ldp_here, lo, hi)
+        # "Nearly flat": on a log scale it grows at most half as fast as LDP over its range.
+        slower = [m for m, (t, ldp_here, _, _) in sh_t.items() if t <= math.sqrt(ldp_here)]
+
+        def shown(m: str, t: float, ldp_here: float, lo: float, hi: float) -> str:
+            if (lo, hi) == (min(plan.sweeps["n"]), max(plan.sweeps["n"])):
+                return f"{m} ×{_fmt(t)}"
+            return f"{m} ×{_fmt(t)} (n {lo:g}→{hi:g} only; LDP ×{_fmt(ldp_here)} there)"
+
         out.append(
             Finding(
                 claim="Fig. 9/13/15: as n grows the LDP error grows (∝ √n) while the shuffle "
@@ -808,11 +836,13 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
                 evidence=f"n grows ×{n_ratio:g}; LDP RMSE: "
                 + ", ".join(f"{m} ×{_fmt(t)}" for m, t in ldp_t.items())
                 + "; shuffle RMSE: "
-                + ", ".join(f"{m} ×{_fmt(t)}" for m, t in sh_t.items()),
+                + ", ".join(shown(m, *v) for m, v in sh_t.items()),
                 why="LDP noise is added by each of the n users (error Θ(√n/ε)); a shuffle "
                 "protocol's total noise is what hides one user among n, roughly independent "
                 "of n for a fixed ε_c. Protocols whose ε_l is capped (amplification bounds "
-                "saturate) or whose rounding error grows with n are the ones that drift up.",
+                "saturate) or whose rounding error grows with n are the ones that drift up. "
+                "Counted as nearly flat: growth at most the square root of LDP's over the "
+                "same range of n (half its slope on a log scale).",
             )
         )
     out.extend(_category_findings(rows, plan, shuffle))
@@ -843,6 +873,12 @@ def findings(rows: Sequence[Row], plan: ExperimentPlan) -> list[Finding]:
     return out
 
 
+def _survey_list(plan: ExperimentPlan) -> str:
+    """The survey's own protocols of this category, which the comparisons rank (the extras,
+    e.g. Cnt_PURE's 41 messages per user, would top any communication ranking)."""
+    return ", ".join(sorted(SURVEY_PROTOCOLS[plan.category]))
+
+
 def _best(rows: Sequence[Row]) -> Row | None:
     return min(rows, key=_score) if rows else None
 
@@ -859,7 +895,8 @@ def _category_findings(
                 Finding(
                     claim="§5.1: Cnt_SGM has the smallest error among the shuffle counters.",
                     verdict="agree" if best.method == "cnt_sgm" else "disagree",
-                    evidence=f"smallest: {best.method} ({_fmt(_score(best))}); cnt_sgm "
+                    evidence=f"smallest among the survey's {_survey_list(plan)}: "
+                    f"{best.method} ({_fmt(_score(best))}); cnt_sgm "
                     f"{_fmt(_score(by['cnt_sgm']))}",
                     why="Cnt_SGM's noise is a single discrete-Laplace-like draw spread over "
                     "users; if another counter wins here it is because its amplification bound "
@@ -876,8 +913,9 @@ def _category_findings(
                     verdict="agree"
                     if worst.method == "cnt_2m" and most.method == "cnt_2m"
                     else ("partly" if "cnt_2m" in (worst.method, most.method) else "disagree"),
-                    evidence=f"highest RMSE: {worst.method} ({_fmt(_score(worst))}); most "
-                    f"messages/user: {most.method} ({_fmt(most.messages_per_user)})",
+                    evidence=f"among the survey's {_survey_list(plan)}: highest RMSE: "
+                    f"{worst.method} ({_fmt(_score(worst))}); most messages/user: "
+                    f"{most.method} ({_fmt(most.messages_per_user)})",
                     why="Balcer–Cheu's two-message counter hides each user behind binomial "
                     "noise from about 50 ln(2/δ)/ε² users' extra messages, so its noise and "
                     "its message count are the largest, and its estimator truncates to 0.",
@@ -902,7 +940,8 @@ def _category_findings(
                     claim="Fig. 7b: Hist_KR has the smallest error among the shuffle "
                     "histograms, close to CDP (small domain).",
                     verdict="agree" if best.method == "hist_kr" else "disagree",
-                    evidence=f"smallest: {best.method} ({_fmt(_score(best))}); hist_kr "
+                    evidence=f"smallest among the survey's {_survey_list(plan)}: "
+                    f"{best.method} ({_fmt(_score(best))}); hist_kr "
                     f"{_fmt(_score(by['hist_kr']))}; CDP {_fmt(_score(cdp[0])) if cdp else 'n/a'}",
                     why="For d ≪ n the k-RR blanket is already dense, so Hist_KR needs the "
                     "least noise; SLH/MURS only pay off when d approaches or exceeds n.",
@@ -943,8 +982,8 @@ def _category_findings(
                     claim="Fig. 7b: Hist_MM (built on Cnt_2M) stands apart in time and "
                     "communication.",
                     verdict="agree" if most.method == "hist_mm" else "disagree",
-                    evidence=f"most messages/user: {most.method} "
-                    f"({_fmt(most.messages_per_user)}); hist_mm "
+                    evidence=f"most messages/user among the survey's {_survey_list(plan)}: "
+                    f"{most.method} ({_fmt(most.messages_per_user)}); hist_mm "
                     f"{_fmt(by['hist_mm'].messages_per_user)}",
                     why="Hist_MM runs one two-message counter per bin, so its communication "
                     "grows with d.",
@@ -957,7 +996,8 @@ def _category_findings(
                     claim="Fig. 7c: RSum_DSG has the lowest error of the shuffle sums "
                     "(at a higher computation and communication cost).",
                     verdict="agree" if best.method == "rsum_dsg" else "disagree",
-                    evidence=f"smallest: {best.method} ({_fmt(_score(best))}); rsum_dsg "
+                    evidence=f"smallest among the survey's {_survey_list(plan)}: "
+                    f"{best.method} ({_fmt(_score(best))}); rsum_dsg "
                     f"{_fmt(_score(by['rsum_dsg']))}",
                     why="Split-Mix shares of a discretized value plus one distributed "
                     "geometric noise give central-model error.",
@@ -1022,7 +1062,7 @@ def write_summary(result: ExperimentResult) -> None:
         "",
         f"- grid: {'quick' if plan.quick else 'full'}; defaults "
         + ", ".join(f"{k}={v:g}" for k, v in plan.defaults.items())
-        + f"; {plan.repeats} runs per point; message budget {plan.max_messages:.3g} per run",
+        + f"; {_runs(plan.repeats)} per point; message budget {plan.max_messages:.3g} per run",
         "- sweeps: " + "; ".join(f"{k} ∈ {list(v)}" for k, v in plan.sweeps.items()),
         "- protocols run (default: every one registered in this category): "
         + (", ".join(result.protocols) or "none"),
@@ -1056,7 +1096,7 @@ def write_summary(result: ExperimentResult) -> None:
         "## The survey's conclusions and ours",
         "",
         "Errors compared below are each method's closed-form expected RMSE where it states one "
-        f"(with {plan.repeats} runs per point the measured RMSE scatters by tens of percent), "
+        f"(with {_runs(plan.repeats)} per point the measured RMSE scatters by tens of percent), "
         "else the measured RMSE; both are in the table above and in the CSV.",
         "",
     ]

@@ -165,3 +165,24 @@ def test_out_must_not_be_a_file(tmp_path: Path, capsys) -> None:
         main(["experiments", "counting", "--out", str(f)])
     assert exc.value.code == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_n_trend_of_a_protocol_refused_at_small_n_is_compared_over_its_own_range() -> None:
+    # hist_mm refused at the smallest n grew x1.72 over 1e4 -> 3e4, as fast as LDP there
+    # (x1.73), yet was compared with LDP's x3.16 over the whole sweep and called flat.
+    plan = make_plan("histogram", quick=True)
+    ns = sorted(plan.sweeps["n"])
+
+    def row(method: str, family: str, n: float, rmse: float) -> experiments.Row:
+        return experiments.Row(
+            "histogram", "n", n, method, family, int(n), 16, 1.0, 1e-6, 1.1, rmse=rmse
+        )
+
+    rows = [row("ldp_krr", "ldp", n, 100.0 * math.sqrt(n / ns[0])) for n in ns]
+    rows += [row("hist_mm", "shuffle", n, 10.0 * (n / ns[1]) ** 0.6) for n in ns[1:]]
+    rows += [row("hist_kr", "shuffle", n, 10.0) for n in ns]
+    (trend,) = [f for f in experiments.findings(rows, plan) if f.claim.startswith("Fig. 9")]
+    assert trend.verdict == "partly"  # hist_kr flat, hist_mm grows (faster than LDP there)
+    assert f"hist_mm ×{(ns[-1] / ns[1]) ** 0.6:.3g} (n {ns[1]:g}→{ns[-1]:g} only" in (
+        trend.evidence
+    )
