@@ -241,7 +241,9 @@ class ShuffleProtocol(abc.ABC):
     @property
     @abc.abstractmethod
     def messages_per_user(self) -> float:
-        """Expected number of messages one user sends."""
+        """Expected number of messages one user sends; where it depends on the user's value,
+        the largest over values (Cnt_2M: 1 + p for a user holding 1, while a user holding 0
+        sends p), so it bounds what any dataset sends on average."""
 
     @property
     @abc.abstractmethod
