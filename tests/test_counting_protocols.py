@@ -252,8 +252,6 @@ def test_cnt_sgm_closed_form_lower_bound_refutes_the_claim_at_every_scale():
         assert 1.0 < p.no_plus_epsilon <= p.privacy.epsilon_central
         got = p.honest_users_bound(n - 1)
         assert got is not None
-        # no_plus_epsilon is a pure (δ = 0) ratio: not handed to the audit as a lower bound
-        assert got.epsilon_lower is None
         assert got.epsilon_upper == p.privacy.epsilon_central
         low = p.honest_users_lower(n - 1, fakes=0, delta=1e-6)
         assert low is not None
@@ -552,7 +550,6 @@ def test_cnt_pure_honest_users_bound_brackets_every_dataset():
     for h in (1, 4, 12):
         got = p.honest_users_bound(h)
         assert got is not None
-        assert got.epsilon_lower is None  # no δ-free lower bound is handed to the audit
         exact = [_direct_epsilon(lp0, lp1, h - j, j) for j in range(h + 1)]
         assert max(exact) <= got.epsilon_upper + 1e-9
         low = p.honest_users_lower(h, fakes=0, delta=1e-6)

@@ -366,11 +366,11 @@ def test_a_lost_split_mix_share_loses_the_estimate_visibly(name: str) -> None:
     with a small std; with every share there it says ``complete`` True."""
     n = 3000
     proto = protocols.build_protocol(
-        name, protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8, fake_reports=20)
-    )
+        name, protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8, fake_reports=8)
+    )  # DisEle refuses fake values that leave < 1 bin of d = 8 free of them: 8 leave 2.75
     rng = np.random.default_rng(0)
     x = rng.random(n) if name == "rsum_dsg" else rng.integers(0, 8, n)
-    config = esa.PipelineConfig(shufflers=2, fake_reports=10, crypto="ideal", workers=1)
+    config = esa.PipelineConfig(shufflers=2, fake_reports=4, crypto="ideal", workers=1)
     whole = esa.run_pipeline(proto, x, config, rng=np.random.default_rng(1))
     assert whole.estimate.extra["complete"] is True
     assert np.all(np.isfinite(whole.estimate.values))
@@ -379,7 +379,7 @@ def test_a_lost_split_mix_share_loses_the_estimate_visibly(name: str) -> None:
     # The per-hop counters are in reports and add up: a fake value travels as its shares.
     shares = proto.share_spec.shares  # type: ignore[union-attr]
     for h in whole.hops[:-1]:
-        assert h.fakes_added == 10 * shares
+        assert h.fakes_added == 4 * shares
         assert h.received - h.invalid - h.replayed - h.held + h.fakes_added == h.forwarded
     for hop, drop in ((0, lambda b: b[1:]), (2, lambda b: b[:-3])):
         lost = esa.run_pipeline(
