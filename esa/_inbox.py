@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Collection, Iterator, Sequence
@@ -320,18 +321,23 @@ class Inbox:
         Unix epoch), or None when no report is open.
 
         An inbox written before this time was kept has open reports but no time on
-        record: they are taken to have arrived at ``now``, which is recorded (the deadline
-        then starts once more, as it did on every restart before).
+        record, and a damaged record is no time either: they are taken to have arrived at
+        ``now``, which is recorded (the deadline then starts once more, as it did on every
+        restart before).
         """
         if not _any_open(self._db):
             return None
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_OPEN_SINCE,)).fetchone()
         if row is not None:
-            return float(row[0])
+            try:
+                since = float(row[0])
+            except (TypeError, ValueError):
+                since = math.nan
+            if math.isfinite(since):
+                return since
         with self._txn() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (_OPEN_SINCE, repr(now)))
-            (value,) = db.execute("SELECT value FROM meta WHERE key = ?", (_OPEN_SINCE,)).fetchone()
-        return float(value)
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_OPEN_SINCE, repr(now)))
+        return now
 
     def close_epoch(self, key_epoch: int) -> int | None:
         """Put every open report of ``key_epoch`` into a new closed epoch; returns its id.

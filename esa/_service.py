@@ -373,7 +373,10 @@ class PartyService:
             for retired in set(self.inbox.key_epochs_seen()) - set(self.keys):
                 self.inbox.retire_key_epoch(retired)
             # Durable, so a restart does not reopen the replay window of earlier commands.
-            return int(self.inbox.get_meta("last_control_ms", "0"))
+            last_control = self.inbox.get_meta("last_control_ms", "0")
+            if not last_control.isascii() or not last_control.isdigit():
+                raise InboxDamaged(f"meta last_control_ms is {last_control!r}, not a time stamp")
+            return int(last_control)
         except (sqlite3.Error, InboxDamaged) as exc:
             raise ConfigError(f"cannot open the inbox {self.config.inbox_path}: {exc}") from None
 

@@ -225,6 +225,10 @@ def test_open_since_is_the_first_open_reports_commit_time(tmp_path: Path) -> Non
         inbox._db.execute("DELETE FROM meta WHERE key = 'open_since'")
         assert inbox.open_since(now=42.0) == 42.0
         assert inbox.open_since(now=99.0) == 42.0
+        # A damaged time is no time either (it used to raise ValueError in the epoch loop).
+        inbox._db.execute("UPDATE meta SET value = 'x' WHERE key = 'open_since'")
+        assert inbox.open_since(now=7.0) == 7.0
+        assert inbox.open_since(now=8.0) == 7.0
 
 
 _CHILD = textwrap.dedent(

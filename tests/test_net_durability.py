@@ -75,6 +75,16 @@ def test_inbox_damage_found_at_start_is_one_config_error(keydir: Path, table: st
         _service(keydir, 0, state_dir=state)
 
 
+def test_a_damaged_meta_value_is_one_config_error(keydir: Path) -> None:
+    # The file's structure is sound, a value in it is not: a ValueError used to escape.
+    state = "state-meta"
+    svc = _service(keydir, 0, state_dir=state)
+    svc.inbox._db.execute("INSERT OR REPLACE INTO meta VALUES ('last_control_ms', 'x1')")
+    svc.close()
+    with pytest.raises(esa.ConfigError, match="last_control_ms is 'x1'"):
+        _service(keydir, 0, state_dir=state)
+
+
 def test_a_damaged_report_stops_its_epoch_not_the_party(
     keydir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
