@@ -107,6 +107,7 @@ from ._errors import BoundNotApplicable, ParameterError
 from ._krr import decode_bits, encode_bits
 from ._noise import symmetric_geometric
 from ._registry import ProtocolSpec, integer_option, number_option, register_protocol
+from ._tight import binomial_window
 
 __all__ = [
     "CERTIFY_WORK",
@@ -654,17 +655,6 @@ LOWER_WORK = 3e9
 _LOSS_GRID = 1e-3
 
 
-def _binomial_window(trials: int, prob: float) -> tuple[int, npt.NDArray[np.float64]]:
-    """(lo, pmf on [lo, hi]) of Bin(trials, prob), cut 10 sd + 20 around its mean."""
-    from scipy import stats
-
-    mean, var = trials * prob, trials * prob * (1.0 - prob)
-    half = 10.0 * math.sqrt(var) + 20.0
-    lo, hi = max(0, math.floor(mean - half)), min(trials, math.ceil(mean + half))
-    k = np.arange(lo, hi + 1, dtype=np.float64)
-    return lo, np.asarray(stats.binom.pmf(k, trials, prob), dtype=np.float64)
-
-
 def pure_count_laws(
     *, lam: float, tau: int, alpha: float, others: int, fakes: int = 0
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
@@ -682,9 +672,9 @@ def pure_count_laws(
     f = check_n(fakes, "fakes", 0)
     t = check_tau(tau)
     m = (t - 1) // 2
-    k_lo, k_law = _binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
+    k_lo, k_law = binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
     kmax = k_lo + k_law.size - 1
-    _, f_law = _binomial_window(f, 0.5) if f else (0, np.ones(1))
+    _, f_law = binomial_window(f, 0.5) if f else (0, np.ones(1))
     work = (kmax + 1) ** 2 * (t + 1) ** 2 / 2 + 2 * (kmax + 2) * (t + 1) * (t + 1 + f_law.size)
     if work > LOWER_WORK:
         return None

@@ -128,6 +128,7 @@ from ._noise import (
     symmetric_geometric_variance,
 )
 from ._registry import ProtocolSpec, number_option, register_protocol
+from ._tight import binomial_window
 
 __all__ = [
     "CntBN",
@@ -509,7 +510,8 @@ def _log_atom_over_q2(eps: float, lam: float, h: int) -> float:
 
 
 #: The laws the audit's lower bounds are computed on keep each count to its mean plus this
-#: many standard deviations (plus :data:`_LOWER_MARGIN`); what is cut off only loosens the
+#: many standard deviations (plus :data:`_LOWER_MARGIN`; binomial counts use
+#: :func:`~protocols._tight.binomial_window`'s window); what is cut off only loosens the
 #: bound (:func:`~protocols._collusion.pair_lower_epsilon` charges it to the other law).
 _LOWER_TAIL_SD: float = 10.0
 _LOWER_MARGIN: int = 20
@@ -534,17 +536,6 @@ def _nb_matrix(counts: int, values: int, alpha: float) -> npt.NDArray[np.float64
     out[0, :] = 0.0
     out[0, 0] = 1.0
     return out
-
-
-def _binomial_window(trials: int, prob: float) -> tuple[int, npt.NDArray[np.float64]]:
-    """(lo, pmf on [lo, hi]) of Bin(trials, prob), cut at ±10 sd (+ margin)."""
-    from scipy import stats
-
-    mean, var = trials * prob, trials * prob * (1.0 - prob)
-    half = _LOWER_TAIL_SD * math.sqrt(var) + _LOWER_MARGIN
-    lo, hi = max(0, math.floor(mean - half)), min(trials, math.ceil(mean + half))
-    k = np.arange(lo, hi + 1, dtype=np.float64)
-    return lo, np.asarray(stats.binom.pmf(k, trials, prob), dtype=np.float64)
 
 
 def _victim_law(epsilon: float, lam: float, bit: int, width: int) -> npt.NDArray[np.float64]:
@@ -590,7 +581,7 @@ def sgm_view_laws(
     emax = _upper_count(lmax * g_mean, lmax * g_var)
     width = math.ceil(46.0 / eps) + 2  # P(|η| > width) < e^{−46}
     rows, cols = amax + width + 3, amax + jmax + emax + width + 3
-    b_lo, b_law = _binomial_window(f, 0.5) if f else (0, np.ones(1))
+    b_lo, b_law = binomial_window(f, 0.5) if f else (0, np.ones(1))
     work = (
         (jmax + 1) * (lmax + 1) * (emax + 1)
         + (amax + 1) * (jmax + 1) * (jmax + emax + 1)
@@ -650,7 +641,7 @@ def sgm_sum_laws(*, epsilon: float, lam: float, honest: int) -> npt.NDArray[np.f
     eps = check_epsilon(epsilon)
     h = check_n(honest, "honest", 1)
     a = math.exp(-eps)
-    lo, k_law = _binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
+    lo, k_law = binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
     kmax = lo + k_law.size - 1
     umax = _upper_count(kmax * a / (1.0 - a), kmax * a / (1.0 - a) ** 2)
     if k_law.size * (umax + 1) ** 2 > LOWER_WORK:

@@ -226,6 +226,13 @@ def _binom_logpmf(n: int, prob: float) -> tuple[int, FloatArray]:
     return lo, np.asarray(stats.binom.logpmf(k, n, prob), dtype=np.float64)
 
 
+def binomial_window(n: int, prob: float) -> tuple[int, FloatArray]:
+    """Offset and pmf of Bin(n, prob) on its (truncated) support: :func:`_binom_logpmf` in
+    linear space, for the direct convolutions of the protocols' exact laws."""
+    lo, log_pmf = _binom_logpmf(n, prob)
+    return lo, np.exp(log_pmf)
+
+
 def _binom_sum_logpmf(n1: int, p1: float, n2: int, p2: float) -> tuple[int, FloatArray]:
     """Offset and log-pmf of Bin(n1, p1) + Bin(n2, p2) (convolution in linear space)."""
     # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
