@@ -391,6 +391,6 @@ def _run_tally(
             hops.append(counters)
     with clock.stage("analyze", "analyze"):
         analyzer = Analyzer(hop=m, codec=codec, key=None, protocol=protocol)
-        n_fakes = sum(h.fakes_added for h in hops)
+        n_fakes = sum(h.fakes_added for h in hops) // reports_per_fake(protocol)
         out = analyzer.process_tally(tally, n_users=n, n_fakes=n_fakes)
     return _result(protocol, config, x, hops, out, clock)

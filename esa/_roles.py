@@ -233,8 +233,9 @@ class Shuffler:
             return tally.empty_like(), counters
         if self.fake_reports:
             rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
-            tally = tally + self.protocol.tally_fakes(self.fake_reports, rng=rng)
-            counters.fakes_added = self.fake_reports
+            fakes = self.protocol.tally_fakes(self.fake_reports, rng=rng)
+            tally = tally + fakes
+            counters.fakes_added = fakes.messages  # in reports: a fake value's shares
         counters.forwarded = tally.messages
         return tally, counters
 
@@ -346,4 +347,6 @@ class Analyzer:
             hop=self.hop, role="analyzer", received=tally.messages, forwarded=tally.messages
         )
         estimate = self.protocol.estimate_tally(tally, n=n_users, n_fakes=n_fakes)
+        if self.protocol.share_spec is not None:
+            estimate = check_shares(self.protocol, estimate, tally.messages, n_users, n_fakes)
         return AnalyzerOutput(estimate=estimate, messages=np.empty(0), counters=counters)

@@ -302,8 +302,20 @@ class ShuffleProtocol(abc.ABC):
     # --- optional: the tally representation (see MessageTally) ---------------------------
     @property
     def supports_tally(self) -> bool:
-        """True when :meth:`estimate` reads the messages only through :meth:`tally`."""
-        return type(self).tally is not ShuffleProtocol.tally and self.share_spec is None
+        """True when :meth:`estimate` reads the messages only through :meth:`tally`.
+
+        A Split-Mix protocol's messages are the encoder's shares, not what :meth:`randomize`
+        returns, so the default samplers (which tally randomized values) do not apply: it
+        supports tallies only if it draws the tally of the shares itself
+        (:meth:`tally_users` and :meth:`tally_fakes`, fakes counted in values).
+        """
+        cls = type(self)
+        if cls.tally is ShuffleProtocol.tally:
+            return False
+        return self.share_spec is None or (
+            cls.tally_users is not ShuffleProtocol.tally_users
+            and cls.tally_fakes is not ShuffleProtocol.tally_fakes
+        )
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
         """The additive summary of decoded ``messages`` the estimator reads.

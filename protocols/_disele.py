@@ -39,6 +39,12 @@ with Var[z_j] = 1/4 if occupied (o_j = 1), r(1 − r) otherwise (o_j = 0); addit
 O(√d / ε), matching the paper's Θ(√k) for robust approximate shuffle privacy. With n_f fakes
 only d·s bins are expected clean and Var[D̂] ≥ D(2/s − 1): once d·s < 1 the std of a full
 domain exceeds d itself, so a configuration with that many fakes is refused.
+
+Tallies. The estimator reads the shares only through their (label, share) counts, so DisEle
+runs as a tally (``esa simulate --representation tally``, chosen automatically when the
+n·d·m shares would not fit): :meth:`DisEle.tally_users` and :meth:`DisEle.tally_fakes` draw
+those counts exactly, per label, without making the shares (n = 10^6, d = 16 takes 8·10^7
+shares, over the report limit of a ``--crypto ideal`` run).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import numpy.typing as npt
 from ._base import (
     Estimate,
     InputKind,
+    MessageTally,
     PrivacyGuarantee,
     ShareSpec,
     ShuffleProtocol,
@@ -292,15 +299,32 @@ class DisEle(ShuffleProtocol):
     # --- analyzer ------------------------------------------------------------------------
     def parities(self, messages: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """Per-label sums of shares mod 2, and per-label message counts."""
-        msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
-        d = self._p.domain
-        counts = np.bincount(msgs[:, 0], minlength=d)[:d]
-        ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=d)[:d]
-        return (ones.astype(np.int64) % 2), counts
+        counts = self.tally(messages).counts
+        return counts[:, 1] % 2, counts.sum(axis=1)
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
+        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
+
+    # --- the tally representation --------------------------------------------------------
+    # The estimator reads, per label, the number of shares and their sum mod 2: both are
+    # functions of the (label, share) counts, so the tally of the shares is all it needs.
+    # Its samplers draw that tally exactly without making the n·d·m shares (module doc:
+    # "Tallies"), which is how a run at n = 10^6 fits one machine.
+    @property
+    def supports_tally(self) -> bool:
+        return True
+
+    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
+        """Counts of decoded ``(label, share)`` messages, shape ``(d, 2)``: [j, b] = shares
+        of label j equal to b."""
+        msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
+        d = self._p.domain
+        cells = np.bincount(msgs[:, 0] * 2 + msgs[:, 1], minlength=2 * d)[: 2 * d]
+        return MessageTally(cells.astype(np.int64).reshape(d, 2), int(msgs.shape[0]))
+
+    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
         p = self._p
-        z, counts = self.parities(messages)
+        z, counts = tally.counts[:, 1] % 2, tally.counts.sum(axis=1)
         # Each honest user sends m shares per label; any excess is a shuffler's fake share,
         # which turns the bin's parity into a fair coin (see module docstring).
         clean = counts <= n * p.shares
@@ -316,6 +340,63 @@ class DisEle(ShuffleProtocol):
             messages_used=int(counts.sum()),
             extra={"clean_bins": int(clean.sum()), "shares": p.shares},
         )
+
+    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+        """The tally of every user's shares, equal in distribution to splitting
+        ``randomize(values)`` into shares and tallying them.
+
+        Per label j: the users holding j send Ber(1/2) bits, the others Ber(p), so the
+        number of odd values is k_j = Bin(h_j, 1/2) + Bin(n − h_j, p) with h_j holders; and
+        each value's m shares hold a number of ones distributed as Bin(m, 1/2) restricted
+        to the value's parity (:meth:`_share_ones`).
+        """
+        x = self.validate_values(values).astype(np.int64, copy=False)
+        n_users = int(x.shape[0])
+        holders = np.bincount(x, minlength=self._p.domain)
+        odd = rng.binomial(holders, 0.5) + rng.binomial(n_users - holders, self._p.flip_probability)
+        return self._share_tally(np.full(self._p.domain, n_users), odd, rng=rng)
+
+    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+        """The tally of the shares of ``count`` uniform fake values (uniform label, uniform
+        bit), equal in distribution to splitting ``sample_fakes(count)`` and tallying."""
+        count = check_n(count, "count", 0)
+        d = self._p.domain
+        per_label = rng.multinomial(count, np.full(d, 1.0 / d))
+        return self._share_tally(per_label, rng.binomial(per_label, 0.5), rng=rng)
+
+    def _share_tally(
+        self, values: npt.NDArray[Any], odd: npt.NDArray[Any], *, rng: np.random.Generator
+    ) -> MessageTally:
+        """Tally of the shares of ``values[j]`` values per label j, ``odd[j]`` of them 1."""
+        m = self._p.shares
+        ones = self._share_ones(odd, parity=1, rng=rng) + self._share_ones(
+            values - odd, parity=0, rng=rng
+        )
+        counts = np.stack([values * m - ones, ones], axis=1).astype(np.int64)
+        return MessageTally(counts, int(values.sum()) * m)
+
+    def _share_ones(
+        self, k: npt.NDArray[Any], *, parity: int, rng: np.random.Generator
+    ) -> npt.NDArray[np.int64]:
+        """Per label, the number of ones among the m Split-Mix shares of ``k[j]`` values of
+        the given parity.
+
+        Split-Mix makes a value's m shares uniform over the 2^{m−1} bit strings of its
+        parity, so one value's count of ones v has P[v] = C(m, v)/2^{m−1} for v of that
+        parity; ``k[j]`` independent values give the multinomial counts of each v. Labels
+        are drawn in blocks of at most 2^22 cells.
+        """
+        from scipy.stats import binom  # imported here: scipy costs start-up time
+
+        m = self._p.shares
+        v = np.arange(m + 1)
+        law = np.where(v % 2 == parity, binom.pmf(v, m, 0.5), 0.0)
+        law /= law.sum()
+        out = np.empty(k.shape[0], dtype=np.int64)
+        block = max(1, (1 << 22) // (m + 1))
+        for s in range(0, k.shape[0], block):
+            out[s : s + block] = rng.multinomial(k[s : s + block], law) @ v
+        return out
 
     def variance(self, distinct: float, n_fakes: int = 0) -> float:
         """Exact Var[D̂] when ``distinct`` of the d bins are occupied (module docstring),
