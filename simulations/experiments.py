@@ -20,6 +20,8 @@ log; one whose reports would exceed the message budget runs as a tally of the me
 multiset when its estimator allows (PRHR, PUCM, PRRQ, Hist_MM: column ``representation``),
 else it is skipped too. Outputs: ``<category>.csv``, one PNG per sweep plus an
 overview PNG, and ``<category>_summary.md`` stating where our figures agree with the survey.
+:func:`rebuild_experiments` writes the plots and the summary again from such a CSV, running
+nothing (a full grid takes over an hour; its summary wording changes more often).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import numpy as np
 import numpy.typing as npt
@@ -53,9 +55,12 @@ __all__ = [
     "CATEGORIES",
     "ExperimentPlan",
     "ExperimentResult",
+    "ExperimentsCSVError",
     "Row",
     "category_protocols",
     "make_plan",
+    "read_csv",
+    "rebuild_experiments",
     "run_experiments",
 ]
 
@@ -199,7 +204,12 @@ class Row:
 
 @dataclass(slots=True)
 class ExperimentResult:
-    """Everything one ``esa experiments`` run produced."""
+    """Everything one ``esa experiments`` run produced.
+
+    ``from_csv`` is True when the rows were read from ``csv_path`` by
+    :func:`rebuild_experiments` instead of being run; ``seconds`` is then the time the
+    rebuild took, not the original run's.
+    """
 
     plan: ExperimentPlan
     rows: list[Row]
@@ -210,10 +220,12 @@ class ExperimentResult:
     seconds: float
     crypto: str
     skipped: list[str] = field(default_factory=list)
+    from_csv: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "category": self.plan.category,
+            "from_csv": self.from_csv,
             "quick": self.plan.quick,
             "crypto": self.crypto,
             "protocols": self.protocols,
@@ -522,7 +534,7 @@ CSV_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
-    with path.open("w", newline="") as fh:
+    with path.open("w", newline="", encoding="utf-8") as fh:  # reasons quote δ, ε
         w = csv.writer(fh)
         w.writerow(CSV_FIELDS)
         for row in rows:
@@ -533,6 +545,240 @@ def _csv_value(v: Any) -> Any:
     if isinstance(v, float):
         return "" if math.isnan(v) else f"{v:.6g}"
     return v
+
+
+class ExperimentsCSVError(esa.ESAError, ValueError):
+    """A CSV given to :func:`read_csv` or :func:`rebuild_experiments` is not one that
+    :func:`write_csv` wrote for that category and grid."""
+
+
+#: column → the type :func:`read_csv` gives it back as (``Row``'s annotations)
+_CSV_TYPES: dict[str, Any] = get_type_hints(Row)
+#: the values the run writes in its text columns (a skipped point's reason is free text)
+_CSV_CHOICES: dict[str, tuple[str, ...]] = {
+    "family": ("shuffle", "ldp", "cdp"),
+    "status": ("ok", "skipped"),
+    "crypto": ("ideal", "onion", "none"),
+    "representation": ("", "reports", "tally"),
+}
+
+
+def read_csv(path: Path, *, category: str) -> list[Row]:
+    """The rows of a ``<category>.csv`` that :func:`write_csv` wrote: its exact inverse.
+
+    Integer columns come back as ``int``, the other numbers as ``float`` at the CSV's six
+    significant digits, an empty number cell as :data:`math.nan`, text (a skipped point's
+    reason, an empty ``representation``) as written; ``write_csv`` of the result writes the
+    same file again.
+
+    Args:
+        path: the CSV.
+        category: the category every row must belong to.
+
+    Returns:
+        The rows in the file's order.
+
+    Raises:
+        ExperimentsCSVError: the file cannot be read, its header is not :data:`CSV_FIELDS`,
+            a row has another number of cells, a cell does not parse as its column's type
+            or is not one of the values the run writes there, or a row is of another
+            category.
+        ParameterError: ``category`` is not one of :data:`CATEGORIES`.
+    """
+    if category not in CATEGORIES:
+        raise ParameterError(f"unknown category {category!r}; choose one of {CATEGORIES}")
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            records = [(reader.line_num, record) for record in reader]
+    except OSError as exc:
+        raise ExperimentsCSVError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ExperimentsCSVError(f"{path} is not a CSV of esa experiments: {exc}") from None
+    if not records:
+        raise ExperimentsCSVError(f"{path} is empty: expected the header {','.join(CSV_FIELDS)}")
+    header = tuple(records[0][1])
+    if header != CSV_FIELDS:
+        missing = [f for f in CSV_FIELDS if f not in header]
+        unknown = [f for f in header if f not in CSV_FIELDS]
+        problems = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"unknown {', '.join(unknown)}"] if unknown else []
+        )
+        raise ExperimentsCSVError(
+            f"{path} is not a CSV of esa experiments: header columns "
+            + ("; ".join(problems) or f"not in the order {','.join(CSV_FIELDS)}")
+        )
+    rows: list[Row] = []
+    for line, record in records[1:]:
+        where = f"{path}, line {line}"
+        if len(record) != len(CSV_FIELDS):
+            raise ExperimentsCSVError(f"{where}: {len(record)} cells, expected {len(CSV_FIELDS)}")
+        row = Row(
+            **{
+                name: _parse_cell(name, cell, where)
+                for name, cell in zip(CSV_FIELDS, record, strict=True)
+            }
+        )
+        if row.category != category:
+            raise ExperimentsCSVError(f"{where}: a {row.category} row, not {category}")
+        rows.append(row)
+    return rows
+
+
+def _parse_cell(name: str, cell: str, where: str) -> Any:
+    """One cell back to its column's type (inverse of :func:`_csv_value`)."""
+    kind = _CSV_TYPES[name]
+    if kind is str:
+        choices = _CSV_CHOICES.get(name)
+        if choices is not None and cell not in choices:
+            raise ExperimentsCSVError(
+                f"{where}: column {name}: {cell!r} is not one of {', '.join(map(repr, choices))}"
+            )
+        return cell
+    if kind is float and cell == "":
+        return math.nan  # the module's constant: rows compare equal to the run's
+    try:
+        value = kind(cell)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ExperimentsCSVError(f"{where}: column {name}: {cell!r} is not {what}") from None
+    return math.nan if kind is float and math.isnan(value) else value
+
+
+def _as_written(v: float) -> float:
+    """``v`` as a CSV cell gives it back: six significant digits."""
+    return float(f"{v:.6g}")
+
+
+def rebuild_experiments(
+    category: str,
+    *,
+    csv_path: Path,
+    out_dir: Path,
+    quick: bool = False,
+    plan: ExperimentPlan | None = None,
+) -> ExperimentResult:
+    """Write the plots and the summary of an earlier run again from its CSV; run nothing.
+
+    The rows are :func:`read_csv`'s; everything else the summary states comes from them:
+    the protocols (the shuffle methods, in the CSV's order), the crypto they ran with, the
+    runs per point (the rows' ``repeats``), the skipped points and their reasons. Only the
+    run's wall time is not in the CSV: the summary says where its rows came from instead.
+
+    Args:
+        category: ``counting``, ``histogram`` or ``sum``.
+        csv_path: a ``<category>.csv`` written by :func:`run_experiments`; it is neither
+            rewritten nor copied into ``out_dir``.
+        out_dir: where the plots and ``<category>_summary.md`` go (created if missing).
+        quick: whether the CSV is of the ``--quick`` grid (a CSV does not say).
+        plan: read the CSV as of this grid instead of :func:`make_plan`'s.
+
+    Returns:
+        The result, with ``from_csv`` set and ``seconds`` the time the rebuild took.
+
+    Raises:
+        ExperimentsCSVError: the CSV is not readable as :func:`read_csv` says, or its grid
+            points, their coordinates, the methods at each point, its runs per point or
+            its crypto are not what a run of the plan writes.
+        ParameterError: unknown category, or ``plan`` is for another category.
+    """
+    t_start = time.perf_counter()
+    rows = read_csv(csv_path, category=category)
+    if plan is None:
+        plan = make_plan(category, quick=quick, repeats=_csv_repeats(rows, csv_path))
+    elif plan.category != category:
+        raise ParameterError(f"plan is for {plan.category!r}, not {category!r}")
+    _check_grid(rows, plan, csv_path)
+    shuffle = [r for r in rows if r.family == "shuffle"]
+    cryptos = sorted({r.crypto for r in shuffle})
+    if len(cryptos) > 1 or cryptos == ["none"]:
+        raise ExperimentsCSVError(
+            f"{csv_path}: the shuffle rows ran with crypto {', '.join(cryptos)}; "
+            "a run uses one of ideal, onion"
+        )
+    if any(r.crypto != "none" for r in rows if r.family != "shuffle"):
+        raise ExperimentsCSVError(f"{csv_path}: a baseline row with a crypto other than none")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = plot_category(rows, plan, out_dir)
+    result = ExperimentResult(
+        plan=plan,
+        rows=rows,
+        protocols=list(dict.fromkeys(r.method for r in shuffle)),
+        csv_path=csv_path,
+        plots=plots,
+        summary_path=out_dir / f"{category}_summary.md",
+        seconds=0.0,
+        crypto=cryptos[0] if cryptos else "ideal",
+        skipped=[
+            f"{r.method} @ {r.sweep}={r.value:g}: {r.reason}" for r in rows if r.status != "ok"
+        ],
+        from_csv=True,
+    )
+    write_summary(result)
+    result.seconds = time.perf_counter() - t_start
+    return result
+
+
+def _csv_repeats(rows: Sequence[Row], path: Path) -> int | None:
+    """The runs per point of a CSV's rows (None when no point ran)."""
+    found = sorted({r.repeats for r in _ok(rows)})
+    if len(found) > 1 or (found and found[0] < 1):
+        raise ExperimentsCSVError(
+            f"{path}: rows that ran have repeats {', '.join(map(str, found))}; "
+            "a run uses one value >= 1"
+        )
+    return found[0] if found else None
+
+
+def _check_grid(rows: Sequence[Row], plan: ExperimentPlan, path: Path) -> None:
+    """Raise unless ``rows`` are what a run of ``plan`` writes: every point of the plan
+    (coordinates as the CSV gives them back), the same methods at each, ``plan.repeats``
+    runs wherever a method ran."""
+    grid = f"the {'quick' if plan.quick else 'full'} {plan.category} grid"
+    hint = f" (was it written {'without' if plan.quick else 'with'} --quick?)"
+    expected = {(sweep, _as_written(value)): point for sweep, value, point in _points(plan)}
+    methods_at: dict[tuple[str, float], list[str]] = {}
+    for r in rows:
+        at = f"{r.method} @ {r.sweep}={r.value:g}"
+        point = expected.get((r.sweep, r.value))
+        if point is None:
+            values = plan.sweeps.get(r.sweep)
+            have = f"{r.sweep} ∈ {[f'{v:g}' for v in values]}" if values else f"no {r.sweep} sweep"
+            raise ExperimentsCSVError(f"{path}: {at} is not a point of {grid} ({have}){hint}")
+        coords: dict[str, float] = {
+            "n": int(point["n"]),
+            "domain": int(point["domain"]),
+            "epsilon": _as_written(point["epsilon"]),
+            "delta": _as_written(point["delta"]),
+            "skew": _as_written(point["skew"]),
+        }
+        wrong = [
+            f"{k}={getattr(r, k):g} (grid: {v:g})" for k, v in coords.items() if getattr(r, k) != v
+        ]
+        if wrong:
+            raise ExperimentsCSVError(f"{path}: {at} has {', '.join(wrong)}, unlike {grid}{hint}")
+        if r.status == "ok" and r.repeats != plan.repeats:
+            raise ExperimentsCSVError(
+                f"{path}: {at} ran {_runs(r.repeats)}, the plan {_runs(plan.repeats)} per point"
+            )
+        methods = methods_at.setdefault((r.sweep, r.value), [])
+        if r.method in methods:
+            raise ExperimentsCSVError(f"{path}: two rows for {at}")
+        methods.append(r.method)
+    missing = [
+        f"{sweep}={value:g}" for sweep, value in expected if (sweep, value) not in methods_at
+    ]
+    if missing:
+        raise ExperimentsCSVError(f"{path}: no rows for {', '.join(missing)} of {grid}")
+    if not methods_at:  # a plan without points, and no rows
+        return
+    first, *others = methods_at.items()
+    for (sweep, value), methods in others:
+        if sorted(methods) != sorted(first[1]):
+            raise ExperimentsCSVError(
+                f"{path}: methods at {sweep}={value:g} ({', '.join(methods)}) differ from "
+                f"those at {first[0][0]}={first[0][1]:g} ({', '.join(first[1])})"
+            )
 
 
 # --- plots -----------------------------------------------------------------------------------
@@ -1066,7 +1312,10 @@ def write_summary(result: ExperimentResult) -> None:
         "- sweeps: " + "; ".join(f"{k} ∈ {list(v)}" for k, v in plan.sweeps.items()),
         "- protocols run (default: every one registered in this category): "
         + (", ".join(result.protocols) or "none"),
-        f"- wall time: {result.seconds:.1f} s",
+        f"- rows read from `{result.csv_path.name}` by `--from-csv` (nothing re-run; the "
+        "run's wall time is not in the CSV)"
+        if result.from_csv
+        else f"- wall time: {result.seconds:.1f} s",
     ]
     tallied = sorted({r.method for r in rows if r.representation == "tally"})
     if tallied:
