@@ -26,7 +26,11 @@ the database bounded.
 Damage is an error, never a different answer (:class:`InboxDamaged`): the replay cache
 holds the digest of every stored report, so :meth:`Inbox.epoch_reports` checks each report
 against it before the report is processed, and :meth:`Inbox.check_integrity` runs SQLite's
-own check of the file's structure (a party runs it at start-up).
+own check of the file's structure (a party runs it at start-up). An operator's tool (``esa
+inbox``) opens an inbox with :meth:`Inbox.open_existing`, checks every stored report with
+:meth:`Inbox.check`, and can move a closed epoch's damaged reports out of its way with
+:meth:`Inbox.set_aside`: the epoch is then processed without them, and their bytes stay in
+the file for forensics.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import json
 import math
 import sqlite3
 import time
+from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,9 +54,11 @@ __all__ = [
     "EpochAhead",
     "EpochRecord",
     "Inbox",
+    "InboxCheck",
     "InboxDamaged",
     "InboxError",
     "OutboxEntry",
+    "StoredEpoch",
     "report_digest",
 ]
 
@@ -94,6 +101,28 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 """
 
+# Damaged reports an operator set aside (Inbox.set_aside), bytes kept for forensics.
+# report_row is the id the row had in reports; it is not the key, because SQLite may give
+# a later report the id of one deleted before it.
+_SET_ASIDE_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS set_aside (
+    id INTEGER PRIMARY KEY, report_row INTEGER NOT NULL, key_epoch INTEGER NOT NULL,
+    epoch INTEGER NOT NULL, body BLOB NOT NULL, set_aside_at REAL NOT NULL
+);
+"""
+
+# Whether the reports row ``r`` still matches the replay-cache digest recorded in the
+# transaction that stored it: the one test of a stored report's integrity, shared by every
+# query that reads or checks reports (esa_report_digest is registered by _connect).
+_MATCHES_DIGEST: Final = (
+    "EXISTS (SELECT 1 FROM seen s WHERE s.key_epoch = r.key_epoch "
+    "AND s.digest = esa_report_digest(r.key_epoch, r.body))"
+)
+
+# Meta key prefix: "set_aside.<epoch>" holds {"reports": how many of the epoch's reports
+# were set aside in all, "at": when the last of them was (Unix seconds)} as JSON.
+_SET_ASIDE_META: Final = "set_aside."
+
 
 class InboxError(ESAError):
     """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
@@ -122,8 +151,47 @@ def _any_open(db: sqlite3.Connection) -> bool:
     return db.execute("SELECT 1 FROM reports WHERE epoch IS NULL LIMIT 1").fetchone() is not None
 
 
-def _sql_digest(key_epoch: int, report: bytes) -> bytes:
+def _sql_digest(key_epoch: object, report: object) -> bytes | None:
+    """``esa_report_digest`` in SQL. A value of another type than was stored (one flipped
+    bit in a record header turns a BLOB into TEXT) has no digest, so it matches none and
+    is found damaged, rather than failing the query that reads it."""
+    if not isinstance(report, bytes) or not isinstance(key_epoch, int):
+        return None
+    if not 0 <= key_epoch < 2**32:
+        return None
     return report_digest(key_epoch, report)
+
+
+def _connect(target: str, *, uri: bool = False, timeout: float = 5.0) -> sqlite3.Connection:
+    """A connection with the replay-cache digest available to SQL as ``esa_report_digest``,
+    so that a report is checked against the cache in the query that reads it (one round
+    trip, not one lookup per report)."""
+    # isolation_level=None: we issue BEGIN / COMMIT ourselves, so each logical step is
+    # exactly one transaction (and one fsync).
+    db = sqlite3.connect(
+        target, uri=uri, timeout=timeout, isolation_level=None, check_same_thread=False
+    )
+    db.create_function("esa_report_digest", 2, _sql_digest, deterministic=True)
+    return db
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite giving up on another connection's lock."""
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        word in str(exc) for word in ("locked", "busy")
+    )
+
+
+def _set_aside_counts(db: sqlite3.Connection) -> dict[int, int]:
+    """Reports set aside per epoch. An inbox opened read-only that no party of this
+    version has opened yet has no set_aside table: nothing was set aside there."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'set_aside'"
+    ).fetchone()
+    if exists is None:
+        return {}
+    rows = db.execute("SELECT epoch, COUNT(*) FROM set_aside GROUP BY epoch ORDER BY epoch")
+    return {int(e): int(c) for e, c in rows.fetchall()}
 
 
 def _next_epoch_id(db: sqlite3.Connection) -> int:
@@ -155,6 +223,52 @@ class EpochRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredEpoch:
+    """The reports an inbox holds for one epoch, each checked against its digest.
+
+    Attributes:
+        epoch: the epoch id; None for the reports still open (in no closed epoch yet).
+        state: ``"open"`` for those, else the epoch's state (``closed`` until processed).
+        reports: reports stored (a processed epoch's are dropped with its processing).
+        damaged: ``reports`` row ids whose bytes no longer match the digest recorded when
+            they were acknowledged, or whose digest is gone.
+        set_aside: reports of the epoch set aside earlier (:meth:`Inbox.set_aside`).
+    """
+
+    epoch: int | None
+    state: str
+    reports: int
+    damaged: tuple[int, ...]
+    set_aside: int
+
+
+@dataclass(frozen=True, slots=True)
+class InboxCheck:
+    """What :meth:`Inbox.check` found, from one consistent snapshot of the file.
+
+    Attributes:
+        party: the party the inbox belongs to.
+        problems: what SQLite's integrity check (or a read it could not do) reports about
+            the file's structure; empty when it is sound.
+        epochs: every epoch the inbox knows, oldest first, then the open reports if any.
+    """
+
+    party: str
+    problems: tuple[str, ...]
+    epochs: tuple[StoredEpoch, ...]
+
+    @property
+    def damaged(self) -> int:
+        """How many stored reports fail the digest check."""
+        return sum(len(e.damaged) for e in self.epochs)
+
+    @property
+    def clean(self) -> bool:
+        """Whether the file is sound and every stored report matches its digest."""
+        return not self.problems and not self.damaged
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxEntry:
     """One signed outgoing chunk payload not yet acknowledged by the next hop."""
 
@@ -173,9 +287,7 @@ class Inbox:
 
     def __init__(self, path: str | Path, *, party: str) -> None:
         self._path = str(path)
-        # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves, so each
-        # logical step is exactly one transaction (and one fsync).
-        self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        self._db = _connect(self._path)
         try:
             self._setup(party)
         except BaseException:
@@ -183,13 +295,10 @@ class Inbox:
             raise
 
     def _setup(self, party: str) -> None:
-        # The replay-cache digest as SQL, so epoch_reports checks each report against the
-        # cache in the query that reads it (one round trip, not one lookup per report).
-        self._db.create_function("esa_report_digest", 2, _sql_digest, deterministic=True)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(_SCHEMA + _SET_ASIDE_SCHEMA)
         with self._txn() as db:
             # Inboxes written before chunks had a digest: their stored chunks keep none
             # (a resend of one is still taken as a resend).
@@ -205,6 +314,71 @@ class Inbox:
                     f"(schema {rows.get('schema')}), not {party!r}"
                 )
 
+    @classmethod
+    def open_existing(cls, path: str | Path, *, write: bool = False, timeout: float = 2.0) -> Inbox:
+        """Open a party's existing inbox for an operator's tool (``esa inbox``), creating,
+        upgrading and binding nothing.
+
+        Read-only (the default), it is safe next to a running party: in WAL mode a reader
+        neither blocks the party's writes nor sees them half done, and each of this
+        object's reads (:meth:`check`) is one snapshot. SQLite may create the file's
+        ``-wal`` and ``-shm`` side files for the reader when the party is stopped, as any
+        SQLite reader does; they belong to whoever runs the tool.
+
+        With ``write`` the connection takes the file for itself for as long as it is open
+        (``locking_mode=EXCLUSIVE``). That fails while any other connection has the file
+        open, even an idle one, so it fails while the party runs; and while it is held,
+        a party that starts waits for it (and stops with "database is locked" if it waits
+        longer than its busy timeout).
+
+        Args:
+            path: the inbox database file.
+            write: take the exclusive lock needed for changes (:meth:`set_aside`).
+            timeout: seconds to wait for another connection's lock before giving up.
+
+        Raises:
+            InboxError: there is no file at ``path``, it is not a party's inbox, or it is
+                locked (``write``: open) by another process.
+        """
+        target = Path(path)
+        if not target.is_file():
+            raise InboxError(f"no inbox at {target}")
+        uri = f"{target.resolve().as_uri()}?mode={'rw' if write else 'ro'}"
+        db = _connect(uri, uri=True, timeout=timeout)
+        try:
+            if write:
+                # Set before the first access, so the lock taken by this first
+                # transaction is kept until close() (and no -shm index is shared).
+                db.execute("PRAGMA locking_mode=EXCLUSIVE")
+                db.execute("PRAGMA synchronous=FULL")
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("COMMIT")
+            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.Error as exc:
+            db.close()
+            if _busy(exc) and write:
+                raise InboxError(
+                    f"{target} is open in another process (a running party, or another "
+                    "tool); stop the party first"
+                ) from None
+            if _busy(exc):
+                raise InboxError(f"{target} is locked by another process; try again") from None
+            if "no such table" in str(exc):
+                raise InboxError(
+                    f"{target} is not a party's inbox (it has no meta table)"
+                ) from None
+            raise InboxError(f"cannot open the inbox {target}: {exc}") from None
+        if rows.get("schema") != str(_SCHEMA_VERSION) or "party" not in rows:
+            db.close()
+            raise InboxError(
+                f"{target} is not a party's inbox of schema {_SCHEMA_VERSION} (its meta says "
+                f"schema {rows.get('schema')!r}, party {rows.get('party')!r})"
+            )
+        inbox = cls.__new__(cls)
+        inbox._path = str(target)
+        inbox._db = db
+        return inbox
+
     # ------------------------------------------------------------------ plumbing
 
     @contextmanager
@@ -217,8 +391,25 @@ class Inbox:
             raise
         self._db.execute("COMMIT")
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query in it sees the same committed state."""
+        self._db.execute("BEGIN")
+        try:
+            yield self._db
+        finally:
+            # ROLLBACK, not COMMIT: a read has nothing to commit, and after a read that
+            # met damage COMMIT fails with that damage once more.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def party(self) -> str:
+        """The party this inbox belongs to (recorded when it was created)."""
+        return self.get_meta("party")
 
     def __enter__(self) -> Inbox:
         return self
@@ -562,9 +753,8 @@ class Inbox:
                 processed from them. The message names the ``reports`` rows.
         """
         rows = self._db.execute(
-            "SELECT r.id, r.body, EXISTS (SELECT 1 FROM seen s WHERE s.key_epoch = r.key_epoch "
-            "AND s.digest = esa_report_digest(r.key_epoch, r.body)) "
-            "FROM reports r WHERE r.epoch = ? ORDER BY r.id",
+            f"SELECT r.id, r.body, {_MATCHES_DIGEST} FROM reports r WHERE r.epoch = ? "
+            "ORDER BY r.id",
             (epoch,),
         ).fetchall()
         damaged = [int(i) for i, _, ok in rows if not ok]
@@ -576,6 +766,140 @@ class Inbox:
                 f"{shown}): the inbox file is damaged"
             )
         return [bytes(body) for _, body, _ in rows]
+
+    def check(self) -> InboxCheck:
+        """Check the whole inbox from one snapshot: SQLite's integrity check
+        (:meth:`check_integrity`), then every stored report against its digest, as
+        :meth:`epoch_reports` checks an epoch's before processing it.
+
+        Nothing is written: this runs on a read-only inbox next to a running party. It
+        costs about the integrity check plus one SHA-256 per stored report.
+
+        Returns:
+            An :class:`InboxCheck`: structural problems (damage SQLite cannot even read
+            past is one of them), and per epoch its state, stored reports, damaged rows
+            and reports set aside earlier.
+
+        Raises:
+            sqlite3.OperationalError: another connection's lock outlasted the timeout
+                (only a writer holding the file for itself, see :meth:`open_existing`).
+        """
+        problems: list[str] = []
+        epochs: tuple[StoredEpoch, ...] = ()
+        with self._snapshot() as db:
+            try:
+                self.check_integrity()
+            except InboxDamaged as exc:
+                problems.append(str(exc))
+            except sqlite3.DatabaseError as exc:
+                if _busy(exc):
+                    raise
+                problems.append(f"SQLite cannot check the file: {exc}")
+            try:
+                epochs = self._stored_epochs(db)
+            except sqlite3.DatabaseError as exc:
+                if _busy(exc):
+                    raise
+                problems.append(f"cannot read the stored reports: {exc}")
+        return InboxCheck(self.party, tuple(problems), epochs)
+
+    @staticmethod
+    def _stored_epochs(db: sqlite3.Connection) -> tuple[StoredEpoch, ...]:
+        counts = {
+            e: int(c) for e, c in db.execute("SELECT epoch, COUNT(*) FROM reports GROUP BY epoch")
+        }
+        damaged: defaultdict[int | None, list[int]] = defaultdict(list)
+        for row_id, epoch in db.execute(
+            f"SELECT r.id, r.epoch FROM reports r WHERE NOT {_MATCHES_DIGEST} ORDER BY r.id"
+        ):
+            damaged[epoch].append(int(row_id))
+        states = {int(e): str(s) for e, s in db.execute("SELECT epoch, state FROM epochs")}
+        aside = _set_aside_counts(db)
+        # Reports filed under an epoch with no epochs row are damage of another kind; they
+        # are listed (state "unknown") rather than skipped.
+        ids = sorted(set(states) | {e for e in counts if e is not None} | set(aside))
+        out = [
+            StoredEpoch(
+                e, states.get(e, "unknown"), counts.get(e, 0), tuple(damaged[e]), aside.get(e, 0)
+            )
+            for e in ids
+        ]
+        if None in counts:
+            out.append(StoredEpoch(None, "open", counts[None], tuple(damaged[None]), 0))
+        return tuple(out)
+
+    def set_aside(self, epoch: int) -> list[int]:
+        """Move the damaged reports of a closed epoch out of its way, in ONE transaction.
+
+        The reports that fail the digest check (as :meth:`epoch_reports` would find them)
+        move from ``reports`` to the ``set_aside`` table, bytes and all: nothing is
+        deleted. The meta key ``set_aside.<epoch>`` records how many of the epoch's
+        reports were set aside in all and when the last were. The epoch stays ``closed``,
+        so the party's next start processes it from the reports left; its count statement
+        then shows them only.
+
+        SQLite's integrity check runs first, in the same transaction: moving rows inside a
+        file whose structure is damaged could lose more than it saves.
+
+        Args:
+            epoch: a ``closed`` epoch that :meth:`epoch_reports` refuses as damaged.
+
+        Returns:
+            The ``reports`` row ids set aside, ascending.
+
+        Raises:
+            InboxError: the epoch does not exist, is not ``closed`` (a processed epoch's
+                reports are gone already), or none of its reports is damaged.
+            InboxDamaged: the integrity check fails; restore the file from a backup.
+            sqlite3.Error: the transaction failed (a full disk, damage met while moving the
+                rows); it is rolled back, nothing changed.
+        """
+        with self._txn() as db:
+            try:
+                self.check_integrity()
+            except sqlite3.DatabaseError as exc:
+                if _busy(exc):
+                    raise
+                raise InboxDamaged(f"SQLite cannot check the file: {exc}") from None
+            row = db.execute("SELECT state FROM epochs WHERE epoch = ?", (epoch,)).fetchone()
+            if row is None:
+                raise InboxError(f"there is no epoch {epoch} in this inbox")
+            if row[0] != "closed":
+                raise InboxError(
+                    f"epoch {epoch} is {row[0]}: its reports were dropped when it was "
+                    "processed, so there is nothing to set aside (only a closed epoch holds "
+                    "reports)"
+                )
+            rows = db.execute(
+                f"SELECT r.id, {_MATCHES_DIGEST} FROM reports r WHERE r.epoch = ? ORDER BY r.id",
+                (epoch,),
+            ).fetchall()
+            damaged = [int(i) for i, ok in rows if not ok]
+            if not damaged:
+                raise InboxError(
+                    f"epoch {epoch}: none of its {len(rows)} stored reports is damaged; "
+                    "nothing set aside"
+                )
+            now = time.time()
+            db.execute(_SET_ASIDE_SCHEMA)  # an inbox not opened by this version's party yet
+            db.executemany(
+                "INSERT INTO set_aside (report_row, key_epoch, epoch, body, set_aside_at) "
+                "SELECT id, key_epoch, epoch, body, ? FROM reports WHERE id = ?",
+                [(now, i) for i in damaged],
+            )
+            db.executemany("DELETE FROM reports WHERE id = ?", [(i,) for i in damaged])
+            (total,) = db.execute(
+                "SELECT COUNT(*) FROM set_aside WHERE epoch = ?", (epoch,)
+            ).fetchone()
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (f"{_SET_ASIDE_META}{epoch}", json.dumps({"reports": int(total), "at": now})),
+            )
+        return damaged
+
+    def set_aside_counts(self) -> dict[int, int]:
+        """How many reports were set aside per epoch (:meth:`set_aside`); empty if none."""
+        return _set_aside_counts(self._db)
 
     def epoch_size(self, epoch: int) -> int:
         """How many input reports a closed epoch holds (0 for an empty epoch)."""

@@ -765,6 +765,7 @@ class PartyService:
     async def status(self) -> dict[str, Any]:
         epochs = await self._db(self.inbox.epochs)
         open_count = await self._db(self.inbox.open_count)
+        set_aside = await self._db(self.inbox.set_aside_counts)
         by_state = collections.Counter(e.state for e in epochs)
         # The first shuffler's next epoch id is what an operator's CLOSE_EPOCH_AT names.
         first = {"next_epoch": await self._db(self.inbox.next_epoch)} if self.is_first else {}
@@ -783,6 +784,7 @@ class PartyService:
             "crypto": self.config.crypto,
             **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
             **({"failed_epochs": dict(self._failed_epochs)} if self._failed_epochs else {}),
+            **({"set_aside": set_aside} if set_aside else {}),
         }
 
     # ------------------------------------------------------------------ epochs
@@ -895,7 +897,8 @@ class PartyService:
                     self.counters["epochs_damaged"] += 1
                     advice = (
                         "; its reports stay stored. Restore the inbox from a backup, or "
-                        "delete the damaged rows by hand to process the rest, then restart"
+                        "stop the party, set the damaged reports aside (esa inbox set-aside) "
+                        "and restart it to process the rest"
                     )
                 else:
                     reason, advice = f"failed to process: {exc!r}", ""
