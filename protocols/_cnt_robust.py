@@ -519,6 +519,8 @@ _LOWER_MARGIN: int = 20
 #: Most multiply-adds the direct (non-negative, round-off-free) convolutions of one lower
 #: bound may take (a few seconds); beyond it no lower bound is stated.
 LOWER_WORK: float = 3e9
+#: Most entries (8 bytes each) one grid of a lower bound may hold: 400 MB.
+LOWER_CELLS: float = 5e7
 
 
 def _upper_count(mean: float, var: float, cap: int | None = None) -> int:
@@ -565,7 +567,8 @@ def sgm_view_laws(
     counts cut at 10 sd + 20 beyond their means (|η| ≤ 46/ε for the victim), so each
     computed probability is at most the true one, as
     :func:`~protocols._collusion.pair_lower_epsilon` needs. ``None`` when this would take
-    more than :data:`LOWER_WORK` multiply-adds (tiny ε, or very many fakes).
+    more than :data:`LOWER_WORK` multiply-adds or a grid more than :data:`LOWER_CELLS`
+    entries (tiny ε, or very many fakes).
     """
     from scipy.special import gammaln, xlogy
 
@@ -588,7 +591,10 @@ def sgm_view_laws(
         + 2 * (2 * width + 3) * (amax + 1) * (amax + jmax + emax + 1)
         + (2 * (rows + b_law.size) * rows * cols if f else 0)
     )
-    if work > LOWER_WORK:
+    # The grids themselves, not only the work: at tiny ε the victim's width alone
+    # (46/ε) makes rows·cols huge while the work above stays small.
+    cells = rows * cols + ((rows + b_law.size) * rows if f else 0)
+    if work > LOWER_WORK or cells > LOWER_CELLS:
         return None
     j = np.arange(jmax + 1, dtype=np.float64)[:, None]
     ll = np.arange(lmax + 1, dtype=np.float64)[None, :]
@@ -637,14 +643,15 @@ def sgm_sum_laws(*, epsilon: float, lam: float, honest: int) -> npt.NDArray[np.f
     included), on [−U, U]: K ~ Bin(h, λ) noisy users, and given K, M = NB(K) − NB'(K)
     (an SG(α) is the difference of two iid Geom(α)). Non-negative exact terms, K and the NB
     sums cut at 10 sd + 20 beyond their means, so each value is at most the true one.
-    ``None`` beyond :data:`LOWER_WORK` multiply-adds (tiny ε with λ = 1 and many users)."""
+    ``None`` beyond :data:`LOWER_WORK` multiply-adds or :data:`LOWER_CELLS` entries (tiny ε
+    with λ = 1 and many users)."""
     eps = check_epsilon(epsilon)
     h = check_n(honest, "honest", 1)
     a = math.exp(-eps)
     lo, k_law = binomial_window(h, lam) if lam < 1.0 else (h, np.ones(1))
     kmax = lo + k_law.size - 1
     umax = _upper_count(kmax * a / (1.0 - a), kmax * a / (1.0 - a) ** 2)
-    if k_law.size * (umax + 1) ** 2 > LOWER_WORK:
+    if k_law.size * (umax + 1) ** 2 > LOWER_WORK or (kmax + 1) * (umax + 1) > LOWER_CELLS:
         return None
     nb = _nb_matrix(kmax, umax, a)
     law = np.zeros(2 * umax + 1)

@@ -268,3 +268,25 @@ def test_violation_message_says_lower_bound_not_measured(
     err = capsys.readouterr().err
     assert "BUG: lower bound above the proven upper bound at δ=1e-06" in err
     assert "measured" not in err
+
+
+@pytest.mark.parametrize(("others", "fakes", "lam"), [(3, 0, 1.0), (9, 100, 1.0), (7000, 0, 0.9)])
+def test_sgm_laws_refuse_grids_too_large_to_hold(others: int, fakes: int, lam: float) -> None:
+    """At ε_c = 10^-3 the victim's noise window alone (46/ε wide) made a 142 GiB grid that
+    the multiply-add budget did not count, and `esa audit` died with numpy's MemoryError.
+    Such a lower bound is now not stated (None), before anything is allocated."""
+    from protocols._cnt_robust import LOWER_CELLS, sgm_sum_laws, sgm_view_laws
+
+    eps = 1e-3 / 3
+    width = math.ceil(46.0 / eps)
+    assert width**2 > LOWER_CELLS  # the grid this would have allocated
+    assert sgm_view_laws(epsilon=eps, lam=lam, others=others, fakes=fakes) is None
+    assert sgm_sum_laws(epsilon=eps, lam=1.0, honest=10_000) is None
+
+
+def test_audit_at_tiny_epsilon_states_no_sgm_lower_bound_instead_of_crashing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["audit", "--protocol", "cnt_sgm", "--n", "4", "--epsilon", "0.001", "--json"]
+    assert main([*argv, "--delta", "1e-6", "--shufflers", "1"]) == 0
+    assert '"scenarios"' in capsys.readouterr().out
