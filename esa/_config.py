@@ -25,6 +25,9 @@ of two shufflers)::
     [operator]                   # optional: who may send CONTROL frames (close an epoch now)
     public_key = "9f0c…"         # 32-byte Ed25519 verify key, hex
 
+    [auditor]                    # analyzer only, optional: who may commit to and open trap
+    public_key = "51d7…"         # reports (TRAP_COMMIT / TRAP_OPEN); without it, no trap audit
+
     [epoch]                      # the first shuffler's batch rule: whichever comes first
     max_reports = 10000
     deadline_seconds = 60.0
@@ -38,6 +41,7 @@ of two shufflers)::
     max_frame_bytes = 4194304
     read_timeout_seconds = 10.0
     max_connections = 256
+    max_connections_per_peer = 64  # per client IPv4 address or IPv6 /64
     chunk_reports = 2000
 
     [protocol]                   # every party runs the same configured protocol
@@ -83,6 +87,7 @@ _TOP_KEYS: Final = {
     "next",
     "keys",
     "operator",
+    "auditor",
     "epoch",
     "shuffle",
     "limits",
@@ -132,11 +137,19 @@ class EpochRule:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-connection bounds: frame size (memory), read timeout, connection count."""
+    """Per-connection bounds: frame size (memory), read timeout, connection count.
+
+    ``max_connections_per_peer`` caps the connections one client address holds (an IPv6
+    client's whole /64), so that one host cannot take every one of ``max_connections``;
+    a value above ``max_connections`` leaves only the global cap.
+    """
 
     max_frame_bytes: int = 4 * 1024 * 1024
     read_timeout_seconds: float = 10.0
     max_connections: int = 256
+    # A quarter of the default max_connections, and above the 50 connections `esa submit`
+    # and the local simulation open from one address.
+    max_connections_per_peer: int = 64
     chunk_reports: int = 2000
 
 
@@ -153,6 +166,8 @@ class PartyConfig:
     crypto: Literal["onion", "ideal"] = "onion"
     next: Address | None = None
     operator_public_key: bytes | None = None
+    #: The analyzer's ``[auditor]`` key: the only signer of trap commitments and openings.
+    auditor_public_key: bytes | None = None
     epoch: EpochRule = field(default_factory=EpochRule)
     threshold: int = 0
     fake_reports: int = 0
@@ -239,6 +254,20 @@ def _address(doc: Mapping[str, Any], name: str) -> Address:
     return Address(table["host"], _int(table["port"], f"[{name}] port", 0, 65535))
 
 
+def _public_key(doc: Mapping[str, Any], name: str) -> bytes | None:
+    """The Ed25519 verify key of an optional ``[name]`` table (``public_key``, hex)."""
+    table = _table(doc, name, {"public_key"})
+    if "public_key" not in table:
+        return None
+    try:
+        key = bytes.fromhex(str(table["public_key"]))
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise ConfigError(f"[{name}] public_key must be 64 hex digits, got {table['public_key']!r}")
+    return key
+
+
 def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
     """Validate a parsed TOML document; relative paths resolve against ``base``."""
     unknown = set(doc) - _TOP_KEYS
@@ -278,17 +307,11 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
     elif "next" in doc:
         raise ConfigError("the analyzer is the last hop: it takes no [next]")
 
-    operator = _table(doc, "operator", {"public_key"})
-    op_key = None
-    if "public_key" in operator:
-        try:
-            op_key = bytes.fromhex(str(operator["public_key"]))
-        except ValueError:
-            op_key = b""
-        if len(op_key) != 32:
-            raise ConfigError(
-                f"[operator] public_key must be 64 hex digits, got {operator['public_key']!r}"
-            )
+    op_key = _public_key(doc, "operator")
+    if role == "shuffler" and "auditor" in doc:
+        # Traps are opened where they must arrive: a shuffler's [auditor] would be ignored.
+        raise ConfigError("[auditor] is the analyzer's: trap reports are opened there")
+    auditor_key = _public_key(doc, "auditor")
 
     ep = _table(doc, "epoch", {"max_reports", "deadline_seconds"})
     rule = EpochRule(
@@ -300,7 +323,13 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
     lim = _table(
         doc,
         "limits",
-        {"max_frame_bytes", "read_timeout_seconds", "max_connections", "chunk_reports"},
+        {
+            "max_frame_bytes",
+            "read_timeout_seconds",
+            "max_connections",
+            "max_connections_per_peer",
+            "chunk_reports",
+        },
     )
     limits = Limits(
         max_frame_bytes=_int(
@@ -315,6 +344,11 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
         ),
         max_connections=_int(
             lim.get("max_connections", _DEFAULTS.max_connections), "[limits] max_connections", 1
+        ),
+        max_connections_per_peer=_int(
+            lim.get("max_connections_per_peer", _DEFAULTS.max_connections_per_peer),
+            "[limits] max_connections_per_peer",
+            1,
         ),
         chunk_reports=_int(
             lim.get("chunk_reports", _DEFAULTS.chunk_reports), "[limits] chunk_reports", 1
@@ -338,6 +372,7 @@ def config_from_dict(doc: Mapping[str, Any], *, base: Path) -> PartyConfig:
         crypto=crypto_mode,
         next=nxt,
         operator_public_key=op_key,
+        auditor_public_key=auditor_key,
         epoch=rule,
         threshold=_int(sh.get("threshold", 0), "[shuffle] threshold", 0),
         fake_reports=_int(sh.get("fake_reports", 0), "[shuffle] fake_reports", 0),

@@ -59,6 +59,8 @@ __all__ = [
     "InboxError",
     "OutboxEntry",
     "StoredEpoch",
+    "TrapOpening",
+    "TrapsNotProcessed",
     "report_digest",
 ]
 
@@ -90,11 +92,19 @@ CREATE TABLE IF NOT EXISTS epochs (
     state TEXT NOT NULL CHECK (state IN ('closed', 'processed', 'forwarded')),
     upstream_counts BLOB, counts BLOB, stats TEXT, output BLOB, output_size INTEGER
 );
--- auditor trap commitments (analyzer): committed before an epoch, opened after it
+-- auditor trap commitments (analyzer): committed before an epoch, opened after it; total,
+-- arrived and repeated count the opening's traps (see Inbox.open_traps), auditor is the key
+-- that signed it (NULL: opened before openings were signed)
 CREATE TABLE IF NOT EXISTS traps (
     commitment BLOB PRIMARY KEY, after_epoch INTEGER NOT NULL,
-    total INTEGER, arrived INTEGER
+    total INTEGER, arrived INTEGER, repeated INTEGER, auditor BLOB
 );
+-- every trap report ever opened, once (its analyzer layer's digest): a report is one trap,
+-- whatever commitments list it
+CREATE TABLE IF NOT EXISTS trap_reports (
+    key_epoch INTEGER NOT NULL, digest BLOB NOT NULL, commitment BLOB NOT NULL,
+    arrived INTEGER NOT NULL, PRIMARY KEY (key_epoch, digest)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     epoch INTEGER NOT NULL, chunk_index INTEGER NOT NULL, payload BLOB NOT NULL,
     acked INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (epoch, chunk_index)
@@ -140,6 +150,12 @@ class ConflictingBatch(InboxError):
     """An upstream frame reuses a stored batch or epoch id with other content: the sender
     numbers its epochs afresh (its inbox lost or rolled back). Taking it as a resend would
     drop its reports silently; the frame is refused instead, and the sender keeps them."""
+
+
+class TrapsNotProcessed(InboxError):
+    """Trap reports of an opening reached the analyzer but their epoch is not processed
+    yet: counted now they would be removed from an estimate that does not hold them yet.
+    Nothing is recorded; open again once the epoch is processed."""
 
 
 class EpochAhead(ESAError):
@@ -269,6 +285,43 @@ class InboxCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class TrapOpening:
+    """An opened trap commitment, as the analyzer's inbox records it.
+
+    Attributes:
+        commitment: the commitment (:func:`esa._service.trap_commitment`).
+        auditor: the Ed25519 key that signed the opening; None for an opening recorded
+            before openings were signed, which anyone could have sent.
+        traps: the trap reports counted under this commitment: those it lists that no
+            earlier opening listed (each trap report counts once, under its first opening).
+        arrived: how many of those reached the analyzer.
+        repeated: reports it lists that an earlier opening already counted.
+    """
+
+    commitment: bytes
+    auditor: bytes | None
+    traps: int
+    arrived: int
+    repeated: int
+
+    @property
+    def missing(self) -> int:
+        """Counted trap reports that never reached the analyzer."""
+        return self.traps - self.arrived
+
+
+def _trap_opening(row: Sequence[Any]) -> TrapOpening:
+    commitment, total, arrived, repeated, auditor = row
+    return TrapOpening(
+        bytes(commitment),
+        None if auditor is None else bytes(auditor),
+        int(total),
+        int(arrived),
+        int(repeated or 0),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxEntry:
     """One signed outgoing chunk payload not yet acknowledged by the next hop."""
 
@@ -304,6 +357,12 @@ class Inbox:
             # (a resend of one is still taken as a resend).
             if "digest" not in {row[1] for row in db.execute("PRAGMA table_info(chunks)")}:
                 db.execute("ALTER TABLE chunks ADD COLUMN digest BLOB")
+            # Inboxes written before trap openings were signed: their openings keep no
+            # auditor, which marks them (see trap_openings).
+            trap_columns = {row[1] for row in db.execute("PRAGMA table_info(traps)")}
+            for column in ("repeated INTEGER", "auditor BLOB"):
+                if column.split()[0] not in trap_columns:
+                    db.execute(f"ALTER TABLE traps ADD COLUMN {column}")
             rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
             if not rows:
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(_SCHEMA_VERSION),))
@@ -1028,35 +1087,94 @@ class Inbox:
             ).fetchone()
         return int(after)
 
-    def trap(self, commitment: bytes) -> tuple[int, int | None, int | None] | None:
-        """``(after_epoch, total, arrived)`` of a commitment, or None if unknown."""
+    def trap(self, commitment: bytes) -> tuple[int, TrapOpening | None] | None:
+        """``(after_epoch, its opening or None while unopened)`` of a commitment, or None
+        if it is unknown."""
         row = self._db.execute(
-            "SELECT after_epoch, total, arrived FROM traps WHERE commitment = ?", (commitment,)
+            "SELECT after_epoch, commitment, total, arrived, repeated, auditor FROM traps "
+            "WHERE commitment = ?",
+            (commitment,),
         ).fetchone()
-        return None if row is None else (int(row[0]), row[1], row[2])
+        if row is None:
+            return None
+        return int(row[0]), None if row[2] is None else _trap_opening(row[1:])
 
-    def open_traps(self, commitment: bytes, key_epoch: int, reports: Sequence[bytes]) -> int:
-        """Count the trap reports that reached this party, and record the opening."""
+    def open_traps(
+        self, commitment: bytes, key_epoch: int, reports: Sequence[bytes], *, auditor: bytes
+    ) -> TrapOpening:
+        """Record the opening of a known commitment, signed by ``auditor``: which of its
+        trap reports (analyzer layers) reached this party.
+
+        Each trap report counts once, ever: one an earlier opening already listed — under
+        this commitment or another — is ``repeated``, not counted again, so the traps
+        counted never exceed the distinct trap reports opened, nor the arrived ones the
+        distinct reports received. Opening a commitment again changes nothing and returns
+        the first opening.
+
+        Raises:
+            InboxError: ``commitment`` is unknown, or ``reports`` lists one report twice.
+            TrapsNotProcessed: a listed report is stored here unprocessed; nothing is
+                recorded.
+        """
+        if len(set(reports)) != len(reports):
+            raise InboxError("a trap opening lists a report twice")
+        digests = [report_digest(key_epoch, r) for r in reports]
         with self._txn() as db:
-            arrived = sum(
-                db.execute(
-                    "SELECT 1 FROM seen WHERE key_epoch = ? AND digest = ?",
-                    (key_epoch, report_digest(key_epoch, r)),
+            row = db.execute(
+                "SELECT commitment, total, arrived, repeated, auditor FROM traps "
+                "WHERE commitment = ?",
+                (commitment,),
+            ).fetchone()
+            if row is None:
+                raise InboxError("no such trap commitment")
+            if row[1] is not None:
+                return _trap_opening(row)
+            wanted = set(reports)
+            waiting = sum(
+                body in wanted
+                for (body,) in db.execute(
+                    "SELECT body FROM reports WHERE key_epoch = ?", (key_epoch,)
+                )
+            )
+            if waiting:
+                raise TrapsNotProcessed(
+                    f"{waiting} of the traps reached the analyzer in an epoch not processed "
+                    "yet; open again once it is"
+                )
+            counted = arrived = repeated = 0
+            for digest in digests:
+                if db.execute(
+                    "SELECT 1 FROM trap_reports WHERE key_epoch = ? AND digest = ?",
+                    (key_epoch, digest),
+                ).fetchone():
+                    repeated += 1
+                    continue
+                hit = db.execute(
+                    "SELECT 1 FROM seen WHERE key_epoch = ? AND digest = ?", (key_epoch, digest)
                 ).fetchone()
-                is not None
-                for r in reports
-            )
+                db.execute(
+                    "INSERT INTO trap_reports VALUES (?, ?, ?, ?)",
+                    (key_epoch, digest, commitment, int(hit is not None)),
+                )
+                counted += 1
+                arrived += hit is not None
             db.execute(
-                "UPDATE traps SET total = ?, arrived = ? WHERE commitment = ? AND total IS NULL",
-                (len(reports), arrived, commitment),
+                "UPDATE traps SET total = ?, arrived = ?, repeated = ?, auditor = ? "
+                "WHERE commitment = ?",
+                (counted, arrived, repeated, auditor, commitment),
             )
-        return arrived
+        return TrapOpening(commitment, auditor, counted, arrived, repeated)
 
-    def trap_totals(self) -> tuple[int, int, int]:
-        """``(opened trap reports that arrived, opened trap reports, unopened commitments)``."""
-        arrived, total = self._db.execute(
-            "SELECT COALESCE(SUM(arrived), 0), COALESCE(SUM(total), 0) FROM traps "
-            "WHERE total IS NOT NULL"
-        ).fetchone()
+    def trap_openings(self) -> tuple[list[TrapOpening], int]:
+        """``(every opening in the order of the commitments, unopened commitments)``.
+
+        An opening with no ``auditor`` was recorded before openings were signed: anyone
+        could have sent it, and its traps were counted without the one-count-per-report
+        rule, so RESULT leaves it out (and says how many).
+        """
+        rows = self._db.execute(
+            "SELECT commitment, total, arrived, repeated, auditor FROM traps "
+            "WHERE total IS NOT NULL ORDER BY rowid"
+        ).fetchall()
         (pending,) = self._db.execute("SELECT COUNT(*) FROM traps WHERE total IS NULL").fetchone()
-        return int(arrived), int(total), int(pending)
+        return [_trap_opening(r) for r in rows], int(pending)

@@ -9,14 +9,16 @@ holds more than ``max_frame`` bytes of input.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 import trio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from crypto import (
     FRAME_HEADER_SIZE,
@@ -37,6 +39,7 @@ from crypto import (
     parse_reply,
     peek_kind,
 )
+from protocols import ParameterError
 
 from ._config import Address
 from ._errors import ESAError
@@ -54,7 +57,9 @@ __all__ = [
     "open_traps",
     "query",
     "request",
+    "serve_listeners",
     "submit_reports",
+    "trap_statement",
 ]
 
 
@@ -121,6 +126,48 @@ class FrameStream:
         # ``max_frame`` bounds what we *accept*; what we send is our own and only needs to
         # fit the format (the peer enforces its own limit).
         await self.stream.send_all(encode_frame(payload, max_size=MAX_FRAME_SIZE))
+
+
+#: What accept(2) fails with while the process or the system is out of descriptors or
+#: socket memory: passing (connections close and free them), so the party waits and retries.
+ACCEPT_OVERLOAD_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+ACCEPT_RETRY_SECONDS: Final = 0.1
+
+
+async def serve_listeners(
+    handler: Callable[[trio.SocketStream], Awaitable[object]],
+    listeners: Sequence[trio.abc.Listener[trio.SocketStream]],
+    *,
+    on_overload: Callable[[OSError], None],
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on every listener and serve each with ``handler`` in a new task,
+    until cancelled (the listeners are closed on the way out).
+
+    Like :func:`trio.serve_listeners`, except for what an overloaded ``accept`` does: trio
+    logs a full traceback on every retry, ten a second for as long as descriptors stay
+    exhausted. Here each failure goes to ``on_overload`` (the party counts it and logs a
+    line a minute) and accepting resumes after :data:`ACCEPT_RETRY_SECONDS`. Any other
+    accept error ends the service, as in trio.
+    """
+
+    async def accept_loop(listener: trio.abc.Listener[trio.SocketStream]) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in ACCEPT_OVERLOAD_ERRNOS:
+                        raise
+                    on_overload(exc)
+                    await trio.sleep(ACCEPT_RETRY_SECONDS)
+                    continue
+                nursery.start_soon(handler, stream)
+
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(accept_loop, listener)
+        task_status.started()
 
 
 def expect_ack(payload: bytes) -> Ack:
@@ -410,6 +457,48 @@ async def submit_reports(
     return stats
 
 
+#: Sizes in a trap statement (:func:`trap_statement`).
+TRAP_KEY_SIZE: Final = 32
+TRAP_COMMITMENT_SIZE: Final = 32
+TRAP_NONCE_SIZE: Final = 32
+_TRAP_CONTEXTS: Final = {
+    "commit": b"esa/traps/v1/commit\x00",
+    "open": b"esa/traps/v1/open\x00",
+}
+
+
+def trap_statement(
+    action: Literal["commit", "open"], *, analyzer_key: bytes, key_epoch: int, commitment: bytes
+) -> bytes:
+    """The bytes an auditor signs (Ed25519, the key in the analyzer's ``[auditor]`` table)
+    to commit to a trap set, or to open it::
+
+        context ‖ B[32] analyzer_key ‖ u32 key_epoch ‖ B[32] commitment
+
+    ``context`` is ``esa/traps/v1/commit\\0`` or ``esa/traps/v1/open\\0``, so a commit's
+    signature never passes for an opening. ``analyzer_key`` is the analyzer's layer public
+    key of ``key_epoch`` (the key the traps' innermost layer is sealed for): it names the
+    analyzer and key epoch a signature is good for, so a captured statement cannot be
+    replayed at another analyzer or under another key epoch. At one analyzer both are
+    idempotent — a commitment is recorded once and opened once — so a replayed statement
+    counts nothing again. The opening's content (nonce, trap layers) is bound through the
+    commitment (:func:`esa._service.trap_commitment`).
+
+    Raises:
+        ParameterError: a field of the wrong size or range (programmer misuse).
+    """
+    if action not in _TRAP_CONTEXTS:
+        raise ParameterError(f"action must be 'commit' or 'open', got {action!r}")
+    if len(analyzer_key) != TRAP_KEY_SIZE or len(commitment) != TRAP_COMMITMENT_SIZE:
+        raise ParameterError(
+            f"analyzer_key and commitment are {TRAP_KEY_SIZE} bytes each, got "
+            f"{len(analyzer_key)} and {len(commitment)}"
+        )
+    if isinstance(key_epoch, bool) or not isinstance(key_epoch, int) or not 0 <= key_epoch < 2**32:
+        raise ParameterError(f"key_epoch must be an integer in [0, 2**32), got {key_epoch!r}")
+    return _TRAP_CONTEXTS[action] + analyzer_key + key_epoch.to_bytes(4, "big") + commitment
+
+
 @dataclass(frozen=True, slots=True)
 class TrapSet:
     """An auditor's trap reports for one key epoch (see :func:`make_traps`).
@@ -417,20 +506,41 @@ class TrapSet:
     Attributes:
         key_epoch: the key epoch the traps are wrapped for.
         reports: what to submit to the first shuffler, mixed with real reports.
-        analyzer_layers: the exact bytes each trap must deliver to the analyzer.
+        analyzer_layers: the exact bytes each trap must deliver to the analyzer; distinct
+            (an opening that lists one twice is refused).
         nonce: 32 random bytes that hide the commitment until it is opened.
+        analyzer_key: the analyzer's layer public key the traps are sealed for (the last
+            key of the route); the auditor's signatures name it (:func:`trap_statement`).
     """
 
     key_epoch: int
     reports: tuple[bytes, ...]
     analyzer_layers: tuple[bytes, ...]
     nonce: bytes
+    analyzer_key: bytes
+
+    def __post_init__(self) -> None:
+        if len(self.nonce) != TRAP_NONCE_SIZE or len(self.analyzer_key) != TRAP_KEY_SIZE:
+            raise ParameterError(
+                f"nonce and analyzer_key are {TRAP_NONCE_SIZE} bytes each, got "
+                f"{len(self.nonce)} and {len(self.analyzer_key)}"
+            )
 
     @property
     def commitment(self) -> bytes:
         from ._service import trap_commitment
 
         return trap_commitment(self.nonce, self.key_epoch, list(self.analyzer_layers))
+
+    def signature(self, action: Literal["commit", "open"], auditor: Ed25519PrivateKey) -> bytes:
+        """The auditor's signature of this set's commitment (``commit``) or opening."""
+        statement = trap_statement(
+            action,
+            analyzer_key=self.analyzer_key,
+            key_epoch=self.key_epoch,
+            commitment=self.commitment,
+        )
+        return auditor.sign(statement)
 
 
 def make_traps(
@@ -475,19 +585,52 @@ def make_traps(
     outer = crypto.wrap_batch(
         list(inner), list(route[:m]), epoch=key_epoch, crowd_ids=crowds, first_hop=0, workers=1
     )
-    return TrapSet(key_epoch, tuple(outer), tuple(inner), os.urandom(32))
+    return TrapSet(
+        key_epoch, tuple(outer), tuple(inner), os.urandom(TRAP_NONCE_SIZE), bytes(route[m])
+    )
 
 
-async def commit_traps(analyzer: Address, traps: TrapSet) -> dict[str, Any]:
-    """Send the commitment to the analyzer (before the epoch closes)."""
-    return await query(analyzer, QueryKind.TRAP_COMMIT, {"commitment": traps.commitment.hex()})
+async def commit_traps(
+    analyzer: Address, traps: TrapSet, *, auditor: Ed25519PrivateKey
+) -> dict[str, Any]:
+    """Send the commitment to the analyzer (before the epoch closes), signed with the
+    ``auditor`` key whose public half is in the analyzer's ``[auditor]`` table.
 
+    Resending is safe: the analyzer records a commitment once.
 
-async def open_traps(analyzer: Address, traps: TrapSet) -> dict[str, Any]:
-    """Open the commitment after the epoch: how many traps reached the analyzer."""
+    Raises:
+        PeerRejected: ``bad_signature`` if the analyzer has no ``[auditor]`` key or another
+            one; ``unknown_key_epoch`` if it does not serve the traps' key epoch.
+    """
     params = {
-        "nonce": traps.nonce.hex(),
+        "commitment": traps.commitment.hex(),
         "key_epoch": traps.key_epoch,
+        "signature": traps.signature("commit", auditor).hex(),
+    }
+    return await query(analyzer, QueryKind.TRAP_COMMIT, params)
+
+
+async def open_traps(
+    analyzer: Address, traps: TrapSet, *, auditor: Ed25519PrivateKey
+) -> dict[str, Any]:
+    """Open the commitment after the epoch, signed like :func:`commit_traps`: how many
+    traps reached the analyzer.
+
+    The reply: ``traps`` (listed), ``repeated`` (opened before under another commitment,
+    not counted again), ``arrived`` and ``missing`` (of the others), ``ok``. Resending is
+    safe: a commitment is opened once, and the same opening again gets the same reply.
+
+    Raises:
+        PeerRejected: ``bad_signature`` as for :func:`commit_traps`; ``bad_trap_opening`` if
+            the opening matches no commitment, lists a trap twice, comes before any epoch
+            was processed since the commitment, or some trap that arrived is still waiting
+            in an unprocessed epoch (open again once it is processed).
+    """
+    params = {
+        "commitment": traps.commitment.hex(),
+        "key_epoch": traps.key_epoch,
+        "nonce": traps.nonce.hex(),
         "reports": [r.hex() for r in traps.analyzer_layers],
+        "signature": traps.signature("open", auditor).hex(),
     }
     return await query(analyzer, QueryKind.TRAP_OPEN, params)

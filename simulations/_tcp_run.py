@@ -96,6 +96,8 @@ class Chain:
     key_epoch: int
     configs: list[dict[str, Any]] = field(default_factory=list)
     channels: int = 1
+    #: The analyzer's [auditor] key: signs trap commitments and openings.
+    auditor: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
 
     @property
     def shufflers(self) -> int:
@@ -292,6 +294,8 @@ def start_chain(
                 doc["channels"] = channels
                 if index < total:
                     doc["channel"] = channel
+            if index == total:
+                doc["auditor"] = {"public_key": chain.auditor.public_key().public_bytes_raw().hex()}
             if index < total:
                 # The last shuffler of every chain forwards to the analyzer.
                 nxt = index + 1 if hop + 1 < shufflers else total

@@ -7,6 +7,7 @@ process groups down in ``finally``); loopback only; each run bounded by a timeou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -25,7 +26,6 @@ import esa
 from crypto import _wire as w
 from esa._net import (
     PeerRejected,
-    TrapSet,
     close_epoch,
     commit_traps,
     make_traps,
@@ -155,30 +155,36 @@ def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
         first, analyzer = chain.first.address, chain.analyzer.address
 
         async def epoch(traps: Any, reports: list[bytes]) -> dict[str, Any]:
-            await commit_traps(analyzer, traps)
+            await commit_traps(analyzer, traps, auditor=chain.auditor)
             with pytest.raises(PeerRejected, match="bad_trap_opening"):
-                await open_traps(analyzer, traps)  # nothing processed since the commitment
+                # nothing processed since the commitment
+                await open_traps(analyzer, traps, auditor=chain.auditor)
             await submit_reports(first, reports, key_epoch=1, connections=4)
             await close_epoch(first, chain.operator)
             await wait_processed(chain, timeout=60)
-            return await open_traps(analyzer, traps)
+            return await open_traps(analyzer, traps, auditor=chain.auditor)
 
         async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
             ok = await epoch(honest, users[:100] + list(honest.reports))
             # Half of the second set of traps is "dropped on the path" (never delivered).
             bad = await epoch(lossy, users[100:] + list(lossy.reports[:5]))
-            forged = TrapSet(1, (), lossy.analyzer_layers[:5], lossy.nonce)
+            forged = dataclasses.replace(lossy, analyzer_layers=lossy.analyzer_layers[:5])
             with pytest.raises(PeerRejected, match="bad_trap_opening"):
-                await open_traps(analyzer, forged)  # an opening must match a commitment
+                # an opening must match a commitment
+                await open_traps(analyzer, forged, auditor=chain.auditor)
             res = await query(analyzer, crypto.QueryKind.RESULT, {"n": n})
             return ok, bad, res
 
         ok, bad, res = trio.run(main)
-    assert ok == {"traps": 12, "arrived": 12, "missing": 0, "ok": True}
-    assert bad == {"traps": 10, "arrived": 5, "missing": 5, "ok": False}
+    assert ok == {"traps": 12, "repeated": 0, "arrived": 12, "missing": 0, "ok": True}
+    assert bad == {"traps": 10, "repeated": 0, "arrived": 5, "missing": 5, "ok": False}
     assert res["traps"] == {"opened": 22, "arrived": 17, "unopened_commitments": 0}
     assert not res["drop_check"]["ok"]
-    assert "5 of 22 trap reports" in res["drop_check"]["problems"][-1]
+    # The accusation names the commitment and the auditor it rests on.
+    problem = res["drop_check"]["problems"][-1]
+    assert f"trap commitment {lossy.commitment.hex()[:16]}" in problem
+    assert chain.auditor.public_key().public_bytes_raw().hex()[:16] in problem
+    assert "5 of its 10 trap reports never reached the analyzer" in problem
     assert res["n_fakes"] == 17  # arrived traps are removed like fakes
 
 
@@ -199,11 +205,11 @@ def test_split_mix_trap_values_count_once_among_the_fakes(tmp_path: Path) -> Non
         assert len(traps.reports) == count * shares
 
         async def main() -> tuple[dict[str, Any], dict[str, Any]]:
-            await commit_traps(chain.analyzer.address, traps)
+            await commit_traps(chain.analyzer.address, traps, auditor=chain.auditor)
             await submit_reports(chain.first.address, users + list(traps.reports), key_epoch=1)
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=60)
-            opened = await open_traps(chain.analyzer.address, traps)
+            opened = await open_traps(chain.analyzer.address, traps, auditor=chain.auditor)
             res = await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
             return opened, res
 

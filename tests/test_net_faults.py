@@ -487,7 +487,10 @@ def test_deeply_nested_query_body_is_malformed_not_fatal(keydir: Path) -> None:
 
 
 def test_result_queries_out_of_range_or_before_any_epoch(keydir: Path) -> None:
-    svc = _service(keydir, 2, state_dir="state-a6")
+    # An [auditor] key, so that malformed trap openings reach their field checks (without
+    # one every trap frame is refused as bad_signature: tests/test_net_traps_auth.py).
+    auditor = Ed25519PrivateKey.generate().public_key().public_bytes_raw().hex()
+    svc = _service(keydir, 2, state_dir="state-a6", auditor={"public_key": auditor})
 
     async def script(connect: Client) -> None:
         fs = await connect()
@@ -498,11 +501,11 @@ def test_result_queries_out_of_range_or_before_any_epoch(keydir: Path) -> None:
         assert body["estimate_extra"]["no_epoch_processed"] is True
         for bad, reason in [
             (b'{"n": 1180591620717411303424}', "malformed_frame"),  # 2**70
-            (b'{"nonce": "00", "key_epoch": 1099511627776, "reports": []}', "bad_trap_opening"),
-            (b'{"nonce": "00", "key_epoch": Infinity, "reports": []}', "bad_trap_opening"),
-            (b'{"nonce": "00", "key_epoch": 1.5, "reports": []}', "bad_trap_opening"),
+            (b'{"signature": "", "key_epoch": 1099511627776, "reports": []}', "bad_trap_opening"),
+            (b'{"signature": "", "key_epoch": Infinity, "reports": []}', "bad_trap_opening"),
+            (b'{"signature": "", "key_epoch": 1.5, "reports": []}', "bad_trap_opening"),
         ]:
-            what = w.QueryKind.RESULT if b"nonce" not in bad else w.QueryKind.TRAP_OPEN
+            what = w.QueryKind.RESULT if b"reports" not in bad else w.QueryKind.TRAP_OPEN
             await fs.send(w.Query(what, bad).to_bytes())
             assert _reason(await fs.receive()) == reason
 

@@ -102,11 +102,21 @@ def register(sub: Any) -> None:
         help="instead of submitting: write a new operator key (mode 0600) and print the "
         "public key to put in the first shuffler's [operator] table",
     )
+    p.add_argument(
+        "--make-auditor-key",
+        metavar="FILE",
+        default=None,
+        help="instead of submitting: write a new trap auditor key (mode 0600) and print the "
+        "public key to put in the analyzer's [auditor] table (it signs esa.commit_traps "
+        "and esa.open_traps)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=run)
 
 
-def _make_operator_key(path: str) -> int:
+def _make_key(path: str) -> int:
+    """Write a new Ed25519 key (hex seed, mode 0600) and print its public key: an operator
+    key or a trap auditor key, which differ only in which table holds the public key."""
     key = Ed25519PrivateKey.generate()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -186,8 +196,10 @@ def _operator_key(path: str) -> Ed25519PrivateKey:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.make_operator_key:
-        return _make_operator_key(args.make_operator_key)
+    if args.make_operator_key and args.make_auditor_key:
+        raise UsageError("give --make-operator-key or --make-auditor-key, not both")
+    if args.make_operator_key or args.make_auditor_key:
+        return _make_key(args.make_operator_key or args.make_auditor_key)
     if not args.to:
         raise UsageError("--to HOST:PORT is required")
     addresses = [parse_address(a.strip()) for a in args.to.split(",")]
