@@ -349,6 +349,7 @@ def _run_on_pool(
 ) -> list[_T]:
     """``fn(*job)`` for every job on the shared pool, results concatenated in job order."""
     pool = _pool(workers)
+    futures = []
     try:
         futures = [pool.submit(fn, *job) for job in jobs]
         out: list[_T] = []
@@ -356,7 +357,7 @@ def _run_on_pool(
             part = f.result()
             out += part
             if done is not None:
-                done(len(part))
+                done(len(part))  # may raise to stop the batch (a service shutting down)
         return out
     except BrokenProcessPool:
         # a worker died (killed, out of memory): the next batch gets a fresh pool
@@ -364,6 +365,11 @@ def _run_on_pool(
             if _POOLS.get(workers) is pool:
                 del _POOLS[workers]
         raise
+    finally:
+        # Stopped early (an error, or the progress hook raising): slices still queued are
+        # dropped, so neither this batch nor the interpreter's exit waits for them.
+        for f in futures:
+            f.cancel()
 
 
 def peel_batch(

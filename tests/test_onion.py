@@ -483,3 +483,36 @@ def test_report_progress_counts_every_report_in_order(
     steps.clear()
     peel_batch(reports, KEYS[0], epoch=EPOCH, hop=0, workers=workers)  # hook gone
     assert steps == []
+
+
+def test_a_batch_stopped_by_its_progress_hook_drops_its_queued_slices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A party shutting down stops a batch by raising from the progress hook. Slices still
+    queued on the pool must not run (before, the interpreter's exit waited for them all:
+    9.5 s of a 40 000-report epoch at workers = 2); at most the running ones finish."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def slow(i: int) -> list[int]:
+        time.sleep(0.02)
+        with lock:
+            ran.append(i)
+        return [i]
+
+    class Stop(Exception):
+        pass
+
+    def hook(_: int) -> None:
+        raise Stop
+
+    pool = ThreadPoolExecutor(1)  # stands in for the process pool: same futures
+    monkeypatch.setattr(_onion, "_pool", lambda workers: pool)
+    with pytest.raises(Stop):
+        _onion._run_on_pool(2, slow, [(i,) for i in range(50)], hook)
+    pool.shutdown(wait=True)
+    assert len(ran) <= 2  # the first slice, and one that may have started meanwhile
