@@ -334,9 +334,13 @@ class DisEle(ShuffleProtocol):
         # 0 when no bin is clean, even where 1/s is beyond a double (more fakes than the
         # spec the constructor checked): the std below then says the estimate is void.
         est = total * self._inverse_clean_probability(n_fakes) if total else 0.0
+        # The std is the plug-in one, at the estimate moved into the range D can take: n ≥ 1
+        # users hold at least 1 and at most min(n, d) distinct values. (Clipped at 0, an
+        # estimate of 0 at a large ε stated a std near 0 for an error of sd 1.)
+        plug_in = float(np.clip(est, 1, min(n, p.domain)))
         return Estimate(
             values=np.array([est]),
-            expected_std=np.array([math.sqrt(self.variance(np.clip(est, 0, p.domain), n_fakes))]),
+            expected_std=np.array([math.sqrt(self.variance(plug_in, n_fakes))]),
             messages_used=int(counts.sum()),
             extra={"clean_bins": int(clean.sum()), "shares": p.shares},
         )

@@ -58,23 +58,21 @@ def _chi2_p(observed: np.ndarray, expected_pmf: np.ndarray) -> float:
     return float(stats.chisquare(obs_cells, exp_cells).pvalue)
 
 
-def _protocol(n: int, d: int, shares: int, fakes: int = 0) -> DisEle:
-    spec = ProtocolSpec(
-        epsilon=1.0,
-        delta=1e-6,
-        n=n,
-        domain=d,
-        fake_reports=fakes,
-        options={"shares": shares},
-    )
+def _protocol(n: int, d: int, delta: float, fakes: int = 0) -> DisEle:
+    """DisEle with the share count its δ needs (a forced smaller one is refused)."""
+    spec = ProtocolSpec(epsilon=1.0, delta=delta, n=n, domain=d, fake_reports=fakes)
     proto = build_protocol("disele", spec)
     assert isinstance(proto, DisEle)
     return proto
 
 
-@pytest.mark.parametrize(("m", "odd", "even"), [(2, 3, 4), (3, 5, 0), (4, 0, 6), (5, 2, 7)])
-def test_share_ones_has_split_mix_law(m: int, odd: int, even: int) -> None:
-    proto = _protocol(100, 4, m)
+@pytest.mark.parametrize(
+    ("n", "delta", "m", "odd", "even"),
+    [(12, 0.5, 3, 3, 4), (12, 0.1, 4, 5, 0), (8, 0.1, 5, 0, 6), (12, 1e-3, 7, 2, 7)],
+)
+def test_share_ones_has_split_mix_law(n: int, delta: float, m: int, odd: int, even: int) -> None:
+    proto = _protocol(n, 4, delta)
+    assert proto.params.shares == m
     rng = np.random.default_rng(7)
     draws = 20_000
     k_odd = np.full(draws, odd)
@@ -100,7 +98,8 @@ def _two_sample_p(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_tally_users_and_fakes_match_tallying_split_values() -> None:
     n, d, m, trials = 12, 3, 3, 3_000
-    proto = _protocol(n, d, m)
+    proto = _protocol(n, d, 0.5)
+    assert proto.params.shares == m
     x = np.array([0] * 7 + [1] * 5)  # label 2 held by nobody
     rng = np.random.default_rng(11)
     direct_users, direct_fakes, split_users, split_fakes = [], [], [], []
@@ -126,7 +125,8 @@ def test_tally_users_and_fakes_match_tallying_split_values() -> None:
 
 
 def test_tally_counts_are_the_label_share_counts() -> None:
-    proto = _protocol(50, 5, 4)
+    proto = _protocol(50, 5, 0.1)
+    assert proto.params.shares == 4
     rng = np.random.default_rng(3)
     shares = split_messages(proto, proto.randomize(rng.integers(0, 5, 50), rng=rng))
     tally = proto.tally(shares)
@@ -176,3 +176,18 @@ def test_esa_simulate_runs_disele_at_a_million_users_as_a_tally(
     assert j["messages_per_user"] == 80.0
     assert j["hops"][0]["received"] == 80_000_000
     assert abs(j["estimate"][0] - j["truth"][0]) < 5 * j["expected_std"][0]
+
+
+def test_stated_std_does_not_collapse_when_the_estimate_is_zero() -> None:
+    """At ε_c = 20 with every user holding one value the estimate is 0 or 2 (error sd 1).
+    The plug-in std was taken at the estimate clipped to [0, d]: at 0 it stated 0.038 and
+    half the runs erred by more than 6 stated stds. D is at least 1 for n ≥ 1 users."""
+    proto = build_protocol("disele", ProtocolSpec(epsilon=20.0, delta=1e-6, n=100, domain=16))
+    config = esa.PipelineConfig(shufflers=1, crypto="ideal", representation="tally")
+    x = np.zeros(100, dtype=np.int64)
+    runs = [esa.run_pipeline(proto, x, config, rng=np.random.default_rng(s)) for s in range(60)]
+    errors = np.array([r.error[0] for r in runs])
+    stds = np.array([r.estimate.expected_std[0] for r in runs])
+    assert np.any([abs(r.estimate.values[0]) < 0.01 for r in runs])  # the case that collapsed
+    assert stds.min() >= 1.0
+    assert np.all(np.abs(errors) <= 6 * stds)
