@@ -49,8 +49,37 @@ Lemma 4.12 at α = ε/(3τk), Bin(n, γ) is (ε/(τk), δ/(τk), k)-smooth when
 δ ≥ 2τk·exp(−ε²γn/(90τ²k²)) and k ≤ εγn/(6τk), "in particular γn ≥ 90τ²k² ln(2τk/δ)/ε²";
 one value per user is k = 1, which is λ above (and εγn/(6τ) = 15τ ln(2τ/δ)/ε ≥ 1 holds
 then). The analyzer forms the
-count-min table C[t, ℓ], removes the expected blanket nλ (+ fakes) per cell and answers
-ĉ_j = min_t (C[t, h_t(j)] − nλ − n_f/(τ s)): a one-sided (over-)estimate, as the survey notes.
+count-min table C[t, ℓ] and answers
+    ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τ s),
+the expected blanket (+ fakes) being the same in every cell, so removing it before or after
+the min is the same estimator.
+
+Error law (:meth:`PUCM.error_bound`, tests/test_pucm_error.py). Fix the public hashes and the
+data; let K_{t,j} = Σ_{j' ≠ j, h_t(j') = h_t(j)} c_{j'} ≥ 0 be the users of other values in
+j's row-t cell, and N_t = B_t + F_t − nλ − n_f/(τ s) that cell's centred noise: B_t ~ Bin(n, λ),
+independent over cells, and F_t ~ Bin(n_f, 1/(τ s)) the fakes in it (multinomial over the τs
+cells). Then
+    ĉ_j − c_j = min_t (K_{t,j} + N_t),   so   M ≤ ĉ_j − c_j ≤ K_{t,j} + N_t for every t,
+with M = min_t N_t. Hash collisions only raise the error, the noise is centred, and the
+minimum of τ ≥ 2 centred rows is biased *low*: the estimate is neither unbiased nor one-sided
+(the survey's "one-sided error" is that of a noiseless count-min, collisions only). A bin
+whose τ cells hold no other value's users (K_{·,j} = 0, the common case: for a random hash
+a cell holds ≈ (n − c_j)/s ≤ ½ other users on average at s = 2n) errs by exactly M, with
+    P[M ≥ k] = P[N ≥ k]^τ
+(rows independent: exact without fakes; with fakes the multinomial's correlation
+−1/(τs − 1) between two cells is ignored). E[M] = 0 at τ = 1 and E[M] < 0 at τ ≥ 2 (unless
+λ = 1 without fakes, when N = 0): for a near-normal row of std σ, E[M] ≈ −0.56σ, −0.85σ,
+−1.03σ, −1.54σ and √E[M²] ≈ 1.00σ, 1.13σ, 1.25σ, 1.65σ at τ = 2, 3, 4, 10. The estimate
+states ``expected_std`` = √E[M²], the RMSE of the collision-free error with its bias, from
+the exact binomial laws, and reports E[M] (``extra["bias"]``) and σ = sd N_t
+(``extra["row_std"]``). A bin with collisions errs by M plus something in [0, max_t K_{t,j}]
+(:meth:`PUCM.collisions` computes K for given data).
+Bound: for any data and any bin j, with probability ≥ 1 − β,
+    lower ≤ ĉ_j − c_j ≤ upper + min_t K_{t,j},
+where τ·P[N < lower] ≤ β/2 (a union bound over the rows; collisions cannot lower the error)
+and P[N > upper] ≤ β/2 (the error is at most the noisy count of the row with fewest
+collisions); both tails from the exact law of one cell (binomial marginals, exact with fakes
+too), the mass cut off the tabulated window added to each tail.
 """
 
 from __future__ import annotations
@@ -78,6 +107,7 @@ from ._errors import ParameterError
 from ._freq_oracles import lh_hash
 from ._krr import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, integer_option, register_protocol
+from ._tight import binomial_window
 
 __all__ = [
     "PRHR",
@@ -517,6 +547,39 @@ class PRHR(ShuffleProtocol):
         return self.categorical_counts(values)
 
 
+def _cell_noise_law(
+    n: int, lam: float, n_fakes: int, q: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Support and pmf of one count-min cell's centred noise N = B + F − nλ − n_f q.
+
+    B ~ Bin(n, λ) is the cell's blanket, F ~ Bin(n_f, q) its fakes (q = 1/(τs): the marginal of
+    the fakes' multinomial over the τs cells). Both are tabulated on
+    :func:`~protocols._tight.binomial_window`'s window, so the pmf sums to 1 − (mass cut off,
+    ≪ 1e−14); :meth:`PUCM.error_bound` adds that mass to each tail.
+    """
+    lo, law = (n, np.ones(1)) if lam >= 1.0 else binomial_window(n, lam)
+    if n_fakes:
+        f_lo, f_law = binomial_window(n_fakes, q)
+        lo += f_lo
+        law = np.convolve(law, f_law)
+    support = lo + np.arange(law.size, dtype=np.float64) - (n * lam + n_fakes * q)
+    return support, np.asarray(law, dtype=np.float64)
+
+
+def _count_min_error_moments(
+    pmf: npt.NDArray[np.float64], support: npt.NDArray[np.float64], tau: int
+) -> tuple[float, float]:
+    """(E[M], √E[M²]) of M = min of τ independent copies of N (law ``support``, ``pmf``).
+
+    P[M ≥ k] = P[N ≥ k]^τ, so P[M = k] = S(k)^τ − S(k⁺)^τ with S the upper tail of N.
+    """
+    p = pmf / pmf.sum()
+    tail = np.cumsum(p[::-1])[::-1]  # S(k) = P[N ≥ k]
+    tail_next = np.r_[tail[1:], 0.0]
+    pm = tail**tau - tail_next**tau
+    return float(pm @ support), math.sqrt(float(pm @ support**2))
+
+
 @dataclass(frozen=True, slots=True)
 class PUCMParams:
     """Configuration of ``PUCM`` (formulas in the module docstring).
@@ -549,6 +612,10 @@ class PUCM(ShuffleProtocol):
     per user. The blanket is generated cell by cell (the count of users sending a cell is
     Bin(n, λ)), which gives the same multiset distribution as per-user Bernoulli draws without
     an n×τs matrix; the messages are therefore not ordered by user.
+
+    The count-min estimate is biased low by its noise at τ ≥ 2 and high by hash collisions
+    (module docstring, "Error law"): ``expected_std`` is the RMSE of its collision-free error,
+    bias included, and :meth:`error_bound` a per-bin interval.
     """
 
     name: ClassVar[str] = "pucm"
@@ -665,20 +732,76 @@ class PUCM(ShuffleProtocol):
         return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
 
     def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        """ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τs) for every j.
+
+        ``expected_std`` is √E[M²], M = min_t N_t the error of a bin without hash collisions
+        (module docstring): the RMSE including M's bias, not a standard deviation about the
+        mean. ``extra`` holds that bias E[M] (``"bias"``, < 0 at τ ≥ 2) and one row's noise
+        std (``"row_std"``), which the estimate stated before and which its RMSE exceeds
+        (×1.25 at τ = 4).
+        """
         p = self._p
-        noise = n * p.lam + n_fakes / (p.tau * p.s)
+        q = 1.0 / (p.tau * p.s)
+        noise = n * p.lam + n_fakes * q
         cells = tally.counts.reshape(p.tau, p.s) - noise
         rows = np.arange(p.tau)[:, None]
         est = cells[rows, self._hashes].min(axis=0)
-        # Per-row variance of the blanket (+ fakes) in one cell; the min over τ rows is not
-        # unbiased, this is the spread of a single row's estimate.
-        var = n * p.lam * (1 - p.lam) + n_fakes / (p.tau * p.s)
+        support, pmf = _cell_noise_law(n, p.lam, n_fakes, q)
+        bias, rmse = _count_min_error_moments(pmf, support, p.tau)
+        row_var = n * p.lam * (1 - p.lam) + n_fakes * q * (1 - q)
         return Estimate(
             values=est.astype(np.float64),
-            expected_std=np.full(p.domain, math.sqrt(var)),
+            expected_std=np.full(p.domain, rmse),
             messages_used=tally.messages,
-            extra={"tau": p.tau, "s": p.s, "lambda": p.lam},
+            extra={
+                "tau": p.tau,
+                "s": p.s,
+                "lambda": p.lam,
+                "bias": bias,
+                "row_std": math.sqrt(row_var),
+            },
         )
+
+    def error_bound(self, beta: float, *, n_fakes: int = 0) -> tuple[float, float]:
+        """(lower, upper) with lower ≤ ĉ_j − c_j ≤ upper + min_t K_{t,j} w.p. ≥ 1 − β.
+
+        Per bin j, for any data, with n = ``params.n`` users and ``n_fakes`` uniform fakes;
+        K = :meth:`collisions` (0 in every row for most bins). Each side fails with
+        probability ≤ β/2: τ·P[N < lower] ≤ β/2 (M ≤ error, union bound over the rows) and
+        P[N > upper] ≤ β/2 (error ≤ K_{t,j} + N_t in the row with fewest collisions), N one
+        cell's centred noise (module docstring, "Error law"). For all d bins at once use β/d.
+
+        Raises:
+            ParameterError: β outside (0, 1), or below the mass the tabulated law cuts off.
+        """
+        b = float(beta)
+        if not 0.0 < b < 1.0:
+            raise ParameterError(f"beta must lie in (0, 1), got {beta!r}")
+        p = self._p
+        n_fakes = check_n(n_fakes, "n_fakes", 0)
+        support, pmf = _cell_noise_law(p.n, p.lam, n_fakes, 1.0 / (p.tau * p.s))
+        cut = max(0.0, 1.0 - float(pmf.sum()))
+        below = np.r_[0.0, np.cumsum(pmf)[:-1]] + cut  # ≥ P[N < support[i]]
+        above = np.r_[np.cumsum(pmf[::-1])[::-1][1:], 0.0] + cut  # ≥ P[N > support[i]]
+        low_ok = np.flatnonzero(p.tau * below <= b / 2)
+        high_ok = np.flatnonzero(above <= b / 2)
+        if low_ok.size == 0 or high_ok.size == 0:
+            raise ParameterError(
+                f"beta = {b:g} is below the tail mass the tabulated noise law leaves out "
+                f"({p.tau * cut:.3g})"
+            )
+        return float(support[low_ok[-1]]), float(support[high_ok[0]])
+
+    def collisions(self, values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """K[t, j] = Σ_{j' ≠ j, h_t(j') = h_t(j)} c_{j'}, shape (τ, d): the users of other
+        values sharing j's row-t cell, the count-min's only upward error (module docstring)."""
+        p = self._p
+        c = np.bincount(self.validate_values(values), minlength=p.domain).astype(np.int64)
+        K = np.empty((p.tau, p.domain), dtype=np.int64)
+        for t in range(p.tau):  # τ rows, each vectorized over values
+            cell = np.bincount(self._hashes[t], weights=c, minlength=p.s).astype(np.int64)
+            K[t] = cell[self._hashes[t]] - c
+        return K
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         return self.categorical_counts(values)

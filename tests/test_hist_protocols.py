@@ -389,7 +389,7 @@ def test_hist_mm_runs_at_a_million_users_and_d_1024_as_a_tally() -> None:
 # --- PUCM ------------------------------------------------------------------------------------
 
 
-def test_pucm_count_min_overestimates_within_noise() -> None:
+def test_pucm_count_min_stays_within_its_stated_error() -> None:
     n, d = 4000, 64
     rng = np.random.default_rng(16)
     proto = PUCM(domain=d, epsilon=1.0, n=n, delta=0.1, tau=2)
@@ -401,7 +401,8 @@ def test_pucm_count_min_overestimates_within_noise() -> None:
     assert abs(msgs.size / n - proto.messages_per_user) < 4 * se
     est = proto.estimate(msgs, n=n, n_fakes=0)
     err = est.values - proto.truth(x)
-    # One-sided: the min over τ rows of (count + collisions + noise) never falls far below.
+    # The min over τ rows of (collisions + centred noise): biased low at τ ≥ 2, within a few
+    # stated RMSEs (which include that bias) below, and above by at most the collisions.
     assert err.min() > -5 * est.expected_std[0]
     assert abs(err).max() < 5 * est.expected_std[0] + n / s * 10
 
