@@ -177,6 +177,11 @@ class DisEle(ShuffleProtocol):
     Messages: ``randomize`` returns an ``(n·d, 2)`` array of (label j, bit y_ij); the esa
     encoder splits each bit into ``shares`` shares mod 2, so ``encode``/``decode``/
     ``estimate`` see ``(label, share)`` rows. ``messages_per_user`` = d·m.
+
+    ``shares`` defaults to :func:`disele_default_shares`, the fewest m whose
+    :func:`share_distance_bound` is ≤ δ. A forced m with a larger bound is refused (the
+    stated δ would not hold: at n = 8, ε_c = 0.1, δ = 10⁻⁹, m = 3 the exact ε at δ is
+    1.17); a larger m is allowed and keeps the same (ε, δ).
     """
 
     name: ClassVar[str] = "disele"
@@ -204,6 +209,15 @@ class DisEle(ShuffleProtocol):
         if m > MAX_SHARES:
             raise ParameterError(
                 f"disele: shares={m} exceeds {MAX_SHARES}: every user sends d·m messages"
+            )
+        # The δ stated below is the shares' distance from an ideal parity: a forced m whose
+        # proven distance exceeds δ would keep the statement and lose the guarantee.
+        distance = share_distance_bound(n, m)
+        if distance > delta:
+            raise ParameterError(
+                f"disele: shares={m} bounds the shares' distance from an ideal sum at n={n} "
+                f"only by {distance:.2g}, more than delta={delta:g}; use shares >= "
+                f"{disele_default_shares(n, delta)} or omit the option"
             )
         # The estimator reads only the bins no fake landed in (module docstring): with fewer
         # than one expected, d·(1 − 1/d)^{n_f} < 1, its std exceeds the whole range [0, d].

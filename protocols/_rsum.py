@@ -734,23 +734,78 @@ class RSumRM(ShuffleProtocol):
 # ---------------------------------------------------------------------------------------
 
 
+#: β of ``RSum_DSG``: its modulus leaves room for every total noise |N| ≤ t with
+#: P[|N| > t] ≤ β, so the wrap-around correction is exact except with probability ≤ β.
+DSG_WRAP_PROBABILITY = 2.0**-40
+#: Largest modulus ``RSum_DSG`` takes: Split-Mix shares and their sums are int64
+#: (:func:`crypto.split_mix` accepts q ≤ 2^62).
+MAX_DSG_MODULUS = 1 << 62
+
+
+def dlap_tail(alpha: float, t: int) -> float:
+    """P[|N| > t] = 2α^{t+1}/(1 + α) for N ~ DLap(α) and an integer t ≥ 0 (exact).
+
+    P[N = k] = (1−α)/(1+α)·α^{|k|}, so P[N > t] = (1−α)/(1+α)·Σ_{k>t} α^k = α^{t+1}/(1+α),
+    and the law is symmetric. Computed from ln α, so α near 1 keeps its precision.
+    """
+    if t < 0:
+        return 1.0
+    log_alpha = math.log(alpha)
+    return min(1.0, math.exp(math.log(2.0) - math.log1p(alpha) + (t + 1) * log_alpha))
+
+
+def dlap_room(alpha: float, beta: float) -> int:
+    """The smallest integer t ≥ 0 with P[|N| > t] ≤ β for N ~ DLap(α) (:func:`dlap_tail`):
+    t + 1 ≥ ln(2/((1 + α)β)) / ln(1/α)."""
+    need = (math.log(2.0) - math.log1p(alpha) - math.log(beta)) / -math.log(alpha)
+    t = max(0, math.ceil(need) - 1)
+    while t > 0 and dlap_tail(alpha, t - 1) <= beta:  # rounding of `need`, either way
+        t -= 1
+    while dlap_tail(alpha, t) > beta:
+        t += 1
+    return t
+
+
 class RSumDSG(ModularMessages, ShuffleProtocol):
     """``RSum_DSG``: rounding, distributed symmetric-geometric noise, Split-Mix over Z_q.
 
     User i sends v_i = R_p(x_i) + X_i mod q, with X_i = Pólya(1/n, α) − Pólya(1/n, α) and
-    α = e^{−ε/p}: Σ_i X_i ~ DLap(α) exactly (survey Thm 8; :mod:`protocols._noise`), and
-    Σ R_p(x_i) has sensitivity p, so the sum is ε-DP (geometric mechanism; survey:
-    SG(e^{−ε_c/p})). The esa encoder splits v_i into m uniform shares of Z_q
-    (:attr:`share_spec`); the analyzer only learns z = Σ shares mod q. The true noisy sum
-    lies in [−M, np + M] with M = (q − np)/2 ≫ the noise, so z > np + M means it wrapped
-    below 0: z ← z − q (survey: the wrap-around correction). Estimate z/p: unbiased, with
-        Var = (Σ f(1−f) + 2α/(1−α)²)/p²   (rounding ≤ n/4/p², noise 2α/(1−α)²/p²).
-    With p = ⌈√n⌉ (the paper's choice) the MSE is O(1/ε²), independent of n.
+    α = e^{−ε/p}: N = Σ_i X_i ~ DLap(α) exactly (survey Thm 8; :mod:`protocols._noise`), and
+    S = Σ R_p(x_i) + N has sensitivity p in the data, so S is ε-DP (geometric mechanism;
+    survey: SG(e^{−ε_c/p})). The esa encoder splits v_i into m uniform shares of Z_q
+    (:attr:`share_spec`); the analyzer only learns z = S mod q, a post-processing of S
+    whatever q is: the modulus moves no privacy, only the wrap-around and the share count.
+
+    Wrap-around. The analyzer reads z in the window [np + M + 1 − q, np + M],
+    M = ⌊(q − np)/2⌋: z > np + M means S was negative, z ← z − q (survey: the wrap-around
+    correction). Since 0 ≤ Σ R_p(x_i) ≤ np, the window holds S whenever |N| ≤ r,
+    r = ⌊(q − np − 1)/2⌋ (the room on the tighter side), so the estimate z/p equals S/p
+    except with probability w = P[|N| > r] = 2α^{r+1}/(1 + α) (:attr:`wrap_probability`).
+    q is the smallest power of two ≥ max(2(np + 1), np + 2t + 1), t = the smallest integer
+    with P[|N| > t] ≤ β = :data:`DSG_WRAP_PROBABILITY` = 2^{−40} (exact DLap tail,
+    :func:`dlap_room`), so r ≥ t and w ≤ β. Estimate z/p: S/p is unbiased with
+        Var = (Σ f(1−f) + 2α/(1−α)²)/p²   (rounding ≤ n/4/p², noise 2α/(1−α)²/p²),
+    and z/p differs from it only on that event: a wrap by k·q needs |N| > r + (|k| − 1)q,
+    so |E z/p − Σx| ≤ (q/p)·w/(1 − α^q) ≤ (q/p)·β/(1 − α^q). With p = ⌈√n⌉ (the paper's
+    choice) the MSE is O(1/ε²), independent of n.
+    Where this differs from the paper: Balle et al.'s messages have O(log n) bits (arXiv
+    1906.09116, abstract): q depends on n and p only, as this module's did until
+    2026-11-30 (q ≥ 2(np + 1), a room of about np/2). The noise sd is √2·p/ε, so that room
+    holds it only when εn ≫ 1: P[wrap] ≈ e^{−εn/2}. At ε = 0.05, n = 10 (q was 128) 13 %
+    of runs decoded to the wrong multiple of q (all-ones data: mean error −4.4, sd 9 against
+    a stated 28.3). The room now comes from the noise tail; the old floor 2(np + 1) is
+    kept, so wherever it already gave r ≥ t (εn ≳ 57) q, the share count and the wire
+    format are unchanged. ``estimate`` reports w for its n as ``wrap_probability``.
 
     Shares: the shuffled multiset of m shares per user is 2^{−σ}-close to its sum when
-    m ≥ (2σ + log₂ q)/(log₂ n − log₂ e) + 1 (Balle et al., the IKOS analysis); a view
-    Δ-close to an ε-DP one is (ε, (1 + e^ε)Δ)-DP, so σ = log₂((1 + e^ε)/δ) makes the
-    protocol (ε, δ)-DP. Needs n ≥ 3 (log₂ n > log₂ e). No local guarantee (ε_l = ∞).
+    m ≥ (2σ + log₂ q)/(log₂ n − log₂ e) + 1 (:meth:`ShareSpec.shares_for`, Balle et al.,
+    the IKOS analysis); a view Δ-close to an ε-DP one is (ε, (1 + e^ε)Δ)-DP, so
+    σ = log₂((1 + e^ε)/δ) makes the protocol (ε, δ)-DP. Since log₂ q > log₂ n, that bound
+    is above 2 and the ``max(2, ·)`` floor of ``shares_for`` never decides m here. A
+    ``shares`` below it is refused (fewer shares do not give the stated δ: at n = 3,
+    ε = 1, δ = 10⁻⁶, m = 2 and the then q = 16 the exact ε at δ was 2.44); more are
+    allowed, with the same (ε, δ). Needs n ≥ 3 (log₂ n > log₂ e). No local guarantee
+    (ε_l = ∞).
     Fakes: ``sample_fakes(c)`` returns c values each uniform on Z_q whose total is 0 mod q,
     so they vanish from z and the estimator needs no correction (c = 1: the value 0).
     """
@@ -773,14 +828,38 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
         self.p = _check_precision(precision if precision is not None else math.isqrt(n - 1) + 1)
         self.alpha = math.exp(-self._eps / self.p)
         span = n * self.p
-        # q: a power of two above 2(np + 1): room of ≥ np + 1 on each side for the noise.
-        self.q = 1 << (2 * (span + 1) - 1).bit_length()
-        self.sigma = math.log2((1.0 + math.exp(self._eps)) / self._delta)
+        # q: the old floor 2(np + 1), or np + 2t + 1 where DLap(α) exceeds ±t w.p. ≤ β.
+        t = dlap_room(self.alpha, DSG_WRAP_PROBABILITY)
+        self.q = 1 << max(2 * (span + 1) - 1, span + 2 * t).bit_length()
+        if self.q > MAX_DSG_MODULUS:
+            raise ParameterError(
+                f"rsum_dsg: modulus q = 2^{self.q.bit_length() - 1} (n*p = {span} plus twice "
+                f"the noise room {t} at epsilon={self._eps:g}, precision={self.p}) exceeds "
+                "2^62; use a larger epsilon or a smaller precision"
+            )
+        # σ = log₂((1 + e^ε)/δ), in log space: e^ε overflows a double near ε = 710.
+        self.sigma = (
+            self._eps + math.log1p(math.exp(-self._eps)) - math.log(self._delta)
+        ) / math.log(2.0)
+        need = ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=n)
         if shares is None:
-            shares = ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=n)
+            shares = need
         self.m = check_n(shares, "shares", 2)
+        if self.m < need:
+            raise ParameterError(
+                f"rsum_dsg: shares={self.m} is below the {need} that make the shuffled shares "
+                f"of n={n} users 2^-{self.sigma:.1f}-close to their sum mod q={self.q}, as "
+                f"delta={self._delta:g} at epsilon={self._eps:g} needs; use shares >= {need} "
+                "or omit the option"
+            )
         self.share_spec = ShareSpec(modulus=self.q, shares=self.m)
         self._size = uint_codec_size(self.q)
+
+    @property
+    def wrap_probability(self) -> float:
+        """w = P[|N| > ⌊(q − np − 1)/2⌋] ≤ β: the chance the estimate is off by a multiple
+        of q/p (class docstring), exact for n honest users."""
+        return dlap_tail(self.alpha, (self.q - self._n * self.p - 1) // 2)
 
     @property
     def domain(self) -> int:
@@ -832,7 +911,13 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
             values=np.array([z / self.p]),
             expected_std=np.array([math.sqrt(var)]),
             messages_used=int(m.size),
-            extra={"wrapped": bool(wrapped), "precision": self.p, "modulus": self.q},
+            extra={
+                "wrapped": bool(wrapped),
+                "precision": self.p,
+                "modulus": self.q,
+                # P[z/p is off by a multiple of q/p] for these n users (class docstring).
+                "wrap_probability": dlap_tail(self.alpha, (self.q - span - 1) // 2),
+            },
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:

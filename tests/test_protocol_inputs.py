@@ -277,8 +277,9 @@ def test_disele_refuses_fakes_that_leave_no_clean_bin() -> None:
     with pytest.raises(ParameterError, match=r"fake values .* expected free of fakes"):
         build_protocol("disele", spec)
     # d·(1 − 1/d)^{n_f} >= 1 at n_f = 15 fake values, not at 16: fake_reports counts the
-    # values of a Split-Mix protocol (each sent as m shares), whatever m is.
-    for shares in (2, 4):
+    # values of a Split-Mix protocol (each sent as m shares), whatever m is (7 is the fewest
+    # that δ = 10^-6 allows at n = 200; a forced smaller m is refused).
+    for shares in (7, 11):
         opts = {"shares": shares}
         ok = build_protocol(
             "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=15, options=opts)
@@ -291,7 +292,7 @@ def test_disele_refuses_fakes_that_leave_no_clean_bin() -> None:
 
 
 def test_disele_estimate_with_more_fakes_than_configured_is_void_not_an_error() -> None:
-    proto = DisEle(domain=8, epsilon=0.5, n=200, delta=1e-6, shares=2)
+    proto = DisEle(domain=8, epsilon=0.5, n=200, delta=1e-6)
     rng = np.random.default_rng(5)
     msgs = proto.randomize(rng.integers(0, 8, size=200), rng=rng)
     # (7/8)^6000 underflows to 0.0: the Horvitz–Thompson weight 1/s is beyond a double.
