@@ -188,7 +188,7 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         known = option_keys(protocol, read)
         raise ParameterError(
             f"{name}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-            f"{name} reads: {', '.join(known)}"
+            + (f"{name} reads: {', '.join(known)}" if known else f"{name} takes no options")
         )
     total = protocol.messages_per_user * spec.n + spec.fake_reports
     if not total <= MAX_MESSAGES:

@@ -69,6 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+    except OSError as exc:
+        # A path the user gave that the system refuses (no such directory, name too long,
+        # permission): one line, as for any bad argument. Anything else is a bug.
+        if exc.filename is None:
+            raise
+        error_exit(f"esa {args.command}", f"{exc.filename}: {exc.strerror or exc}")
     return 0
 
 

@@ -190,6 +190,8 @@ def _print_check(db: Path, found: InboxCheck, path: str) -> None:
 
 
 def run_set_aside(args: argparse.Namespace) -> int:
+    if not 0 <= args.epoch < 2**63:  # epochs are SQLite integers
+        raise UsageError(f"--epoch must lie in [0, 2^63 - 1], got {args.epoch}")
     db = inbox_file(args.path)
     try:
         inbox = Inbox.open_existing(db, write=True, timeout=LOCK_WAIT)

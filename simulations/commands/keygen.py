@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
             f"--shufflers must lie in [1, 254] and --channels in [1, 255], got "
             f"{args.shufflers}, {args.channels}"
         )
+    if not args.out.strip():  # Path("") is the current directory
+        raise UsageError("--out must name a directory, got an empty string")
     m = args.shufflers
     # One directory for every chain: each chain's shufflers get their own keys, all chains
     # share the analyzer (esa.chain_route reads chain c back as shuffler-{c*m+1..c*m+m}).

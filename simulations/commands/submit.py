@@ -122,6 +122,8 @@ def _make_key(path: str) -> int:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise UsageError(f"{path} exists; not overwriting a key") from None
+    except OSError as exc:  # no such directory, not writable, name too long
+        raise UsageError(f"cannot write a key to {path}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(key.private_bytes_raw().hex() + "\n")
     print(key.public_key().public_bytes_raw().hex())
