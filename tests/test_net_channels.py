@@ -8,7 +8,6 @@ chains' epochs and its crash recovery are driven in memory over its connection h
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from esa._net import FrameStream, close_epoch, query, submit_reports
 from esa._service import PartyService, batch_id_for
 from protocols import ProtocolSpec, RSumRM, build_protocol
 from simulations._tcp_run import run_tcp, running_chain, wait_processed
+from tests._inmemory import Connect, drive
 
 KEY_EPOCH = 1
 M = 2  # shufflers per chain
@@ -183,33 +183,6 @@ def _delivery(root: Path, channel: int, count: int, *, epoch: int = 0) -> tuple[
     return chunk, w.CountsFrame(statements).to_bytes()
 
 
-Client = Callable[[], Awaitable[FrameStream]]
-
-
-def _drive(svc: PartyService, script: Callable[[Client], Awaitable[None]]) -> None:
-    """Run ``script`` against ``svc.handle`` over in-memory streams, with the service's
-    writer and work loops running (so epochs get processed as in a live service)."""
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(svc._writer_loop)
-            nursery.start_soon(svc._work_loop)
-
-            async def connect() -> FrameStream:
-                client, server = trio.testing.memory_stream_pair()
-                nursery.start_soon(svc.handle, server)
-                return FrameStream(client, max_frame=2**24, read_timeout=60.0)
-
-            with trio.fail_after(60):
-                await script(connect)
-            nursery.cancel_scope.cancel()
-
-    try:
-        trio.run(main)
-    finally:
-        svc.close()
-
-
 async def _ack(fs: FrameStream, payload: bytes) -> w.Ack:
     await fs.send(payload)
     return w.parse_ack(await fs.receive())
@@ -228,7 +201,7 @@ def test_analyzer_joins_the_chains_and_tells_them_apart_by_signature(keydir: Pat
     kd = crypto.KeyDirectory.load(keydir / "keys")
     res: dict[str, Any] = {}
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         assert await _ack(fs, chunk0) == w.Ack(50, 0)
         assert await _ack(fs, counts0) == w.Ack(0, 0)
@@ -249,7 +222,7 @@ def test_analyzer_joins_the_chains_and_tells_them_apart_by_signature(keydir: Pat
             await trio.sleep(0.02)
         res.update(await _result(fs))
 
-    _drive(svc, script)
+    drive(svc, script, work_loop=True)
     assert res["epochs"] == 1
     assert res["drop_check"] == {"ok": True, "problems": []}
     assert res["estimate_extra"]["messages_per_precision"] == [50, 40]
@@ -269,7 +242,7 @@ def test_crash_between_the_chains_commits_counts_each_report_once(keydir: Path) 
     svc = _analyzer(keydir, "state-crash")
     deliveries = [_delivery(keydir, c, count) for c, count in ((0, 30), (1, 20))]
 
-    async def deliver(connect: Client) -> None:
+    async def deliver(connect: Connect) -> None:
         fs = await connect()
         for chunk, counts in deliveries:
             await _ack(fs, chunk)
@@ -278,7 +251,7 @@ def test_crash_between_the_chains_commits_counts_each_report_once(keydir: Path) 
     # Store both chains' batches without the work loop, then commit only the lead, as a
     # SIGKILL between the two commits would leave the inbox.
     svc._work_loop = trio.sleep_forever  # type: ignore[method-assign]
-    _drive(svc, deliver)
+    drive(svc, deliver, work_loop=True)
     svc = _analyzer(keydir, "state-crash")
     members = svc.inbox.epochs("closed")
     assert [e.epoch for e in members] == [0, 1]
@@ -290,12 +263,12 @@ def test_crash_between_the_chains_commits_counts_each_report_once(keydir: Path) 
     svc = _analyzer(keydir, "state-crash")
     res: dict[str, Any] = {}
 
-    async def recover(connect: Client) -> None:
+    async def recover(connect: Connect) -> None:
         while svc.inbox.epochs("closed"):
             await trio.sleep(0.02)
         res.update(await _result(await connect()))
 
-    _drive(svc, recover)
+    drive(svc, recover, work_loop=True)
     assert svc.counters["epochs_processed"] == 0  # nothing analyzed twice
     assert res["epochs"] == 1
     assert res["estimate_extra"]["messages_per_precision"] == [30, 20]

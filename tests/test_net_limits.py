@@ -20,7 +20,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from esa._net import ACCEPT_RETRY_SECONDS, FrameStream, close_epoch, query, serv
 from esa._service import PartyService, _address_group
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import running_chain, wait_processed
+from tests._inmemory import Connect, drive
 
 PROTOCOL = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
 KEY_EPOCH = 1
@@ -83,30 +84,6 @@ STATUS = w.Query(w.QueryKind.STATUS).to_bytes()
 JUNK = b"\x01\x77"  # well framed, unknown kind: a REJECT, and the connection stays open
 
 
-Connect = Callable[[], Awaitable[FrameStream]]
-
-
-def _drive_in_memory(svc: PartyService, script: Callable[[Connect], Awaitable[None]]) -> None:
-    """Run ``script`` with a factory of in-memory connections served by ``svc.handle``."""
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(svc._writer_loop)
-
-            async def connect() -> FrameStream:
-                client, server = trio.testing.memory_stream_pair()
-                nursery.start_soon(svc.handle, server)
-                return FrameStream(client, max_frame=2**20, read_timeout=10.0)
-
-            await script(connect)
-            nursery.cancel_scope.cancel()
-
-    try:
-        trio.run(main)
-    finally:
-        svc.close()
-
-
 # ---------------------------------------------------------------------------- F2: slots
 
 
@@ -131,7 +108,7 @@ def test_junk_connections_give_their_slots_to_new_clients(keydir: Path) -> None:
         for fs in junk:  # every junk connection was closed for them, without a word
             assert await fs.stream.receive_some(10) == b""
 
-    _drive_in_memory(svc, script)
+    drive(svc, script, max_frame=2**20, read_timeout=10.0)
     assert svc.counters["connections_closed_for_room"] == 4
     assert svc.rejected["busy"] == 0
 
@@ -165,7 +142,7 @@ def test_connections_that_only_sent_valid_frames_keep_their_slots(keydir: Path) 
         await held[0].send(STATUS)
         assert w.peek_kind(await held[0].receive()) is w.FrameKind.REPLY
 
-    _drive_in_memory(svc, script)
+    drive(svc, script, max_frame=2**20, read_timeout=10.0)
     assert svc.rejected["busy"] == 1
     assert svc.counters["connections_closed_for_room"] == 1
 

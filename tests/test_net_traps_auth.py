@@ -18,14 +18,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import pytest
-import trio
-import trio.testing
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
@@ -36,6 +33,7 @@ from esa._net import FrameStream, TrapSet, make_traps, trap_statement
 from esa._service import PartyService
 from protocols import ProtocolSpec, build_protocol
 from simulations.cli import main as cli_main
+from tests._inmemory import Connect, drive
 
 PROTOCOL = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
 KEY_EPOCH = 1
@@ -100,30 +98,6 @@ def _upstream(root: Path, reports: list[bytes], epoch: int) -> list[bytes]:
     return [chunk, w.CountsFrame(chain).to_bytes()]
 
 
-Client = Callable[[], Awaitable[FrameStream]]
-
-
-def _drive(svc: PartyService, script: Callable[[Client], Awaitable[None]]) -> None:
-    """Run ``script`` with in-memory connections served by ``svc.handle``; close ``svc``."""
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(svc._writer_loop)
-
-            async def connect() -> FrameStream:
-                client, server = trio.testing.memory_stream_pair()
-                nursery.start_soon(svc.handle, server)
-                return FrameStream(client, max_frame=2**24, read_timeout=60.0)
-
-            await script(connect)
-            nursery.cancel_scope.cancel()
-
-    try:
-        trio.run(main)
-    finally:
-        svc.close()
-
-
 async def _ask(fs: FrameStream, what: w.QueryKind, params: dict[str, Any]) -> dict[str, Any]:
     """A QUERY's JSON reply; a REJECT becomes ``{"rejected": reason, "detail": …}``."""
     await fs.send(w.Query(what, json.dumps(params).encode()).to_bytes())
@@ -179,7 +153,7 @@ def test_an_analyzer_without_an_auditor_refuses_every_trap_frame(keydir: Path) -
     key = Ed25519PrivateKey.generate()
     traps = _traps(keydir, 2)
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         for what, params in [
             (w.QueryKind.TRAP_COMMIT, _commit(traps, key)),
@@ -191,7 +165,7 @@ def test_an_analyzer_without_an_auditor_refuses_every_trap_frame(keydir: Path) -
             assert "no [auditor] public_key" in got["detail"]
         assert (await _result(fs))["traps"]["unopened_commitments"] == 0
 
-    _drive(svc, script)
+    drive(svc, script)
     assert svc.rejected == {"bad_signature": 3}
 
 
@@ -202,7 +176,7 @@ def test_trap_frames_must_be_signed_by_the_auditor_for_this_analyzer(keydir: Pat
     # The same commitment signed for another analyzer (another layer key): not good here.
     elsewhere = dataclasses.replace(traps, analyzer_key=bytes(32))
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         unsigned = {k: v for k, v in _commit(traps, auditor).items() if k != "signature"}
         commit_as_open = {
@@ -251,7 +225,7 @@ def test_trap_frames_must_be_signed_by_the_auditor_for_this_analyzer(keydir: Pat
             "unopened_commitments": 1,
         }
 
-    _drive(svc, script)
+    drive(svc, script)
     assert svc.rejected == {"bad_signature": 7, "bad_trap_opening": 4, "unknown_key_epoch": 1}
 
 
@@ -266,7 +240,7 @@ def test_the_qa_inflation_attack_changes_neither_n_nor_the_estimate(keydir: Path
     evil = dataclasses.replace(mine, analyzer_layers=mine.analyzer_layers * 500)
     junk = dataclasses.replace(mine, analyzer_layers=(bytes(100),), nonce=bytes(range(32)))
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         reports = _honest(keydir) + list(mine.analyzer_layers)
         await _deliver_and_process(svc, fs, keydir, reports, epoch=0)
@@ -295,7 +269,7 @@ def test_the_qa_inflation_attack_changes_neither_n_nor_the_estimate(keydir: Path
         after = await _result(fs)
         _same_result(before, after)
 
-    _drive(svc, script)
+    drive(svc, script)
 
 
 def test_a_trap_set_listing_a_report_twice_is_refused_even_from_the_auditor(
@@ -306,7 +280,7 @@ def test_a_trap_set_listing_a_report_twice_is_refused_even_from_the_auditor(
     traps = _traps(keydir, 2)
     doubled = dataclasses.replace(traps, analyzer_layers=traps.analyzer_layers * 3)
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         assert "commitment" in await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(doubled, auditor))
         await _deliver_and_process(
@@ -319,7 +293,7 @@ def test_a_trap_set_listing_a_report_twice_is_refused_even_from_the_auditor(
         assert res["traps"] == {"opened": 0, "arrived": 0, "unopened_commitments": 1}
         assert (res["n"], res["n_fakes"]) == (HONEST + 2, 0)
 
-    _drive(svc, script)
+    drive(svc, script)
 
 
 def test_a_trap_report_counts_once_across_commitments_and_replays(keydir: Path) -> None:
@@ -333,7 +307,7 @@ def test_a_trap_report_counts_once_across_commitments_and_replays(keydir: Path) 
     replies: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         for traps in (first, both):
             await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(traps, auditor))
@@ -345,15 +319,15 @@ def test_a_trap_report_counts_once_across_commitments_and_replays(keydir: Path) 
         replies.append(await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(first, auditor)))
         results.append(await _result(fs))
 
-    async def after_restart(connect: Client) -> None:
+    async def after_restart(connect: Connect) -> None:
         fs = await connect()
         replies.append(await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(first, auditor)))
         results.append(await _result(fs))
 
     svc = _analyzer(keydir, "state-once", auditor)
-    _drive(svc, script)
+    drive(svc, script)
     svc = _analyzer(keydir, "state-once", auditor)
-    _drive(svc, after_restart)
+    drive(svc, after_restart)
     assert replies[0] == {"traps": 1, "repeated": 0, "arrived": 1, "missing": 0, "ok": True}
     assert replies[1] == {"traps": 2, "repeated": 1, "arrived": 1, "missing": 0, "ok": True}
     assert replies[2] == replies[1]
@@ -378,7 +352,7 @@ def test_the_auditor_still_catches_a_shuffler_that_replaces_reports(keydir: Path
     traps = _traps(keydir, 10)
     swapped = _honest(keydir, 5)  # what the shuffler put in their place
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(traps, auditor))
         delivered = _honest(keydir)[5:] + list(traps.analyzer_layers[5:]) + swapped
@@ -395,7 +369,7 @@ def test_the_auditor_still_catches_a_shuffler_that_replaces_reports(keydir: Path
         assert f"auditor {_pub(auditor)[:16]}" in problem
         assert "5 of its 10 trap reports never reached the analyzer" in problem
 
-    _drive(svc, script)
+    drive(svc, script)
 
 
 def test_traps_waiting_in_an_unprocessed_epoch_are_not_opened_yet(keydir: Path) -> None:
@@ -406,7 +380,7 @@ def test_traps_waiting_in_an_unprocessed_epoch_are_not_opened_yet(keydir: Path) 
     svc = _analyzer(keydir, "state-waiting", auditor)
     traps = _traps(keydir, 4)
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(traps, auditor))
         await _deliver_and_process(svc, fs, keydir, _honest(keydir, 20), 0)
@@ -425,7 +399,7 @@ def test_traps_waiting_in_an_unprocessed_epoch_are_not_opened_yet(keydir: Path) 
         res = await _result(fs)
         assert (res["n"], res["n_fakes"]) == (20, 4)
 
-    _drive(svc, script)
+    drive(svc, script)
 
 
 def test_openings_recorded_before_signing_are_left_out(keydir: Path) -> None:
@@ -448,7 +422,7 @@ def test_openings_recorded_before_signing_are_left_out(keydir: Path) -> None:
     db.close()
     svc = _analyzer(keydir, "state-legacy", Ed25519PrivateKey.generate())
 
-    async def script(connect: Client) -> None:
+    async def script(connect: Connect) -> None:
         fs = await connect()
         await _deliver_and_process(svc, fs, keydir, _honest(keydir, 30), 0)
         res = await _result(fs)
@@ -460,7 +434,7 @@ def test_openings_recorded_before_signing_are_left_out(keydir: Path) -> None:
         }
         assert (res["n"], res["n_fakes"], res["drop_check"]["ok"]) == (30, 0, True)
 
-    _drive(svc, script)
+    drive(svc, script)
 
 
 def test_trap_statement_layout_and_misuse() -> None:
