@@ -82,6 +82,8 @@ def parse_options(items: list[str]) -> dict[str, float | str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+        if key in out:  # the last would silently win
+            raise UsageError(f"--option {key} given twice")
         if key in NAME_OPTIONS:
             out[key] = value
             continue

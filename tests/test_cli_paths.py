@@ -70,3 +70,9 @@ def test_a_protocol_without_options_says_so(capsys: pytest.CaptureFixture[str]) 
     argv = ["simulate", "--protocol", "prrq", "--n", "50", "--crypto", "ideal"]
     err = _one_line_usage_error([*argv, "--option", "x=1"], capsys)
     assert err.endswith("prrq takes no options")
+
+
+def test_an_option_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--protocol", "cnt_bn", "--n", "50", "--crypto", "ideal"]
+    err = _one_line_usage_error([*argv, "--option", "gamma=0.5", "--option", "gamma=0.9"], capsys)
+    assert err.endswith("--option gamma given twice")
