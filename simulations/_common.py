@@ -16,7 +16,10 @@ import numpy as np
 from esa import ESAError
 
 __all__ = [
+    "MAX_DOMAIN",
+    "MAX_USERS",
     "UsageError",
+    "domain",
     "emit_json",
     "error_exit",
     "parameter_errors",
@@ -26,6 +29,7 @@ __all__ = [
     "progress",
     "seed",
     "to_jsonable",
+    "users",
 ]
 
 
@@ -41,6 +45,48 @@ def seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid seed {text!r}: not an integer") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"invalid seed {value}: must be >= 0")
+    return value
+
+
+#: Most users an ``esa`` command takes: more than the world's population (8·10^9), and where
+#: the numerical accountants step aside (their binomial laws leave double precision and
+#: grow to millions of points); above it a run only allocates and computes for minutes.
+MAX_USERS = 10**10
+
+
+def users(text: str) -> int:
+    """argparse type of ``--n``: an integer of at most :data:`MAX_USERS` (the commands
+    check the lower bound, which differs between them)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value > MAX_USERS:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value}: at most {MAX_USERS:.0e} users (more than the world's "
+            "population; the numerical accountants step aside above it)"
+        )
+    return value
+
+
+#: Largest domain ``esa simulate`` and ``esa demo`` take, as DisEle's ``MAX_DOMAIN``: the
+#: histogram estimators, the truth and the per-entry tables hold several d-sized arrays
+#: (hist_kr at d = 10^6 takes 45 s; at 10^8, minutes and over 4 GB for 200 users).
+MAX_DOMAIN = 1 << 20
+
+
+def domain(text: str) -> int:
+    """argparse type of ``--domain``: an integer of at most :data:`MAX_DOMAIN` (each
+    protocol checks its own lower bound)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value > MAX_DOMAIN:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value}: at most {MAX_DOMAIN} (2^20) values (the estimators "
+            "hold several d-sized arrays)"
+        )
     return value
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from protocols import BOUNDS, AmplificationBound, BoundNotApplicable
 
-from .._common import UsageError, emit_json, print_table, status
+from .._common import UsageError, emit_json, print_table, status, users
 
 __all__ = ["all_bounds", "amplify_table", "register"]
 
@@ -96,7 +96,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--epsilon-local", type=float, default=None, help="local ε_l (forward)")
     p.add_argument("--epsilon-central", type=float, default=None, help="target ε_c (inverse)")
-    p.add_argument("--n", type=int, required=True, help="number of users")
+    p.add_argument("--n", type=users, required=True, help="number of users (at most 1e10)")
     p.add_argument("--delta", type=float, default=1e-6, help="δ (default 1e-6)")
     p.add_argument("--bound", default="all", help="one bound by name, or all (default)")
     p.add_argument(

@@ -28,6 +28,7 @@ from .._common import (
     progress,
     seed,
     status,
+    users,
 )
 
 __all__ = ["audit", "register"]
@@ -196,7 +197,7 @@ def register(sub: Any) -> None:
         "from a distinguishing attack on real pipeline runs (--crypto ideal).",
     )
     p.add_argument("--protocol", required=True, help="protocol name (see `esa protocols`)")
-    p.add_argument("--n", type=int, required=True, help="number of users")
+    p.add_argument("--n", type=users, required=True, help="number of users (at most 1e10)")
     p.add_argument("--epsilon", type=float, required=True, help="target central ε_c")
     p.add_argument("--delta", type=float, default=1e-6, help="δ (default 1e-6)")
     p.add_argument("--domain", type=int, default=2, help="domain size d (default 2)")

@@ -28,6 +28,10 @@ _DATA = {
 #: the calibration lands just under the target (bisection), not at a different privacy level.
 _SAME_EPSILON = 1e-3
 
+#: The smallest ε a randomizer takes (``protocols`` ``check_epsilon``). The shuffled run at
+#: ``--epsilon 1e-6`` proves a hair below it (9.98·10^-7), where k-RR cannot be configured.
+_MIN_EPSILON = 1e-6
+
 #: Width of the explanation's paragraphs.
 _WIDTH = 90
 
@@ -78,11 +82,12 @@ def _comparison_epsilon(args: argparse.Namespace, j: dict[str, Any]) -> float:
     """The ε of the local-DP-only run: the shuffled run's proven ε_c against the analyzer.
 
     That is the request unless ``--bound`` (a looser bound proves less than the target) or
-    the protocol (a proven ε_c above the request) moves it away."""
+    the protocol (a proven ε_c above the request) moves it away. Never below the smallest ε
+    k-RR takes: there local DP gets the larger ε, which favours it, not the shuffle."""
     proven = float(j["epsilon_central"])
     if math.isclose(proven, args.epsilon, rel_tol=_SAME_EPSILON):
-        return float(args.epsilon)
-    return proven
+        return max(float(args.epsilon), _MIN_EPSILON)
+    return max(proven, _MIN_EPSILON)
 
 
 def _local_only(args: argparse.Namespace, truth: np.ndarray, epsilon: float) -> dict[str, float]:
@@ -212,6 +217,13 @@ def explain(args: argparse.Namespace, j: dict[str, Any], local: dict[str, float]
         f"Utility: for the same ε = {eps:.2f} against the analyzer, local DP alone (plain k-RR "
         f"at ε_l = {eps:.2f}, no shuffler, no options) gives RMSE {local['rmse']:.1f}"
     )
+    if eps > float(j["epsilon_central"]) and eps == _MIN_EPSILON:
+        utility = (
+            f"Utility: the shuffled run proves ε = {j['epsilon_central']:.3g}, below the "
+            f"{_MIN_EPSILON:g} a randomizer takes, so local DP alone (plain k-RR, no shuffler, "
+            f"no options) is compared at ε_l = {eps:g}, a little more than the shuffled run "
+            f"gets: it gives RMSE {local['rmse']:.1f}"
+        )
     ratio = _ratio(local["rmse"], float(j["rmse"]))
     if lost:
         utility += "; the shuffled run's estimate is lost, so there is no RMSE to compare it with."

@@ -21,14 +21,25 @@ from .._common import (
     progress,
     seed,
     status,
+    users,
+)
+from .._common import (
+    domain as domain_size,
 )
 from .._data import DISTRIBUTIONS, generate_values
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> None:
     """Flags shared by ``simulate`` and ``demo``."""
-    p.add_argument("--n", type=int, default=n, help=f"number of users (default {n})")
-    p.add_argument("--domain", type=int, default=domain, help="domain size d (default %(default)s)")
+    p.add_argument(
+        "--n", type=users, default=n, help=f"number of users (default {n}, at most 1e10)"
+    )
+    p.add_argument(
+        "--domain",
+        type=domain_size,
+        default=domain,
+        help="domain size d (default %(default)s, at most 2^20)",
+    )
     p.add_argument("--epsilon", type=float, default=1.0, help="target central ε_c (default 1)")
     p.add_argument("--delta", type=float, default=1e-6, help="target δ (default 1e-6)")
     p.add_argument("--shufflers", type=int, default=3, help="shufflers m (default 3)")
