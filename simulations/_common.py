@@ -54,19 +54,26 @@ def seed(text: str) -> int:
 MAX_USERS = 10**10
 
 
-def users(text: str) -> int:
-    """argparse type of ``--n``: an integer of at most :data:`MAX_USERS` (the commands
-    check the lower bound, which differs between them)."""
+def _at_most(text: str, maximum: int, what: str) -> int:
+    """``text`` as an integer of at most ``maximum`` (an argparse type error otherwise)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value > MAX_USERS:
-        raise argparse.ArgumentTypeError(
-            f"invalid value {value}: at most {MAX_USERS:.0e} users (more than the world's "
-            "population; the numerical accountants step aside above it)"
-        )
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"invalid value {value}: at most {what}")
     return value
+
+
+def users(text: str) -> int:
+    """argparse type of ``--n``: an integer of at most :data:`MAX_USERS` (the commands
+    check the lower bound, which differs between them)."""
+    return _at_most(
+        text,
+        MAX_USERS,
+        f"{MAX_USERS:.0e} users (more than the world's population; the numerical "
+        "accountants step aside above it)",
+    )
 
 
 #: Largest domain ``esa simulate`` and ``esa demo`` take, as DisEle's ``MAX_DOMAIN``: the
@@ -78,16 +85,9 @@ MAX_DOMAIN = 1 << 20
 def domain(text: str) -> int:
     """argparse type of ``--domain``: an integer of at most :data:`MAX_DOMAIN` (each
     protocol checks its own lower bound)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value > MAX_DOMAIN:
-        raise argparse.ArgumentTypeError(
-            f"invalid value {value}: at most {MAX_DOMAIN} (2^20) values (the estimators "
-            "hold several d-sized arrays)"
-        )
-    return value
+    return _at_most(
+        text, MAX_DOMAIN, f"{MAX_DOMAIN} (2^20) values (the estimators hold several d-sized arrays)"
+    )
 
 
 def error_exit(prog: str, message: str) -> NoReturn:
