@@ -24,6 +24,8 @@ import crypto
 from esa._inbox import Inbox, InboxDamaged, InboxError, StoredEpoch, report_digest
 from simulations.cli import main
 from simulations.commands import inbox as inbox_command
+from tests._cli import usage_error
+from tests.test_net_durability import store_and_damage_one
 from tests.test_net_faults import KEY_EPOCH, _reports, _service
 
 PARTY = "shuffler-1"
@@ -405,14 +407,7 @@ def test_errors_are_one_line_with_exit_code_2(
     _damaged_inbox(tmp_path / "inbox.db")
     (tmp_path / "junk").write_bytes(b"junk" * 64)
     argv = [a.format(db=tmp_path / "inbox.db", dir=tmp_path) for a in argv]
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1, err
-    assert "error:" in err
-    assert needle in err
-    assert "Traceback" not in err
+    assert needle in usage_error(argv, capsys)
 
 
 def test_the_command_is_listed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -471,12 +466,7 @@ def test_a_set_aside_epoch_is_processed_after_a_restart_without_those_reports(
     svc = _service(keydir, 0, state_dir=state)  # next hop (port 9) absent: nothing leaves
 
     async def damage_then_work() -> None:
-        await svc._store_reports(KEY_EPOCH, tuple(reps))
-        await svc._close_open_epochs(operator=True)
-        # One flipped bit in one stored report, after it was acknowledged.
-        svc.inbox._db.execute(
-            "UPDATE reports SET body = ? WHERE body = ?", (_flip(reps[4]), reps[4])
-        )
+        await store_and_damage_one(svc, reps, 4)
         await svc._work_once()
         status = await svc.status()
         assert list(status["failed_epochs"]) == [0]

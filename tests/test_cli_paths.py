@@ -11,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from simulations.cli import main
+from tests._cli import usage_error
 
 LONG = "x" * 300  # one path component over NAME_MAX (255)
 
 
 def _one_line_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    err = usage_error(argv, capsys).strip()
     assert err.startswith(f"esa {argv[0]}: error: ")
     return err
 

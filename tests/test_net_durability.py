@@ -45,6 +45,16 @@ def _flip(report: bytes) -> bytes:
     return bytes([report[0] ^ 1]) + report[1:]
 
 
+async def store_and_damage_one(svc: PartyService, reports: list[bytes], index: int) -> None:
+    """Store ``reports`` as one closed epoch, then flip one bit of ``reports[index]`` in the
+    inbox, after it was acknowledged."""
+    await svc._store_reports(KEY_EPOCH, tuple(reports))
+    await svc._close_open_epochs(operator=True)
+    svc.inbox._db.execute(
+        "UPDATE reports SET body = ? WHERE body = ?", (_flip(reports[index]), reports[index])
+    )
+
+
 def _overwrite_root_page(path: Path, table: str) -> None:
     """What a torn write or a bad sector does to one page: garbage over a table's root."""
     with Inbox(path, party="shuffler-1") as inbox:
@@ -93,12 +103,7 @@ def test_a_damaged_report_stops_its_epoch_not_the_party(
     svc = _service(keydir, 0, state_dir=state)  # next hop (port 9) absent: nothing leaves
 
     async def damage_then_work() -> None:
-        await svc._store_reports(KEY_EPOCH, tuple(reps))
-        await svc._close_open_epochs(operator=True)
-        # One flipped bit in one stored report, after it was acknowledged.
-        svc.inbox._db.execute(
-            "UPDATE reports SET body = ? WHERE body = ?", (_flip(reps[4]), reps[4])
-        )
+        await store_and_damage_one(svc, reps, 4)
         await svc._store_reports(KEY_EPOCH, tuple(_reports(keydir, 13)[10:]))
         await svc._close_open_epochs(operator=True)
         await svc._work_once()
