@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 from nacl import bindings
+from nacl.exceptions import CryptoError as _NaclError
 
 from ._errors import CryptoParameterError, InvalidKey
 
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 KEY_SIZE: Final = 32
+# Any fixed scalar works for the low-order test (is_weak_layer_key); this one is public.
+_PROBE_SCALAR: Final = bytes(range(1, KEY_SIZE + 1))
 _DIR_VERSION: Final = 1
 _PUBLIC_FILE: Final = "public.json"
 
@@ -88,9 +91,41 @@ class LayerPrivateKey:
         return (LayerPrivateKey, (self._secret,))
 
 
+def is_weak_layer_key(public: bytes) -> bool:
+    """Whether an X25519 public key is a point of small order (u = 0, u = 1, the points of
+    order 8, their non-canonical encodings u + p, each also with the ignored top bit set).
+
+    Every clamped scalar is a multiple of the cofactor 8, so its product with such a point
+    is all-zero whatever the scalar, which libsodium reports as an error: one product with
+    any fixed scalar detects exactly these points.
+    """
+    try:
+        bindings.crypto_scalarmult(_PROBE_SCALAR, public)
+    except (_NaclError, RuntimeError):
+        return True
+    return False
+
+
+def is_weak_verify_key(public: bytes) -> bool:
+    """Whether an Ed25519 verify key is not a canonical point of the prime-order subgroup.
+
+    OpenSSL (hence pyca/cryptography) accepts a small-order verify key A, and then the
+    signature (R, S = 0) with R a small-order point verifies for most messages — always
+    when A is the identity ``01 00…00``: anyone can forge. libsodium refuses such keys;
+    ``crypto_core_ed25519_is_valid_point`` is its check (canonical, on the curve, not of
+    small order, in the main subgroup). Every honestly generated key passes it.
+    """
+    return not bindings.crypto_core_ed25519_is_valid_point(public)
+
+
 @dataclass(frozen=True, slots=True)
 class PartyPublic:
-    """A party's public identity: its name, X25519 layer key and Ed25519 verify key."""
+    """A party's public identity: its name, X25519 layer key and Ed25519 verify key.
+
+    Weak keys are refused at construction (so on :meth:`KeyDirectory.load`): a low-order
+    layer key (:func:`is_weak_layer_key`) or a verify key outside the prime-order subgroup
+    (:func:`is_weak_verify_key`), under which anyone could sign.
+    """
 
     name: str
     layer_public: bytes
@@ -101,6 +136,17 @@ class PartyPublic:
             value = getattr(self, field_name)
             if not isinstance(value, bytes) or len(value) != KEY_SIZE:
                 raise InvalidKey(f"{self.name}: {field_name} must be {KEY_SIZE} bytes")
+        # A low-order layer key makes every layer for this hop unencryptable; a weak verify
+        # key lets anyone sign as this party (see is_weak_verify_key).
+        if is_weak_layer_key(self.layer_public):
+            raise InvalidKey(
+                f"{self.name}: layer_public {self.layer_public.hex()} is a low-order X25519 point"
+            )
+        if is_weak_verify_key(self.verify_public):
+            raise InvalidKey(
+                f"{self.name}: verify_public {self.verify_public.hex()} is not a valid Ed25519 "
+                "key (small order, non-canonical or off the prime-order subgroup)"
+            )
 
     def verify_key(self) -> Ed25519PublicKey:
         return Ed25519PublicKey.from_public_bytes(self.verify_public)
@@ -164,10 +210,14 @@ class KeyDirectory:
         """Generate keys for ``shufflers`` shufflers and one analyzer under ``path``.
 
         Raises:
-            CryptoParameterError: ``shufflers`` < 1, or ``path`` already holds keys.
+            CryptoParameterError: ``shufflers`` < 1, ``path`` is empty, is not a directory
+                that can be created, or already holds keys.
         """
         if isinstance(shufflers, bool) or not isinstance(shufflers, int) or shufflers < 1:
             raise CryptoParameterError(f"shufflers must be an integer >= 1, got {shufflers!r}")
+        if not os.fspath(path):
+            # Path("") is ".": private keys would land wherever the process happens to run.
+            raise CryptoParameterError("a key directory path is required, got ''")
         root = Path(path)
         if (root / _PUBLIC_FILE).exists():
             raise CryptoParameterError(f"{root} already holds a key directory; not overwriting")
@@ -179,7 +229,10 @@ class KeyDirectory:
                 f"{root} already holds private key files {stale}; remove them or use a new "
                 "directory"
             )
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, a read-only parent …
+            raise CryptoParameterError(f"cannot create key directory {root}: {exc}") from None
         publics = []
         for name in names:
             keys = PartyKeys.generate(name)
@@ -234,6 +287,18 @@ class KeyDirectory:
                 f"{root}: a key directory lists shuffler-1 … shuffler-m, then the analyzer; "
                 f"got {', '.join(names)}"
             )
+        for field_name in ("layer_public", "verify_public"):
+            # So would a repeated key under two names: its holder peels (or signs for) two
+            # hops, and the chain has one honest party fewer than its length says.
+            holder: dict[bytes, str] = {}
+            for p in publics:
+                key = getattr(p, field_name)
+                if key in holder:
+                    raise InvalidKey(
+                        f"{root}: {holder[key]} and {p.name} share the {field_name} key "
+                        f"{key.hex()}; every party needs its own"
+                    )
+                holder[key] = p.name
         return cls(root, publics)
 
     def public(self, name: str) -> PartyPublic:

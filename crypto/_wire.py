@@ -30,7 +30,8 @@ Kinds (``>`` big-endian; ``u8/u16/u32/u64``; ``B[n]`` raw bytes)::
     REPLY    u8 ver | u8 kind | u32 len | B[len] utf-8 JSON
 
 Signatures are Ed25519 (pyca/cryptography) over ``context ‖ signed bytes``, with a
-per-kind context string so a signature on one kind never verifies as another.
+per-kind context string so a signature on one kind never verifies as another. A verify key
+of small order is refused before any check (OpenSSL would accept forgeries under it).
 
 Every parse failure raises a :class:`WireError` leaf whose ``reason`` names a counter; the
 services count rejections by that name.
@@ -52,6 +53,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from ._errors import CryptoError, CryptoParameterError
+from ._keys import is_weak_verify_key
 
 __all__ = [
     "BATCH_ID_SIZE",
@@ -276,11 +278,32 @@ def _check_reports(reports: Sequence[bytes], *, allow_empty: bool) -> int:
     if size == 0 or size > _U32:
         raise CryptoParameterError(f"report size must be 1..{_U32}, got {size}")
     for r in reports:
+        if not isinstance(r, bytes):
+            raise CryptoParameterError(f"every report of a frame is bytes, got {type(r).__name__}")
         if len(r) != size:
             raise CryptoParameterError(
                 f"all reports of a frame have one length; got {len(r)} and {size}"
             )
     return size
+
+
+def _check_enum(frame: object, name: str, enum_type: type[enum.IntEnum]) -> None:
+    """Coerce ``frame.<name>`` to ``enum_type`` in place, refusing a value it does not name:
+    an encoder must never sign or send a frame its own parser rejects."""
+    value = getattr(frame, name)
+    try:
+        member = enum_type(value)
+    except ValueError:
+        raise CryptoParameterError(
+            f"{name} must be a {enum_type.__name__}, got {value!r}"
+        ) from None
+    object.__setattr__(frame, name, member)  # the dataclasses are frozen
+
+
+def _check_body(body: bytes, name: str, bound: int) -> None:
+    if not isinstance(body, bytes) or len(body) > bound:
+        shown = len(body) if isinstance(body, bytes) else repr(body)
+        raise CryptoParameterError(f"{name} must be bytes, at most {bound}, got {shown}")
 
 
 def _check_uint(value: int, bound: int, name: str) -> None:
@@ -366,8 +389,12 @@ class Reject:
     detail: str = ""
 
     def __post_init__(self) -> None:
-        if len(self.detail.encode()) > MAX_DETAIL_SIZE:
-            raise CryptoParameterError(f"reject detail is at most {MAX_DETAIL_SIZE} bytes")
+        _check_enum(self, "reason", RejectReason)
+        if not isinstance(self.detail, str) or len(self.detail.encode()) > MAX_DETAIL_SIZE:
+            raise CryptoParameterError(
+                f"reject detail is a str of at most {MAX_DETAIL_SIZE} bytes in UTF-8, "
+                f"got {self.detail!r:.80}"
+            )
 
     def to_bytes(self) -> bytes:
         detail = self.detail.encode()
@@ -403,6 +430,11 @@ def _sign(key: Ed25519PrivateKey, context: bytes, data: bytes) -> bytes:
 
 
 def _verify(key: Ed25519PublicKey, context: bytes, data: bytes, signature: bytes) -> None:
+    # pyca/OpenSSL verifies under a small-order key, where (R, S = 0) forges any message;
+    # refuse such a key here too, for verify keys that did not come through PartyPublic
+    # (the operator's, from a party's config).
+    if is_weak_verify_key(key.public_bytes_raw()):
+        raise BadSignature("verify key is not a valid Ed25519 key (small order)")
     try:
         key.verify(signature, context + data)
     except InvalidSignature:
@@ -438,8 +470,8 @@ class BatchChunk:
         _check_uint(self.epoch, _U64, "epoch")
         _check_uint(self.chunk_count, _U32, "chunk_count")
         _check_uint(self.chunk_index, _U32, "chunk_index")
-        if len(self.batch_id) != BATCH_ID_SIZE:
-            raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes")
+        if not isinstance(self.batch_id, bytes) or len(self.batch_id) != BATCH_ID_SIZE:
+            raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes, got {self.batch_id!r}")
         if not self.chunk_index < self.chunk_count:
             raise CryptoParameterError(
                 f"chunk_index {self.chunk_index} must be < chunk_count {self.chunk_count}"
@@ -572,9 +604,11 @@ class CountStatement:
         _check_uint(self.epoch, _U64, "epoch")
         for name in ("received", "invalid", "replayed", "held", "fakes_added", "forwarded"):
             _check_uint(getattr(self, name), _U64, name)
-        if len(self.batch_id) != BATCH_ID_SIZE:
-            raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes")
-        if self.signature and len(self.signature) != SIGNATURE_SIZE:
+        if not isinstance(self.batch_id, bytes) or len(self.batch_id) != BATCH_ID_SIZE:
+            raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes, got {self.batch_id!r}")
+        if not isinstance(self.signature, bytes) or (
+            self.signature and len(self.signature) != SIGNATURE_SIZE
+        ):
             raise CryptoParameterError(f"a signature is {SIGNATURE_SIZE} bytes")
 
     def signed_bytes(self) -> bytes:
@@ -690,6 +724,7 @@ class ControlFrame:
     epoch: int = 0
 
     def __post_init__(self) -> None:
+        _check_enum(self, "command", ControlCommand)
         _check_uint(self.issued_at_ms, _U64, "issued_at_ms")
         _check_uint(self.epoch, _U64, "epoch")
         if self.epoch and self.command is not ControlCommand.CLOSE_EPOCH_AT:
@@ -748,6 +783,10 @@ class Query:
     what: QueryKind
     body: bytes = b"{}"
 
+    def __post_init__(self) -> None:
+        _check_enum(self, "what", QueryKind)
+        _check_body(self.body, "query body", _U32)
+
     def to_bytes(self) -> bytes:
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.QUERY)
         return head + _QUERY.pack(self.what, len(self.body)) + self.body
@@ -775,6 +814,9 @@ class Reply:
     """The answer to a :class:`Query`; ``body`` is UTF-8 JSON."""
 
     body: bytes
+
+    def __post_init__(self) -> None:
+        _check_body(self.body, "reply body", _U32)
 
     def to_bytes(self) -> bytes:
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.REPLY)

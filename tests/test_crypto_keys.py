@@ -117,7 +117,8 @@ def test_generated_keys_differ() -> None:
 @pytest.mark.parametrize("field", ["layer_public", "verify_public"])
 @pytest.mark.parametrize("bad", [b"", bytes(31), bytes(33), "00" * 32])
 def test_party_public_refuses_malformed_keys(field: str, bad: object) -> None:
-    good = {"layer_public": bytes(32), "verify_public": bytes(32)}
+    real = PartyKeys.generate("x").public()
+    good = {"layer_public": real.layer_public, "verify_public": real.verify_public}
     with pytest.raises(InvalidKey, match=field):
         PartyPublic(name="x", **{**good, field: bad})  # type: ignore[arg-type]
 
@@ -221,7 +222,12 @@ def test_missing_private_file_is_refused(keydir: KeyDirectory) -> None:
         keydir.private("shuffler-3")
 
 
-def _party(name: str, x: str = "11" * 32, e: str = "22" * 32) -> dict[str, str]:
+# A genuine verify key: each malformed document below must fail for its own reason, not
+# because "22" * 32 is no Ed25519 point (PartyPublic refuses such keys).
+_VERIFY_HEX = Ed25519PrivateKey.from_private_bytes(SECRET).public_key().public_bytes_raw().hex()
+
+
+def _party(name: str, x: str = "11" * 32, e: str = _VERIFY_HEX) -> dict[str, str]:
     return {"name": name, "x25519": x, "ed25519": e}
 
 
@@ -366,3 +372,97 @@ def test_a_route_without_keys_and_bad_batch_entries_are_refused_typed() -> None:
     peeled = peel_batch([good, None, b"x"], key, epoch=1, hop=0)  # type: ignore[list-item]
     assert peeled[0] is not None
     assert peeled[1:] == [None, None]
+
+
+# --------------------------------------------------------------------------- weak public keys
+
+# Ed25519 encodings of the 8 points of small order (and non-canonical ones of them). pyca /
+# OpenSSL verifies under such a key, and (R small, S = 0) then forges: see test_wire.
+SMALL_ORDER_ED25519 = [
+    bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000"),
+    bytes.fromhex("0000000000000000000000000000000000000000000000000000000000000000"),
+    bytes.fromhex("0000000000000000000000000000000000000000000000000000000000000080"),
+    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"),
+    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85"),
+    bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a"),
+    bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa"),
+    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"),
+]
+
+# X25519 low-order points (as in test_onion), also with the ignored top bit set.
+LOW_ORDER_X25519 = [
+    bytes(32),
+    bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000"),
+    bytes.fromhex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
+    bytes.fromhex("5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157"),
+    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+    bytes.fromhex("edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+    bytes.fromhex("eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+    bytes.fromhex("0000000000000000000000000000000000000000000000000000000000000080"),
+    bytes.fromhex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b880"),
+]
+
+
+@pytest.mark.parametrize("point", SMALL_ORDER_ED25519, ids=lambda b: b.hex()[:8] + b.hex()[-2:])
+def test_party_public_refuses_a_small_order_verify_key(point: bytes) -> None:
+    real = PartyKeys.generate("shuffler-1").public()
+    with pytest.raises(InvalidKey, match=f"verify_public {point.hex()}"):
+        PartyPublic("shuffler-1", real.layer_public, point)
+
+
+@pytest.mark.parametrize("point", LOW_ORDER_X25519, ids=lambda b: b.hex()[:8] + b.hex()[-2:])
+def test_party_public_refuses_a_low_order_layer_key(point: bytes) -> None:
+    real = PartyKeys.generate("analyzer").public()
+    with pytest.raises(InvalidKey, match=f"layer_public {point.hex()}"):
+        PartyPublic("analyzer", point, real.verify_public)
+
+
+def test_generated_public_keys_are_never_weak() -> None:
+    for _ in range(50):
+        public = PartyKeys.generate("analyzer").public()
+        assert PartyPublic(public.name, public.layer_public, public.verify_public) == public
+
+
+@pytest.mark.parametrize("field", ["x25519", "ed25519"])
+def test_key_directory_with_a_weak_public_key_is_refused(keydir: KeyDirectory, field: str) -> None:
+    """An identity verify key in public.json would let anyone sign as that shuffler."""
+    path = keydir.path / "public.json"
+    doc = json.loads(path.read_text())
+    doc["parties"][1][field] = (b"\x01" + bytes(31)).hex()
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidKey, match="shuffler-2"):
+        KeyDirectory.load(keydir.path)
+
+
+def test_create_refuses_an_empty_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``create("")`` wrote private keys into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CryptoParameterError, match="path is required"):
+        KeyDirectory.create("", shufflers=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_create_where_a_file_is_in_the_way_is_a_typed_error(tmp_path: Path) -> None:
+    """A file at (or above) the path raised a bare FileExistsError / NotADirectoryError."""
+    blocker = tmp_path / "keys"
+    blocker.write_text("not a directory")
+    for path in (blocker, blocker / "sub"):
+        with pytest.raises(CryptoParameterError, match="cannot create key directory"):
+            KeyDirectory.create(path, shufflers=1)
+    assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("field", ["x25519", "ed25519"])
+@pytest.mark.parametrize(("source", "target"), [(0, 1), (0, 3), (2, 1)])
+def test_a_key_shared_by_two_parties_is_refused(
+    keydir: KeyDirectory, field: str, source: int, target: int
+) -> None:
+    """Distinct names were checked but not distinct keys: one layer key listed for two
+    shufflers (or a shuffler and the analyzer) lets its holder peel both layers."""
+    path = keydir.path / "public.json"
+    doc = json.loads(path.read_text())
+    doc["parties"][target][field] = doc["parties"][source][field]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidKey, match=f"{NAMES[min(source, target)]} and .* share the"):
+        KeyDirectory.load(keydir.path)
