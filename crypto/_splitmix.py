@@ -19,13 +19,24 @@ __all__ = ["MAX_MODULUS", "combine_shares", "split_mix"]
 MAX_MODULUS = 2**62
 
 
-def _check(modulus: int, shares: int) -> None:
+def _check_modulus(modulus: int) -> int:
+    """``modulus`` as a Python int, after checking it is an integer in [2, 2**62].
+
+    A numpy scalar is converted because numpy promotes int64 arithmetic with a ``uint64``
+    scalar to float64, which silently rounds shares once q exceeds 2^53.
+    """
     if isinstance(modulus, bool) or not isinstance(modulus, int | np.integer):
         raise CryptoParameterError(f"modulus must be an integer, got {modulus!r}")
     if not 2 <= modulus <= MAX_MODULUS:
         raise CryptoParameterError(f"modulus must lie in [2, 2**62], got {modulus}")
+    return int(modulus)
+
+
+def _check(modulus: int, shares: int) -> int:
+    q = _check_modulus(modulus)
     if isinstance(shares, bool) or not isinstance(shares, int | np.integer) or shares < 2:
         raise CryptoParameterError(f"shares must be an integer >= 2, got {shares!r}")
+    return q
 
 
 def split_mix(
@@ -50,30 +61,53 @@ def split_mix(
     Raises:
         CryptoParameterError: bad modulus/shares, or a value outside [0, modulus).
     """
-    _check(modulus, shares)
+    modulus = _check(modulus, shares)
+    shares = int(shares)
     x = np.asarray(values)
     if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer):
         raise CryptoParameterError("values must be a 1-D integer array")
+    outside = (x < 0) | (x >= modulus)  # before the int64 cast, which wraps uint64 >= 2^63
+    if outside.any():
+        bad = x[np.argmax(outside)]
+        raise CryptoParameterError(f"values must lie in [0, {modulus}), got {bad}")
     x = x.astype(np.int64)
-    if x.size and (x.min() < 0 or x.max() >= modulus):
-        raise CryptoParameterError(f"values must lie in [0, {modulus})")
     k = x.shape[0]
     if rng is None:
-        head = secure_uniform_ints(int(modulus), (k, shares - 1))
+        head = secure_uniform_ints(modulus, (k, shares - 1))
     else:
         head = rng.integers(0, modulus, size=(k, shares - 1), dtype=np.int64)
     out = np.empty((k, shares), dtype=np.int64)
     out[:, :-1] = head
-    out[:, -1] = (x - _sum_mod(head, int(modulus), axis=1)) % modulus
+    out[:, -1] = (x - _sum_mod(head, modulus, axis=1)) % modulus
     return out
 
 
 def combine_shares(shares: npt.ArrayLike, *, modulus: int) -> int:
-    """Sum of all shares mod q (the analyzer's recombination of a shuffled multiset)."""
-    if not 2 <= modulus <= MAX_MODULUS:
-        raise CryptoParameterError(f"modulus must lie in [2, 2**62], got {modulus}")
-    arr = np.asarray(shares, dtype=np.int64).reshape(-1)
-    return int(_sum_mod(arr.reshape(1, -1), modulus, axis=1)[0])
+    """Sum of all shares mod q (the analyzer's recombination of a shuffled multiset).
+
+    Every integer share counts as its residue mod q, whatever its dtype (a ``uint64`` share
+    above 2^63 included); non-integer shares are refused rather than truncated.
+
+    Raises:
+        CryptoParameterError: bad modulus, or shares that are not integers.
+    """
+    q = _check_modulus(modulus)
+    raw = np.asarray(shares)
+    if raw.size == 0:
+        return 0
+    flat = raw.reshape(-1)
+    if np.issubdtype(raw.dtype, np.unsignedinteger):
+        # reduce in uint64 first: a cast to int64 would wrap values >= 2^63 to negatives
+        arr = (flat.astype(np.uint64) % np.uint64(q)).astype(np.int64)
+    elif np.issubdtype(raw.dtype, np.signedinteger):
+        arr = flat.astype(np.int64)
+    elif raw.dtype == object and all(
+        isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in flat
+    ):
+        arr = np.array([int(v) % q for v in flat], dtype=np.int64)  # Python ints beyond int64
+    else:
+        raise CryptoParameterError(f"shares must be integers, got dtype {raw.dtype}")
+    return int(_sum_mod(arr.reshape(1, -1), q, axis=1)[0])
 
 
 def _sum_mod(a: npt.NDArray[np.int64], q: int, axis: int) -> npt.NDArray[np.int64]:

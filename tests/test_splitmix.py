@@ -96,6 +96,52 @@ def test_numpy_integer_parameters_accepted() -> None:
     assert int(out.sum()) % 7 == 3
 
 
+@pytest.mark.parametrize("q", [2**62 - 57, 2**53 + 1, 2**40 + 15, 7])
+@pytest.mark.parametrize("csprng", [True, False])
+def test_numpy_unsigned_modulus_gives_exact_shares(q: int, csprng: bool) -> None:
+    """A ``np.uint64`` q (accepted as an integer) turned ``(x − Σ) % q`` into float64: the
+    shares of q = 2^62 − 57 then missed their value by up to hundreds."""
+    values = np.array([0, 1, q // 2, q - 1], dtype=np.int64)
+    rng = None if csprng else np.random.default_rng(q % 997)
+    for modulus in (np.uint64(q), np.int64(q), np.uint32(7) if q == 7 else q):
+        out = split_mix(values, modulus=modulus, shares=3, rng=rng)  # type: ignore[arg-type]
+        assert out.dtype == np.int64
+        assert [sum(row) % q for row in out.tolist()] == values.tolist()
+        assert all(0 <= v < q for v in out.ravel().tolist())
+        assert combine_shares(out[-1], modulus=modulus) == q - 1  # type: ignore[arg-type]
+
+
+def test_combine_shares_reduces_every_integer_dtype_exactly() -> None:
+    """A uint64 share >= 2^63 was cast to a negative int64 (2^64 − 1 counted as −1), and
+    Python ints beyond int64 raised OverflowError."""
+    big = np.array([2**64 - 1, 2**63], dtype=np.uint64)
+    assert combine_shares(big, modulus=7) == (2**64 - 1 + 2**63) % 7
+    assert combine_shares([2**70, 3, -1], modulus=7) == (2**70 + 2) % 7
+    assert combine_shares(np.array([5, 6], dtype=np.uint8), modulus=7) == 4
+    assert combine_shares([-1], modulus=7) == 6  # residues, as before
+    assert combine_shares([], modulus=7) == 0
+
+
+@pytest.mark.parametrize("shares", [[1.9, 1.9], np.array([True, True]), ["1"], [1, None]], ids=str)
+def test_combine_shares_refuses_non_integer_shares(shares: object) -> None:
+    """[1.9, 1.9] was truncated to 1 + 1 = 2 without a word."""
+    with pytest.raises(CryptoParameterError, match="shares must be integers"):
+        combine_shares(shares, modulus=7)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("q", [2.5, 7.0, True, "7", None])
+def test_combine_refuses_non_integer_modulus(q: object) -> None:
+    with pytest.raises(CryptoParameterError, match="modulus must be an integer"):
+        combine_shares([1, 2], modulus=q)  # type: ignore[arg-type]
+
+
+def test_bad_values_quote_the_offending_value() -> None:
+    with pytest.raises(CryptoParameterError, match=r"\[0, 7\), got 18446744073709551615"):
+        split_mix(np.array([1, 2**64 - 1], dtype=np.uint64), modulus=7, shares=2, rng=None)
+    with pytest.raises(CryptoParameterError, match=r"\[0, 7\), got -3"):
+        split_mix(np.array([1, -3]), modulus=7, shares=2, rng=None)
+
+
 # --------------------------------------------------------------------------- uniformity
 
 N_SPLITS = 20_000
@@ -168,3 +214,34 @@ def test_large_modulus_shares_look_uniform_csprng() -> None:
     assert abs(u.mean() - 0.5) < 6 * se
     # the top quarter of Z_q is hit about a quarter of the time (no truncation to int32 etc.)
     assert abs((u > 0.75).mean() - 0.25) < 6 * np.sqrt(0.25 * 0.75 / u.size)
+
+
+@pytest.mark.parametrize("m", [2, 3, 5])
+def test_binary_modulus_shares_are_uniform_csprng(m: int) -> None:
+    """q = 2 (DisEle's parity shares): every (m−1)-subset uniform on Z_2^(m−1), every
+    row of the right parity. Threshold as above: chi-square quantile at p = 1e-9."""
+    for value in (0, 1):
+        shares = split_mix(np.full(N_SPLITS, value), modulus=2, shares=m, rng=None)
+        assert set(np.unique(shares).tolist()) <= {0, 1}
+        assert np.all(shares.sum(axis=1) % 2 == value)
+        for subset in itertools.combinations(range(m), m - 1):
+            stat, df = _chi2_joint(shares[:, list(subset)], 2)
+            assert stat < stats.chi2.isf(1e-9, df), (value, subset, stat)
+
+
+@pytest.mark.parametrize("q", [MAX_MODULUS, MAX_MODULUS - 57, 2**61 + 1, 3 * 2**60 + 1])
+def test_large_modulus_shares_fill_z_q_uniformly_csprng(q: int) -> None:
+    """Near 2^62 (and where rejection sampling rejects up to 1/4 of draws): the share's
+    position in Z_q, cut into 8 equal bins, and its residue mod 3 are uniform, for the
+    free shares and the determined last one alike. Chi-square threshold at p = 1e-9."""
+    shares = split_mix(np.full(20_000, q - 1), modulus=q, shares=3, rng=None)
+    assert shares.min() >= 0
+    assert shares.max() < q
+    for col in range(3):
+        s = [int(v) for v in shares[:, col]]
+        bins = np.bincount([v * 8 // q for v in s], minlength=8)
+        stat = float(((bins - len(s) / 8) ** 2 / (len(s) / 8)).sum())
+        assert stat < stats.chi2.isf(1e-9, 7), (col, bins)
+        res = np.bincount([v % 3 for v in s], minlength=3)
+        stat = float(((res - len(s) / 3) ** 2 / (len(s) / 3)).sum())
+        assert stat < stats.chi2.isf(1e-9, 2), (col, res)
