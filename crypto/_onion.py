@@ -33,6 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl import bindings
@@ -83,13 +84,23 @@ class LayerHeader:
 
 
 def report_size(payload_size: int, layers: int) -> int:
-    """Length of a report carrying a ``payload_size``-byte payload under ``layers`` layers."""
-    return payload_size + layers * LAYER_OVERHEAD
+    """Length of a report carrying a ``payload_size``-byte payload under ``layers`` layers.
+
+    Raises:
+        CryptoParameterError: a negative size or layer count.
+    """
+    _check_int(payload_size, "payload_size", 0, None)
+    _check_int(layers, "layers", 0, None)
+    return int(payload_size) + int(layers) * LAYER_OVERHEAD
 
 
 def ephemeral_key_of(report: bytes) -> bytes:
-    """The outer layer's ephemeral public key (unauthenticated; for replay caches only)."""
-    if len(report) < LAYER_OVERHEAD:
+    """The outer layer's ephemeral public key (unauthenticated; for replay caches only).
+
+    Raises:
+        InvalidReport: not a report (too short, or not ``bytes``), as in :func:`peel_report`.
+    """
+    if not isinstance(report, bytes) or len(report) < LAYER_OVERHEAD:
         raise InvalidReport
     return report[1:_EPK_END]
 
@@ -98,11 +109,23 @@ def _layer_key(shared: bytes, epk: bytes, recipient: bytes) -> bytes:
     return hashlib.blake2b(shared + epk + recipient, digest_size=32, person=_PERSON).digest()
 
 
+def _check_int(value: object, name: str, low: int, high: int | None) -> None:
+    """Programmer misuse as a typed error quoting the value and the bound (a float or a
+    negative number would otherwise surface as a bare ``struct.error``)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise CryptoParameterError(f"{name} must be an integer {bound}, got {value!r}")
+
+
 def _check_route(epoch: int, hop: int) -> None:
-    if not 0 <= epoch <= MAX_EPOCH:
-        raise CryptoParameterError(f"epoch must lie in [0, 2**64), got {epoch}")
-    if not 0 <= hop <= MAX_HOP:
-        raise CryptoParameterError(f"hop must lie in [0, 2**16), got {hop}")
+    """``epoch`` and ``hop`` fit the associated data (u64, u16)."""
+    _check_int(epoch, "epoch", 0, MAX_EPOCH)
+    _check_int(hop, "hop", 0, MAX_HOP)
 
 
 def _wrap_from_parts(
@@ -123,13 +146,13 @@ def _wrap_from_parts(
         raise CryptoParameterError("a route holds at least one hop's key")
     if len(ephemeral_secrets) != len(route):
         raise CryptoParameterError("one ephemeral secret per layer is required")
-    if not 0 <= crowd_id < 2**64:
-        raise CryptoParameterError(f"crowd_id must lie in [0, 2**64), got {crowd_id}")
+    _check_int(crowd_id, "crowd_id", 0, 2**64 - 1)
+    _check_int(first_hop, "first_hop", 0, MAX_HOP)
     _check_route(epoch, first_hop + len(route) - 1)
     inner = payload
     for j in range(len(route) - 1, -1, -1):
         recipient = route[j]
-        if len(recipient) != KEY_SIZE:
+        if not isinstance(recipient, bytes) or len(recipient) != KEY_SIZE:
             raise CryptoParameterError(f"route key {j} must be {KEY_SIZE} bytes")
         esk = ephemeral_secrets[j]
         epk = bindings.crypto_scalarmult_base(esk)
@@ -401,6 +424,11 @@ def wrap_batch(
     """:func:`wrap_report` for many payloads, on ``workers`` processes."""
     if len(crowd_ids) != len(payloads):
         raise CryptoParameterError("one crowd id per payload is required")
+    if not route:
+        raise CryptoParameterError("a route holds at least one hop's key")
+    # also checked per report, but an empty batch must not accept what one report refuses
+    _check_int(first_hop, "first_hop", 0, MAX_HOP)
+    _check_route(epoch, first_hop + len(route) - 1)
     return _run_chunks(
         _workers(workers), _wrap_chunk, (payloads, crowd_ids), (list(route), epoch, first_hop)
     )

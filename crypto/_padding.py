@@ -20,9 +20,23 @@ LENGTH_PREFIX: Final = 2
 MAX_PAYLOAD: Final = 0xFFFF
 
 
+def _check_size(size: int) -> int:
+    """``size`` as an int, after checking it is an integer in [0, MAX_PAYLOAD] (the
+    2-byte length prefix cannot state more)."""
+    if (
+        isinstance(size, bool)
+        or not isinstance(size, int | np.integer)
+        or not 0 <= size <= MAX_PAYLOAD
+    ):
+        raise CryptoParameterError(
+            f"pad size must be an integer in [0, {MAX_PAYLOAD}], got {size!r}"
+        )
+    return int(size)
+
+
 def padded_size(size: int) -> int:
     """Bytes of a payload padded to ``size``."""
-    return LENGTH_PREFIX + size
+    return LENGTH_PREFIX + _check_size(size)
 
 
 def pad(payload: bytes, size: int) -> bytes:
@@ -31,8 +45,7 @@ def pad(payload: bytes, size: int) -> bytes:
     Raises:
         CryptoParameterError: the payload is longer than ``size`` or ``size`` is out of range.
     """
-    if not 0 <= size <= MAX_PAYLOAD:
-        raise CryptoParameterError(f"pad size must lie in [0, {MAX_PAYLOAD}], got {size}")
+    size = _check_size(size)
     if len(payload) > size:
         raise CryptoParameterError(f"payload of {len(payload)} bytes exceeds pad size {size}")
     return struct.pack(">H", len(payload)) + payload + bytes(size - len(payload))
@@ -44,7 +57,8 @@ def pad_rows(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.uint8]:
     if rows.ndim != 2:
         raise CryptoParameterError(f"rows must be a 2-D uint8 array, got shape {rows.shape}")
     k, width = rows.shape
-    if width > size or size > MAX_PAYLOAD:
+    size = _check_size(size)
+    if width > size:
         raise CryptoParameterError(f"payload width {width} exceeds pad size {size}")
     out = np.zeros((k, padded_size(size)), dtype=np.uint8)
     out[:, 0] = width >> 8
@@ -59,9 +73,8 @@ def unpad(padded: bytes, size: int) -> bytes:
     Raises:
         CryptoParameterError: ``size`` is out of range (a caller's error, as in :func:`pad`).
     """
-    if not 0 <= size <= MAX_PAYLOAD:
-        raise CryptoParameterError(f"pad size must lie in [0, {MAX_PAYLOAD}], got {size}")
-    if len(padded) != padded_size(size):
+    size = _check_size(size)
+    if not isinstance(padded, bytes) or len(padded) != padded_size(size):
         raise InvalidReport
     (length,) = struct.unpack_from(">H", padded)
     if length > size or any(padded[LENGTH_PREFIX + length :]):
@@ -80,6 +93,7 @@ def unpad_rows(
     Returns:
         ``(payloads, valid)``: the ``(k, size)`` payload bytes and a mask of valid rows.
     """
+    size = _check_size(size)
     rows = np.asarray(rows, dtype=np.uint8)
     if rows.ndim != 2 or rows.shape[1] != padded_size(size):
         raise CryptoParameterError(

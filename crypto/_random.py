@@ -28,8 +28,9 @@ def secure_permutation(n: int) -> npt.NDArray[np.int64]:
     exactly uniform; keys collide with probability < n²/2^65 (≈ 3·10^-8 at n = 10^6), and
     then every key is redrawn, so no tie-breaking rule can bias the result.
     """
-    if n < 0:
-        raise CryptoParameterError(f"n must be >= 0, got {n}")
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise CryptoParameterError(f"n must be an integer >= 0, got {n!r}")
+    n = int(n)
     while True:
         keys = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
         order = np.argsort(keys)
@@ -39,9 +40,19 @@ def secure_permutation(n: int) -> npt.NDArray[np.int64]:
 
 def secure_uniform_ints(modulus: int, size: int | tuple[int, ...]) -> npt.NDArray[np.int64]:
     """Integers uniform on [0, modulus) from ``os.urandom`` (rejection sampling, no bias)."""
+    # A float modulus passed the range check and then drew from the wrong range (2.5 gave
+    # {0, 1}); a numpy uint64 one turns the arithmetic below into float64.
+    if isinstance(modulus, bool) or not isinstance(modulus, int | np.integer):
+        raise CryptoParameterError(f"modulus must be an integer, got {modulus!r}")
     if not 1 <= modulus <= 2**62:
         raise CryptoParameterError(f"modulus must lie in [1, 2**62], got {modulus}")
-    shape = (size,) if isinstance(size, int) else tuple(size)
+    modulus = int(modulus)
+    dims = (size,) if isinstance(size, int | np.integer) else size
+    if not isinstance(dims, tuple | list) or not all(
+        isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0 for d in dims
+    ):
+        raise CryptoParameterError(f"size must be non-negative integers, got {size!r}")
+    shape = tuple(int(d) for d in dims)
     count = int(np.prod(shape, dtype=np.int64))
     limit = (2**64 // modulus) * modulus  # accept draws below the largest multiple of q
     out = np.empty(count, dtype=np.uint64)

@@ -329,6 +329,68 @@ def test_peel_report_refuses_out_of_range_epoch_or_hop(epoch: int, hop: int) -> 
         peel_report(report, KEYS[0], epoch=epoch, hop=hop)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"first_hop": -1}, r"first_hop must be an integer \[0, 65535\], got -1"),
+        ({"first_hop": 1.0}, r"first_hop .* got 1\.0"),
+        ({"first_hop": None}, r"first_hop .* got None"),
+        ({"epoch": 1.0}, r"epoch .* got 1\.0"),
+        ({"epoch": None}, r"epoch .* got None"),
+        ({"crowd_id": True}, r"crowd_id .* got True"),
+        ({"crowd_id": 1.5}, r"crowd_id .* got 1\.5"),
+    ],
+)
+def test_wrap_refuses_non_integer_or_negative_route_fields(
+    kwargs: dict[str, object], match: str
+) -> None:
+    """These once escaped as a bare ``struct.error`` (or were packed as ``True`` = 1)."""
+    args: dict[str, object] = {"epoch": EPOCH, "crowd_id": 0, "first_hop": 0, **kwargs}
+    with pytest.raises(CryptoParameterError, match=match):
+        wrap_report(pad(b"x", PAYLOAD_SIZE), ROUTE[:2], **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("epoch", "hop"), [(1.0, 0), (EPOCH, 0.5), (None, 0), (EPOCH, True)])
+def test_peel_refuses_non_integer_epoch_or_hop(epoch: object, hop: object) -> None:
+    report = _pinned(pad(b"x", PAYLOAD_SIZE), 1)
+    with pytest.raises(CryptoParameterError, match="must be an integer"):
+        peel_report(report, KEYS[0], epoch=epoch, hop=hop)  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="must be an integer"):
+        peel_batch([report], KEYS[0], epoch=epoch, hop=hop)  # type: ignore[arg-type]
+
+
+def test_route_keys_must_be_bytes() -> None:
+    with pytest.raises(CryptoParameterError, match="route key 0"):
+        wrap_report(b"x", [bytearray(ROUTE[0])], epoch=EPOCH)  # type: ignore[list-item]
+    with pytest.raises(CryptoParameterError, match="route key 0"):
+        wrap_report(b"x", ["k" * 32], epoch=EPOCH)  # type: ignore[list-item]
+
+
+def test_an_empty_wrap_batch_is_validated_like_a_full_one() -> None:
+    """Validate at the call, not per report: an empty batch must refuse what one refuses."""
+    with pytest.raises(CryptoParameterError, match="at least one hop"):
+        wrap_batch([], [], epoch=EPOCH, crowd_ids=[])
+    with pytest.raises(CryptoParameterError, match="epoch"):
+        wrap_batch([], ROUTE[:2], epoch=-1, crowd_ids=[])
+    with pytest.raises(CryptoParameterError, match="first_hop"):
+        wrap_batch([], ROUTE[:2], epoch=EPOCH, crowd_ids=[], first_hop=-1)
+    assert wrap_batch([], ROUTE[:2], epoch=EPOCH, crowd_ids=[]) == []
+
+
+def test_ephemeral_key_of_a_non_report_is_invalid() -> None:
+    for junk in (None, bytearray(LAYER_OVERHEAD), "x" * LAYER_OVERHEAD, 5):
+        with pytest.raises(InvalidReport):
+            ephemeral_key_of(junk)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("payload", "layers"), [(-100, 1), (10, -1), (1.5, 1), (10, None)])
+def test_report_size_refuses_negative_or_non_integer_arguments(
+    payload: object, layers: object
+) -> None:
+    with pytest.raises(CryptoParameterError, match="must be an integer"):
+        report_size(payload, layers)  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- batches
 
 

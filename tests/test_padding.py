@@ -120,6 +120,37 @@ def test_pad_size_out_of_range_raises_parameter_error(size: int) -> None:
         pad_rows(np.zeros((1, 0), dtype=np.uint8), size)
 
 
+def test_pad_rows_names_the_bound_it_refuses() -> None:
+    """The refusal said "payload width 3 exceeds pad size 70000", of a size that fits it."""
+    with pytest.raises(CryptoParameterError, match=rf"\[0, {MAX_PAYLOAD}\], got 70000"):
+        pad_rows(np.zeros((2, 3), dtype=np.uint8), 70_000)
+
+
+@pytest.mark.parametrize("size", [2.0, 2.5, True, None, "4"])
+def test_pad_size_must_be_an_integer(size: object) -> None:
+    """``unpad(b"\\0" * 4, 2.0)`` once returned ``b""``; ``pad(..., 2.5)`` a TypeError."""
+    for call in (
+        lambda: pad(b"ab", size),  # type: ignore[arg-type]
+        lambda: unpad(b"\x00" * 4, size),  # type: ignore[arg-type]
+        lambda: pad_rows(np.zeros((1, 0), dtype=np.uint8), size),  # type: ignore[arg-type]
+        lambda: unpad_rows(np.zeros((1, 4), dtype=np.uint8), size),  # type: ignore[arg-type]
+        lambda: padded_size(size),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(CryptoParameterError, match="pad size must be an integer"):
+            call()
+
+
+def test_unpad_rows_refuses_a_size_the_prefix_cannot_state() -> None:
+    with pytest.raises(CryptoParameterError, match=str(MAX_PAYLOAD)):
+        unpad_rows(np.zeros((1, MAX_PAYLOAD + 3), dtype=np.uint8), MAX_PAYLOAD + 1)
+
+
+@pytest.mark.parametrize("junk", [None, bytearray(6), "\x00" * 6, 6])
+def test_unpad_of_a_non_bytes_value_is_invalid(junk: object) -> None:
+    with pytest.raises(InvalidReport):
+        unpad(junk, 4)  # type: ignore[arg-type]
+
+
 def test_pad_rows_refuses_non_2d_input() -> None:
     with pytest.raises(CryptoParameterError, match="2-D"):
         pad_rows(np.zeros(4, dtype=np.uint8), 8)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -43,6 +44,50 @@ def test_secure_permutation_is_uniform_on_s3() -> None:
     expected = draws / 6
     stat = float(((counts - expected) ** 2 / expected).sum())
     assert stat < stats.chi2.isf(P_FALSE_ALARM, 5), counts
+
+
+def _permutation_law(n: int, draws: int, sample: Callable[[], list[int]]) -> np.ndarray:
+    """Counts of each of the n! permutations of range(n) among ``draws`` samples."""
+    index = {p: i for i, p in enumerate(itertools.permutations(range(n)))}
+    counts = np.zeros(len(index))
+    for _ in range(draws):
+        counts[index[tuple(sample())]] += 1
+    return counts
+
+
+def _naive_swap_law(n: int) -> np.ndarray:
+    """Exact law of the classic broken shuffle ``swap(a[i], a[randrange(n)])`` for each i,
+    from all n^n equally likely swap sequences (not a multiple of n!, so never uniform)."""
+    index = {p: i for i, p in enumerate(itertools.permutations(range(n)))}
+    law = np.zeros(len(index))
+    for seq in itertools.product(range(n), repeat=n):
+        a = list(range(n))
+        for i, j in enumerate(seq):
+            a[i], a[j] = a[j], a[i]
+        law[index[tuple(a)]] += 1
+    law /= n**n
+    return law
+
+
+@pytest.mark.parametrize(("n", "draws"), [(4, 48_000), (5, 60_000)])
+def test_secure_permutation_is_exactly_uniform_over_every_permutation(n: int, draws: int) -> None:
+    """All n! permutations of a small batch (24 or 120 cells), against the exact uniform law:
+    the chi-square statistic stays below its 1e-9 quantile (n! − 1 degrees of freedom).
+
+    Power, computed exactly rather than drawn: the naive swap shuffle's law has a
+    noncentrality λ = draws · n! · Σ (p − 1/n!)² of about 1400 at n = 4 (the quantile is 89),
+    so the same test rejects it with probability 1 − 10^-300.
+    """
+    counts = _permutation_law(n, draws, lambda: secure_permutation(n).tolist())
+    cells = math.factorial(n)
+    expected = draws / cells
+    assert counts.min() > 0
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    quantile = float(stats.chi2.isf(P_FALSE_ALARM, cells - 1))
+    assert stat < quantile, counts
+    law = _naive_swap_law(n)
+    noncentrality = draws * cells * float(((law - 1 / cells) ** 2).sum())
+    assert stats.ncx2.sf(quantile, cells - 1, noncentrality) > 1 - 1e-12
 
 
 def test_secure_permutation_positions_are_uniform() -> None:
@@ -104,6 +149,34 @@ def test_secure_uniform_ints_has_no_modulo_bias() -> None:
 def test_secure_uniform_ints_refuses_bad_modulus(q: int) -> None:
     with pytest.raises(CryptoParameterError, match="modulus"):
         secure_uniform_ints(q, 3)
+
+
+@pytest.mark.parametrize("q", [2.5, 7.0, True, "7", None])
+def test_secure_uniform_ints_refuses_a_non_integer_modulus(q: object) -> None:
+    """q = 2.5 passed the range check and returned draws from {0, 1}."""
+    with pytest.raises(CryptoParameterError, match="modulus must be an integer"):
+        secure_uniform_ints(q, 10)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [-1, (2, -1), 2.0, (2.0,), None, True])
+def test_secure_uniform_ints_refuses_a_bad_size(size: object) -> None:
+    with pytest.raises(CryptoParameterError, match="size must be non-negative integers"):
+        secure_uniform_ints(7, size)  # type: ignore[arg-type]
+
+
+def test_secure_uniform_ints_takes_numpy_integers() -> None:
+    out = secure_uniform_ints(np.uint64(2**62 - 57), np.int64(1000))  # type: ignore[arg-type]
+    assert out.dtype == np.int64
+    assert out.shape == (1000,)
+    assert out.min() >= 0
+    assert out.max() < 2**62 - 57
+    assert secure_uniform_ints(np.int32(3), (np.int64(2), 5)).shape == (2, 5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("n", [2.0, None, True, "3"])
+def test_secure_permutation_refuses_a_non_integer_n(n: object) -> None:
+    with pytest.raises(CryptoParameterError, match="n must be an integer"):
+        secure_permutation(n)  # type: ignore[arg-type]
 
 
 def test_csprng_generators_give_different_streams() -> None:

@@ -7,16 +7,19 @@ Regenerate the vectors (only when the format version changes) with
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crypto import CryptoParameterError
 from crypto import _wire as w
 
 VECTORS = Path(__file__).parent / "vectors" / "wire.json"
@@ -146,7 +149,7 @@ def test_counts_tampering_and_consistency() -> None:
         w.verify_counts(w.CountsFrame((_statement(3, SENDER),)).to_bytes(), [SENDER.public_key()])
     bad = w.CountStatement(0, 0, 0, bytes(32), 10, 0, 0, 0, 0, 9)
     assert not bad.consistent
-    with pytest.raises(w.CryptoParameterError):
+    with pytest.raises(CryptoParameterError):
         w.CountsFrame((bad,))  # unsigned statements never go on the wire
 
 
@@ -193,18 +196,18 @@ def test_frame_length_limits() -> None:
         w.frame_length(b"\xff\xff\xff\xff")
     with pytest.raises(w.MalformedFrame):
         w.frame_length(b"\x00\x01")
-    with pytest.raises(w.CryptoParameterError):
+    with pytest.raises(CryptoParameterError):
         w.encode_frame(b"x" * 11, max_size=10)
 
 
 def test_encoder_misuse_quotes_values() -> None:
-    with pytest.raises(w.CryptoParameterError, match="one length"):
+    with pytest.raises(CryptoParameterError, match="one length"):
         w.SubmitFrame(0, (b"ab", b"c"))
-    with pytest.raises(w.CryptoParameterError, match="at least one"):
+    with pytest.raises(CryptoParameterError, match="at least one"):
         w.SubmitFrame(0, ())
-    with pytest.raises(w.CryptoParameterError, match="chunk_index 2"):
+    with pytest.raises(CryptoParameterError, match="chunk_index 2"):
         w.BatchChunk(0, 1, 0, 0, bytes(32), 2, 2, ())
-    with pytest.raises(w.CryptoParameterError, match=r"key_epoch must be .* got -1"):
+    with pytest.raises(CryptoParameterError, match=r"key_epoch must be .* got -1"):
         w.SubmitFrame(-1, (b"a",))
 
 
@@ -245,6 +248,102 @@ def test_random_bytes_never_escape_as_untyped(data: bytes) -> None:
             verify(data, SENDER.public_key())
     with contextlib.suppress(w.WireError):
         w.verify_counts(data, [SENDER.public_key()])
+
+
+# --------------------------------------------------------------------------- weak verify keys
+
+# Small-order Ed25519 encodings. Under such a key A, pyca/OpenSSL accepts (R, S = 0) with R
+# a small-order point for most messages (every message when A is the identity 01 00…00).
+SMALL_ORDER = [
+    bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000"),
+    bytes(32),
+    bytes.fromhex("0000000000000000000000000000000000000000000000000000000000000080"),
+    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"),
+    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85"),
+    bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a"),
+    bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa"),
+    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+]
+
+
+def _forge(body: bytes, key: bytes) -> bytes | None:
+    """``body`` with a signature that pyca accepts under the small-order ``key``, if any."""
+    public = Ed25519PublicKey.from_public_bytes(key)
+    for r in SMALL_ORDER:
+        try:
+            public.verify(r + bytes(32), body)
+        except InvalidSignature:
+            continue
+        return r + bytes(32)
+    return None
+
+
+def test_pyca_accepts_forgeries_under_the_identity_verify_key() -> None:
+    """Why the check exists: the library alone lets anyone sign for a weak key."""
+    identity = SMALL_ORDER[0]
+    for command in range(1, 6):
+        assert _forge(b"any message %d" % command, identity) is not None
+
+
+@pytest.mark.parametrize("key", SMALL_ORDER, ids=lambda b: b.hex()[:8] + b.hex()[-2:])
+def test_forged_frames_under_a_small_order_key_are_refused(key: bytes) -> None:
+    public = Ed25519PublicKey.from_public_bytes(key)
+    forged_any = False
+    for issued in range(8):
+        control = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, issued).signed_bytes()
+        batch = dataclasses.replace(_chunk(), epoch=issued).signed_bytes()
+        for body, verify in ((control, w.verify_control), (batch, w.verify_batch)):
+            context = w._CTX_CONTROL if verify is w.verify_control else w._CTX_BATCH
+            sig = _forge(context + body, key)
+            if sig is None:
+                continue
+            forged_any = True
+            with pytest.raises(w.BadSignature, match="small order"):
+                verify(body + sig, public)
+    assert forged_any  # each of these keys admits a forgery for some of the 16 bodies
+    statement = dataclasses.replace(_statement(0, SENDER), signature=b"")
+    sig = _forge(w._CTX_STATEMENT + statement.signed_bytes(), key)
+    if sig is not None:
+        with pytest.raises(w.BadSignature, match="small order"):
+            w.verify_counts(
+                w.CountsFrame((dataclasses.replace(statement, signature=sig),)).to_bytes(), [public]
+            )
+
+
+# --------------------------------------------------------------------------- encoder misuse
+
+
+def test_encoders_refuse_values_their_parsers_reject() -> None:
+    """A frame is never built, signed or sent if the peer's parser must refuse it."""
+    with pytest.raises(CryptoParameterError, match="command must be a ControlCommand, got 9"):
+        w.ControlFrame(9, 1)  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="what must be a QueryKind, got 99"):
+        w.Query(99)  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="reason must be a RejectReason, got 99"):
+        w.Reject(99, "x")  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="reject detail"):
+        w.Reject(w.RejectReason.BUSY, b"x")  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="query body must be bytes"):
+        w.Query(w.QueryKind.STATUS, "{}")  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="reply body must be bytes"):
+        w.Reply("{}")  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="batch_id is 32 bytes, got 'x"):
+        w.BatchChunk(0, 1, 0, 0, "x" * 32, 0, 1, ())  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="bytes, got str"):
+        w.SubmitFrame(0, ("ab",))  # type: ignore[arg-type]
+    with pytest.raises(CryptoParameterError, match="signature"):
+        w.CountStatement(0, 0, 0, bytes(32), 1, 0, 0, 0, 0, 1, "s" * 64)  # type: ignore[arg-type]
+
+
+def test_plain_int_commands_are_coerced_and_round_trip() -> None:
+    """``ControlFrame(2, t, e)`` once signed a CLOSE_EPOCH_AT without its epoch field."""
+    frame = w.ControlFrame(2, 5, 3)  # type: ignore[arg-type]
+    assert frame.command is w.ControlCommand.CLOSE_EPOCH_AT
+    assert w.verify_control(frame.sign(OPERATOR), OPERATOR.public_key()) == frame
+    at_zero = w.ControlFrame(2, 5)  # type: ignore[arg-type]
+    assert w.verify_control(at_zero.sign(OPERATOR), OPERATOR.public_key()) == at_zero
+    assert w.parse_query(w.Query(1).to_bytes()).what is w.QueryKind.STATUS  # type: ignore[arg-type]
+    assert w.parse_reject(w.Reject(12).to_bytes()).reason is w.RejectReason.BUSY  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":  # pragma: no cover
