@@ -14,6 +14,7 @@ from ._keys import LayerPrivateKey as LayerPrivateKey
 from ._keys import PartyKeys as PartyKeys
 from ._keys import PartyPublic as PartyPublic
 from ._keys import analyzer_name as analyzer_name
+from ._keys import is_weak_verify_key as is_weak_verify_key
 from ._keys import shuffler_name as shuffler_name
 from ._onion import HEADER_SIZE as HEADER_SIZE
 from ._onion import LAYER_OVERHEAD as LAYER_OVERHEAD

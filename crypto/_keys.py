@@ -38,6 +38,7 @@ __all__ = [
     "PartyKeys",
     "PartyPublic",
     "analyzer_name",
+    "is_weak_verify_key",
     "shuffler_name",
 ]
 

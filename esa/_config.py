@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from crypto import MAX_FRAME_SIZE, KeyDirectory, PartyPublic
+from crypto import MAX_FRAME_SIZE, KeyDirectory, PartyPublic, is_weak_verify_key
 
 from ._errors import ConfigError
 
@@ -265,6 +265,12 @@ def _public_key(doc: Mapping[str, Any], name: str) -> bytes | None:
         key = b""
     if len(key) != 32:
         raise ConfigError(f"[{name}] public_key must be 64 hex digits, got {table['public_key']!r}")
+    if is_weak_verify_key(key):
+        # OpenSSL accepts small-order keys, under which anyone can forge (crypto._keys).
+        raise ConfigError(
+            f"[{name}] public_key {key.hex()} is not a valid Ed25519 key (small order, "
+            "non-canonical or off the prime-order subgroup): anyone could sign under it"
+        )
     return key
 
 

@@ -58,6 +58,7 @@ CRYPTO_PUBLIC = [
     "encode_frame",
     "ephemeral_key_of",
     "frame_length",
+    "is_weak_verify_key",
     "pad",
     "pad_rows",
     "padded_size",

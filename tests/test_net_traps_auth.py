@@ -462,6 +462,11 @@ _SHUFFLER: Final = {"role": "shuffler", "hop": 0, "next": {"host": "h", "port": 
         ({"auditor": {"public_key": "ab"}}, "[auditor] public_key must be 64 hex digits"),
         ({"auditor": {"key": "ab"}}, "[auditor]: unknown keys"),
         (_SHUFFLER, "[auditor] is the analyzer's"),
+        # Small-order keys, under which OpenSSL verifies forged signatures (the identity
+        # 01 00…00 verifies (R = identity, S = 0) for every message): anyone could sign.
+        ({"auditor": {"public_key": "01" + "00" * 31}}, "anyone could sign under it"),
+        ({"auditor": {"public_key": "00" * 32}}, "anyone could sign under it"),
+        ({"operator": {"public_key": "01" + "00" * 31}}, "[operator] public_key 01"),
     ],
 )
 def test_auditor_config_errors(change: dict[str, Any], message: str) -> None:
@@ -472,7 +477,7 @@ def test_auditor_config_errors(change: dict[str, Any], message: str) -> None:
         "listen": {"host": "127.0.0.1", "port": 0},
         "keys": {"epochs": {"1": "keys"}},
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 10},
-        "auditor": {"public_key": "11" * 32},
+        "auditor": {"public_key": _pub(Ed25519PrivateKey.generate())},
         **change,
     }
     with pytest.raises(esa.ConfigError) as info:
