@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from esa import load_protocol
 from esa._config import config_from_dict
@@ -30,8 +31,9 @@ def test_the_docs_show_configs() -> None:
 
 @pytest.mark.parametrize(("source", "block"), _toml_blocks())
 def test_a_documented_config_is_accepted_as_written(source: str, block: str) -> None:
-    # Keys shown elided ("ed3aef9e…") stand for a real 64-hex-digit key.
-    doc = tomllib.loads(re.sub(r'"[0-9a-f]+…"', '"' + "0" * 64 + '"', block))
+    # Keys shown elided ("ed3aef9e…") stand for a real key (a made-up one is refused).
+    real = Ed25519PrivateKey.generate().public_key().public_bytes_raw().hex()
+    doc = tomllib.loads(re.sub(r'"[0-9a-f]+…"', f'"{real}"', block))
     config = config_from_dict(doc, base=ROOT)
     assert config.role in {"shuffler", "analyzer"}
     table = protocol_table(doc["protocol"])
