@@ -87,7 +87,12 @@ def epsilon_lower_bound(
 
     Uses S (hits) and its complement, both as "D1 vs D0"; the four one-sided intervals are
     Bonferroni-corrected so the result holds with the stated confidence.
+
+    Raises:
+        ParameterError: ``confidence`` outside (0, 1).
     """
+    if not 0.0 < confidence < 1.0:  # false for nan
+        raise ParameterError(f"confidence must lie in (0, 1), got {confidence!r}")
     alpha = (1.0 - confidence) / 4.0
     tpr_lo, _ = clopper_pearson(hits_1, trials_1, alpha)
     _, fpr_hi = clopper_pearson(hits_0, trials_0, alpha)
@@ -292,10 +297,17 @@ def distinguishing_attack(
 ) -> AttackResult:
     """Measure an ε lower bound for ``setup`` on real ``--crypto ideal`` pipeline runs.
 
+    The bound holds with probability ≥ ``confidence`` (over the runs); a caller that
+    measures several scenarios and reads them together divides 1 − confidence among them
+    (``esa audit`` does, Bonferroni).
+
     Raises:
         ParameterError: multi-message protocols (colluders' reports cannot be located by
-            user), or input kinds with no natural neighbouring pair.
+            user), input kinds with no natural neighbouring pair, or ``confidence``
+            outside (0, 1).
     """
+    if not 0.0 < confidence < 1.0:  # false for nan
+        raise ParameterError(f"confidence must lie in (0, 1), got {confidence!r}")
     if protocol.messages_per_user != 1.0 or protocol.share_spec is not None:
         raise ParameterError(
             f"{protocol.name}: the attack needs one message per user (got "

@@ -8,6 +8,8 @@ import pytest
 
 from simulations.cli import main
 
+from ._cli import usage_error
+
 SCENARIO_FIELDS = {
     "scenario", "epsilon_upper", "bound", "epsilon_lower", "explanation", "honest_users",
     "honest_fakes", "colluding_users", "colluding_shufflers", "murs_formula",
@@ -190,3 +192,76 @@ def test_audit_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
             main(argv)
         assert exc.value.code == 2
         assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_audit_measure_states_its_confidence_jointly_over_the_scenarios(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A measured lower bound is a statistical statement: the JSON says at what confidence,
+    # and a "BUG" verdict over s scenarios may be wrong only with that probability in all,
+    # so each scenario's attack runs at 1 − (1 − confidence)/s (Bonferroni).
+    from simulations._attacks import distinguishing_attack as real
+
+    asked: list[float] = []
+
+    def spy(protocol: object, setup: object, *, confidence: float = 0.95) -> object:
+        asked.append(confidence)
+        return real(protocol, setup, confidence=confidence)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("simulations.commands.audit.distinguishing_attack", spy)
+    out = run_json(
+        capsys, "audit", "--protocol", "cnt_rr", "--n", "12", "--epsilon", "1.5",
+        "--delta", "1e-3", "--shufflers", "2", "--fake-reports", "1", "--colluding-users", "2",
+        "--colluding-shufflers", "1", "--measure", "--trials", "60",
+    )  # fmt: skip
+    rows = out["scenarios"]
+    assert out["confidence"] == 0.95
+    assert out["confidence_per_scenario"] == pytest.approx(1 - 0.05 / len(rows))
+    assert len(asked) == len(rows)
+    assert all(c == pytest.approx(1 - 0.05 / len(rows)) for c in asked)
+    for r in rows:
+        assert r["epsilon_lower_exact"] is None  # Cnt_RR has no lower bound of its own
+        assert r["epsilon_lower_measured"] is not None
+        assert r["epsilon_lower"] == r["epsilon_lower_measured"]
+    assert main(["audit", "--protocol", "cnt_rr", "--n", "12", "--epsilon", "1.5",
+                 "--delta", "1e-3", "--measure", "--trials", "30"]) == 0  # fmt: skip
+    assert "95% confidence jointly" in " ".join(capsys.readouterr().out.split())
+
+
+def test_audit_lower_bound_fields_say_which_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "audit", "--protocol", "cnt_pure", "--n", "50", "--epsilon", "1")
+    assert out["confidence"] is None  # nothing measured: every lower bound here is exact
+    for r in out["scenarios"]:
+        assert r["epsilon_lower_measured"] is None
+        assert r["epsilon_lower"] == r["epsilon_lower_exact"] is not None
+
+
+def test_audit_refuses_a_confidence_outside_0_1(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("1", "0", "1.5", "nan"):
+        err = usage_error(["audit", "--protocol", "cnt_rr", "--n", "50", "--epsilon", "1",
+                           "--measure", "--confidence", bad], capsys)  # fmt: skip
+        assert "--confidence" in err
+
+
+def test_claim_without_fakes_is_taken_only_for_the_same_randomizer() -> None:
+    # SLH calibrates ε_l with its fakes: built again without them it is another randomizer
+    # (smaller ε_l), whose claim says nothing about the one deployed.
+    import dataclasses
+
+    from protocols import BoundNotApplicable, ProtocolSpec, build_protocol
+    from simulations.commands.audit import _claim_without_fakes
+
+    spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=20000, domain=64, fake_reports=3)
+    slh = build_protocol("slh", spec)
+    bare = build_protocol("slh", dataclasses.replace(spec, fake_reports=0))
+    assert bare.privacy.epsilon_local < slh.privacy.epsilon_local  # the premise
+    # the deployed randomizer's own theorem proves nothing with no fakes (ε_c would be
+    # 1.001 > 1, outside survey Thm 4), while the bare one claims 1.0
+    with pytest.raises(BoundNotApplicable):
+        slh.epsilon_central_for(honest_users=spec.n, honest_fakes=0)  # type: ignore[attr-defined]
+    assert _claim_without_fakes("slh", spec, slh) is None
+    # where the randomizer does not depend on the fakes the bare claim stands
+    hist = build_protocol("hist_kr", dataclasses.replace(spec, domain=8))
+    assert _claim_without_fakes("hist_kr", dataclasses.replace(spec, domain=8), hist) == (
+        pytest.approx(hist.privacy.epsilon_central)
+    )

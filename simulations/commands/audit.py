@@ -34,16 +34,28 @@ from .._common import (
 __all__ = ["audit", "register"]
 
 
-def _claim_without_fakes(name: str, spec: ProtocolSpec, privacy: Any) -> float | None:
+def _claim_without_fakes(name: str, spec: ProtocolSpec, protocol: Any) -> float | None:
     """The protocol's claimed ε_c when configured with no fakes: what it still proves once
-    colluding shufflers remove theirs (None if it does not run without fakes, as MURS)."""
+    colluding shufflers remove theirs (None if it does not run without fakes, as MURS).
+
+    The claim is about the randomizer the protocol is built with. A protocol that sizes its
+    randomizer with its fakes in mind (SLH picks a larger ε_l when fakes join the blanket)
+    is a different mechanism when built again without them, and that one's claim says
+    nothing about the deployed one: then None too. "Same randomizer" is checked as the same
+    ε_l, messages per user and share layout."""
+    privacy = protocol.privacy
     if not spec.fake_reports:
         return float(privacy.epsilon_central)
     try:
         bare = build_protocol(name, dataclasses.replace(spec, fake_reports=0))
     except ParameterError:
         return None
-    return float(bare.privacy.epsilon_central)
+    same = (
+        bare.privacy.epsilon_local == privacy.epsilon_local
+        and bare.messages_per_user == protocol.messages_per_user
+        and bare.share_spec == protocol.share_spec
+    )
+    return float(bare.privacy.epsilon_central) if same else None
 
 
 def _honest_lower(protocol: Any) -> Any:
@@ -76,14 +88,22 @@ def audit(
     seed: int = 0,
     on_scenario: Any = None,
     options: dict[str, float | str] | None = None,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Every scenario's bounds as the JSON ``esa audit`` prints.
 
     Both columns are at the audit's δ: ``epsilon_upper`` a proven upper bound (a pure-DP
-    bound holds at every δ), ``epsilon_lower`` a lower bound — the protocol's own
-    (``honest_users_lower``, exact for one neighbouring pair) and, with ``measure``, the
-    distinguishing attack's, whichever is larger. A lower bound above the upper bound of
-    the same scenario is a contradiction, listed in ``violations``."""
+    bound holds at every δ), ``epsilon_lower`` a lower bound — the larger of
+    ``epsilon_lower_exact``, the protocol's own (``honest_users_lower``, exact for one
+    neighbouring pair, certain), and, with ``measure``, ``epsilon_lower_measured``, the
+    distinguishing attack's, a statistical bound. The measured bounds of all s scenarios
+    hold together with probability ``confidence``: each attack runs at 1 − (1 −
+    confidence)/s (Bonferroni), so a lower bound above the upper bound of the same
+    scenario — a contradiction, listed in ``violations`` — is a false alarm with
+    probability at most 1 − ``confidence`` when every upper bound is right.
+    """
+    if not 0.0 < confidence < 1.0:  # false for nan
+        raise ParameterError(f"confidence must lie in (0, 1), got {confidence!r}")
     if protocol_name not in protocol_names():
         raise UsageError(
             f"unknown protocol {protocol_name!r}; choose one of: {', '.join(protocol_names())}"
@@ -115,15 +135,19 @@ def audit(
         colluding_shufflers=colluding_shufflers,
         epsilon_claimed=privacy.epsilon_central,
         claimed_bound=privacy.bound,
-        epsilon_claimed_without_fakes=_claim_without_fakes(protocol_name, spec, privacy),
+        epsilon_claimed_without_fakes=_claim_without_fakes(protocol_name, spec, protocol),
         honest_bound=protocol.honest_users_bound,
         honest_lower=_honest_lower(protocol),
     )
     rows = []
     violations = []
     unmeasured: dict[str, list[str]] = {}  # why not measured -> the scenarios it hit
-    for sc in collusion_scenarios(cfg):
+    scenarios = collusion_scenarios(cfg)
+    # Bonferroni over the scenarios: every measured bound holds at once w.p. ≥ confidence.
+    per_scenario = 1.0 - (1.0 - confidence) / len(scenarios)
+    for sc in scenarios:
         lower = sc.epsilon_lower  # at δ, where the protocol's own accountant gives one
+        measured: float | None = None
         if measure:
             if on_scenario is not None:
                 on_scenario(sc.scenario)
@@ -140,8 +164,10 @@ def audit(
                         trials=trials,
                         seed=seed,
                     ),
+                    confidence=per_scenario,
                 )
-                lower = res.epsilon_lower if lower is None else max(lower, res.epsilon_lower)
+                measured = res.epsilon_lower
+                lower = measured if lower is None else max(lower, measured)
             except ParameterError as exc:
                 unmeasured.setdefault(str(exc), []).append(sc.scenario)
         if lower is not None and lower > sc.epsilon_upper:
@@ -156,6 +182,8 @@ def audit(
                 "epsilon_upper": sc.epsilon_upper,
                 "bound": sc.bound,
                 "epsilon_lower": lower,
+                "epsilon_lower_exact": sc.epsilon_lower,
+                "epsilon_lower_measured": measured,
                 "explanation": sc.explanation,
                 "murs_formula": sc.murs_formula,
             }
@@ -177,6 +205,8 @@ def audit(
         "privacy_warning": privacy_shortfall(protocol_name, epsilon, privacy.epsilon_central),
         "measured": measure,
         "trials": trials if measure else None,
+        "confidence": confidence if measure else None,
+        "confidence_per_scenario": per_scenario if measure else None,
         "measure_note": "; ".join(
             f"not measured ({', '.join(names)}): {why}" for why, names in unmeasured.items()
         )
@@ -220,6 +250,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--seed", type=seed, default=0, help="seed of the attack runs")
     p.add_argument(
+        "--confidence",
+        type=float,
+        default=None,
+        help="probability that every measured lower bound holds, jointly over the scenarios "
+        "(--measure; default 0.95)",
+    )
+    p.add_argument(
         "--option",
         action="append",
         default=[],
@@ -246,6 +283,12 @@ def run(args: Any) -> int:
         raise UsageError("--trials sets the runs of --measure; add --measure")
     if args.trials is None:
         args.trials = 1000
+    if args.confidence is not None and not args.measure:
+        raise UsageError("--confidence is that of --measure's bounds; add --measure")
+    if args.confidence is None:
+        args.confidence = 0.95
+    if not 0.0 < args.confidence < 1.0:  # false for nan
+        raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence!r}")
     if args.trials < 30:
         raise UsageError(f"--trials must be >= 30, got {args.trials}")
     with (
@@ -276,6 +319,7 @@ def run(args: Any) -> int:
             seed=args.seed,
             on_scenario=step,
             options=parse_options(args.option),
+            confidence=args.confidence,
         )
     if args.json:
         emit_json(out)
@@ -298,6 +342,13 @@ def run(args: Any) -> int:
         )
         if out["note"]:
             caption += f"\n{out['note']}"
+        caption += "\nε lower: the protocol's own exact lower bound at δ where it has one" + (
+            f"; or measured ({out['trials']} runs per dataset), whichever is larger: the "
+            f"measured ones hold with {100 * out['confidence']:g}% confidence jointly over the "
+            "scenarios (Clopper–Pearson, Bonferroni)"
+            if out["measured"]
+            else ""
+        )
         if out["measure_note"]:
             caption += f"\n{out['measure_note']}"
         print_table(
@@ -310,7 +361,11 @@ def run(args: Any) -> int:
     if out["privacy_warning"]:
         print(f"warning: {out['privacy_warning']}", file=sys.stderr)
     if out["violations"]:
-        kind = "lower bound (exact or measured)" if out["measured"] else "lower bound"
+        kind = (
+            f"lower bound (exact, or measured at {100 * out['confidence']:g}% joint confidence)"
+            if out["measured"]
+            else "lower bound"
+        )
         print(
             f"esa audit: BUG: {kind} above the proven upper bound at δ={out['delta']:g} in: "
             + ", ".join(out["violations"]),
