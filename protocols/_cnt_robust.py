@@ -973,6 +973,25 @@ def calibrate_bn_noise(epsilon: float, delta: float) -> float:
     return hi
 
 
+#: Largest ε :meth:`CntBN.honest_users_bound` searches (e^{64}: beyond it, no guarantee).
+_BN_AUDIT_MAX_EPSILON = 64.0
+
+
+@functools.lru_cache(maxsize=1024)
+def _bn_honest_bound(lam: float, delta: float) -> HonestUsersBound | None:
+    """Smallest ε with δ(ε; Λ) ≤ δ, to 10^{-9} relative, or None if ε = 64 does not reach δ."""
+    if poisson_bn_delta(lam, _BN_AUDIT_MAX_EPSILON) > delta:
+        return None
+    lo, hi = 0.0, _BN_AUDIT_MAX_EPSILON
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if poisson_bn_delta(lam, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return HonestUsersBound(hi, f"cnt_bn_poisson_exact (Poisson({lam:.6g}) honest noise bits)")
+
+
 @dataclass(frozen=True, slots=True)
 class CntBNParams:
     """Parameters of ``Cnt_BN`` (survey §4.1's Poisson protocol; our exact calibration).
@@ -1052,6 +1071,21 @@ class CntBN(ShuffleProtocol):
                 f"Ber(1/2) noise, gamma={p.gamma:g})"
             ),
         )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the exact ε at the protocol's δ of the noise the honest users still send.
+
+        Colluding users' bits are known to the analyzer, so ``honest_others`` + 1 honest
+        users leave Poisson(μ·(honest_others + 1)) noise bits: the smallest ε with
+        δ(ε; μ(h + 1)) ≤ δ (:func:`poisson_bn_delta`, non-increasing in ε), found by
+        bisection and returned at the bracket's feasible end. At h + 1 ≥ γn this is at most
+        the robust guarantee's ε; below, the guarantee degrades gracefully instead of being
+        lost. ``None`` where no ε ≤ :data:`_BN_AUDIT_MAX_EPSILON` reaches δ (too few honest
+        users: with no noise bit, which has probability e^{−μ(h+1)}, the victim's bit is
+        exposed). Fakes are not counted (they would only add noise bits)."""
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self.params
+        return _bn_honest_bound(p.mu * h, p.delta)
 
     def __repr__(self) -> str:
         p = self.params
