@@ -265,3 +265,28 @@ def test_claim_without_fakes_is_taken_only_for_the_same_randomizer() -> None:
     assert _claim_without_fakes("hist_kr", dataclasses.replace(spec, domain=8), hist) == (
         pytest.approx(hist.privacy.epsilon_central)
     )
+
+
+def test_audit_reports_progress_against_the_scenarios_it_runs() -> None:
+    # Duplicate scenarios are dropped (one shuffler, no colluding users: 3 remain), so the
+    # progress total comes from audit(), not a fixed 7.
+    from simulations.commands.audit import audit
+
+    calls: list[tuple[str, int]] = []
+    out = audit(
+        protocol_name="cnt_rr",
+        n=50,
+        epsilon=1.0,
+        delta=1e-3,
+        domain=2,
+        shufflers=1,
+        fake_reports=0,
+        colluding_users=0,
+        colluding_shufflers=0,
+        measure=True,
+        trials=30,
+        on_scenario=lambda name, total: calls.append((name, total)),
+    )
+    names = [r["scenario"] for r in out["scenarios"]]
+    assert len(names) < 7
+    assert calls == [(name, len(names)) for name in names]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from protocols import (
@@ -86,7 +87,7 @@ def audit(
     measure: bool = False,
     trials: int = 1000,
     seed: int = 0,
-    on_scenario: Any = None,
+    on_scenario: Callable[[str, int], None] | None = None,
     options: dict[str, float | str] | None = None,
     confidence: float = 0.95,
 ) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def audit(
         measured: float | None = None
         if measure:
             if on_scenario is not None:
-                on_scenario(sc.scenario)
+                on_scenario(sc.scenario, len(scenarios))
             try:
                 res = distinguishing_attack(
                     protocol,
@@ -298,10 +299,11 @@ def run(args: Any) -> int:
             f"deriving {args.protocol}'s parameters and each scenario's bounds",
         ),
     ):
-        task = bar.add_task("attacks", total=7)
+        task = bar.add_task("attacks", total=None)
 
-        def step(name: str) -> None:
-            bar.update(task, description=f"attack: {name}")
+        def step(name: str, total: int) -> None:
+            # Duplicate scenarios are dropped, so only audit() knows how many attacks run.
+            bar.update(task, total=total, description=f"attack: {name}")
             bar.advance(task)
 
         out = audit(
