@@ -290,3 +290,39 @@ def test_audit_reports_progress_against_the_scenarios_it_runs() -> None:
     names = [r["scenario"] for r in out["scenarios"]]
     assert len(names) < 7
     assert calls == [(name, len(names)) for name in names]
+
+
+def test_a_claim_proven_only_at_a_larger_delta_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every row is at the audit's δ. Cnt_BN's reports give no local guarantee, so its
+    # no-collusion row is its claim; proven only at δ = 10^-3 the claim says nothing at the
+    # audit's 10^-6, and the row is ∞ instead of ε_c = 1.
+    import dataclasses
+
+    import simulations.commands.audit as audit_mod
+    from protocols import build_protocol
+
+    def loose(name: str, spec: object) -> object:
+        p = build_protocol(name, spec)  # type: ignore[arg-type]
+        base = type(p)
+        weaker = property(lambda s: dataclasses.replace(base.privacy.fget(s), delta=1e-3))  # type: ignore[attr-defined]
+        p.__class__ = type("Loose", (base,), {"privacy": weaker})
+        return p
+
+    kwargs = dict(
+        protocol_name="cnt_bn",
+        n=2_000,
+        epsilon=1.0,
+        delta=1e-6,
+        domain=2,
+        shufflers=1,
+        fake_reports=0,
+        colluding_users=0,
+        colluding_shufflers=0,
+    )
+    honest = audit_mod.audit(**kwargs)  # type: ignore[arg-type]
+    assert honest["scenarios"][0]["scenario"] == "none"
+    assert honest["scenarios"][0]["epsilon_upper"] == 1.0
+    monkeypatch.setattr(audit_mod, "build_protocol", loose)
+    out = audit_mod.audit(**kwargs)  # type: ignore[arg-type]
+    assert out["scenarios"][0]["scenario"] == "none"
+    assert out["scenarios"][0]["epsilon_upper"] == float("inf")

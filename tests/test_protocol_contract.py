@@ -149,6 +149,8 @@ def test_privacy_and_messages_are_sane(built):
     assert g.epsilon_central > 0
     assert g.epsilon_local > 0  # may be inf: no local guarantee
     assert 0.0 <= g.delta < 1.0
+    # The δ proven is at most the δ asked: esa audit states the claim at the δ asked.
+    assert g.delta <= float(DEFAULTS["delta"]) * (1 + 1e-12)
     assert isinstance(g.bound, str)
     assert g.bound
     assert math.isfinite(p.messages_per_user)

@@ -45,6 +45,8 @@ def _claim_without_fakes(name: str, spec: ProtocolSpec, protocol: Any) -> float 
     nothing about the deployed one: then None too. "Same randomizer" is checked as the same
     ε_l, messages per user and share layout."""
     privacy = protocol.privacy
+    if privacy.delta > spec.delta:  # proven only at a larger δ than the audit's
+        return None
     if not spec.fake_reports:
         return float(privacy.epsilon_central)
     try:
@@ -52,7 +54,8 @@ def _claim_without_fakes(name: str, spec: ProtocolSpec, protocol: Any) -> float 
     except ParameterError:
         return None
     same = (
-        bare.privacy.epsilon_local == privacy.epsilon_local
+        bare.privacy.delta <= spec.delta
+        and bare.privacy.epsilon_local == privacy.epsilon_local
         and bare.messages_per_user == protocol.messages_per_user
         and bare.share_spec == protocol.share_spec
     )
@@ -134,7 +137,9 @@ def audit(
         fake_reports=fake_reports,
         colluding_users=ku,
         colluding_shufflers=colluding_shufflers,
-        epsilon_claimed=privacy.epsilon_central,
+        # Every row is at the audit's δ: a claim proven only at a larger δ is no claim here
+        # (no registered protocol does that; tests/test_protocol_contract.py checks).
+        epsilon_claimed=privacy.epsilon_central if privacy.delta <= delta else None,
         claimed_bound=privacy.bound,
         epsilon_claimed_without_fakes=_claim_without_fakes(protocol_name, spec, protocol),
         honest_bound=protocol.honest_users_bound,
