@@ -293,7 +293,7 @@ def test_audit_reports_progress_against_the_scenarios_it_runs() -> None:
 
 
 def test_a_claim_proven_only_at_a_larger_delta_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every row is at the audit's δ. Cnt_BN's reports give no local guarantee, so its
+    # Every row is at the audit's δ. RSum_DSG's shares give no local guarantee, so its
     # no-collusion row is its claim; proven only at δ = 10^-3 the claim says nothing at the
     # audit's 10^-6, and the row is ∞ instead of ε_c = 1.
     import dataclasses
@@ -309,7 +309,7 @@ def test_a_claim_proven_only_at_a_larger_delta_is_not_used(monkeypatch: pytest.M
         return p
 
     kwargs = dict(
-        protocol_name="cnt_bn",
+        protocol_name="rsum_dsg",
         n=2_000,
         epsilon=1.0,
         delta=1e-6,

@@ -272,3 +272,6 @@ def test_audit_keeps_the_robust_guarantee_under_user_collusion() -> None:
     assert 0.5 < users["epsilon_upper"] <= 1.0
     assert users["bound"].startswith("cnt_bn_poisson_exact")
     assert math.isinf(rows["all shufflers"]["epsilon_upper"])  # the traced view: no guarantee
+    # With no collusion all 4 000 users' noise counts: below the claim, which assumes γn.
+    assert rows["none"]["epsilon_upper"] < users["epsilon_upper"] < 1.0
+    assert rows["none"]["bound"].startswith("cnt_bn_poisson_exact (Poisson(")
