@@ -35,21 +35,10 @@ from crypto import (
 )
 from crypto._onion import _MIN_PARALLEL, _wrap_from_parts
 
+from ._weak_keys import LOW_ORDER_X25519
+
 EPOCH = 1234
 PAYLOAD_SIZE = 16
-
-# X25519 points of small order (and non-canonical encodings of them): multiplying by a
-# clamped scalar gives the all-zero shared secret, which libsodium refuses.
-LOW_ORDER_POINTS = [
-    bytes(32),
-    bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000"),
-    bytes.fromhex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
-    bytes.fromhex("5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157"),
-    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
-    bytes.fromhex("edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
-    bytes.fromhex("eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
-    bytes.fromhex("0000000000000000000000000000000000000000000000000000000000000080"),
-]
 
 
 def _keys(count: int, seed: int = 0) -> list[LayerPrivateKey]:
@@ -275,7 +264,7 @@ def test_authenticated_layer_with_wrong_header_version_raises_invalid_report(
         peel_report(report, KEYS[0], epoch=EPOCH, hop=0)
 
 
-@pytest.mark.parametrize("point", LOW_ORDER_POINTS, ids=lambda p: p[:4].hex() + p[-1:].hex())
+@pytest.mark.parametrize("point", LOW_ORDER_X25519, ids=lambda p: p[:4].hex() + p[-1:].hex())
 def test_low_order_ephemeral_key_raises_invalid_report(point: bytes) -> None:
     report = _pinned(pad(b"x", PAYLOAD_SIZE), 2)
     forged = report[:1] + point + report[33:]
@@ -283,7 +272,7 @@ def test_low_order_ephemeral_key_raises_invalid_report(point: bytes) -> None:
         peel_report(forged, KEYS[0], epoch=EPOCH, hop=0)
 
 
-@pytest.mark.parametrize("point", LOW_ORDER_POINTS[:3])
+@pytest.mark.parametrize("point", LOW_ORDER_X25519[:3])
 def test_wrapping_for_a_low_order_route_key_is_refused(point: bytes) -> None:
     with pytest.raises(CryptoParameterError):
         wrap_report(pad(b"x", PAYLOAD_SIZE), [ROUTE[0], point], epoch=EPOCH)

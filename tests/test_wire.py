@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from crypto import CryptoParameterError
 from crypto import _wire as w
 
+from ._weak_keys import SMALL_ORDER_ED25519
+
 VECTORS = Path(__file__).parent / "vectors" / "wire.json"
 
 # Ed25519 signing is deterministic (RFC 8032), so fixed seeds give fixed signatures.
@@ -252,24 +254,11 @@ def test_random_bytes_never_escape_as_untyped(data: bytes) -> None:
 
 # --------------------------------------------------------------------------- weak verify keys
 
-# Small-order Ed25519 encodings. Under such a key A, pyca/OpenSSL accepts (R, S = 0) with R
-# a small-order point for most messages (every message when A is the identity 01 00…00).
-SMALL_ORDER = [
-    bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000"),
-    bytes(32),
-    bytes.fromhex("0000000000000000000000000000000000000000000000000000000000000080"),
-    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"),
-    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85"),
-    bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a"),
-    bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa"),
-    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
-]
-
 
 def _forge(body: bytes, key: bytes) -> bytes | None:
     """``body`` with a signature that pyca accepts under the small-order ``key``, if any."""
     public = Ed25519PublicKey.from_public_bytes(key)
-    for r in SMALL_ORDER:
+    for r in SMALL_ORDER_ED25519:
         try:
             public.verify(r + bytes(32), body)
         except InvalidSignature:
@@ -280,12 +269,12 @@ def _forge(body: bytes, key: bytes) -> bytes | None:
 
 def test_pyca_accepts_forgeries_under_the_identity_verify_key() -> None:
     """Why the check exists: the library alone lets anyone sign for a weak key."""
-    identity = SMALL_ORDER[0]
+    identity = SMALL_ORDER_ED25519[0]
     for command in range(1, 6):
         assert _forge(b"any message %d" % command, identity) is not None
 
 
-@pytest.mark.parametrize("key", SMALL_ORDER, ids=lambda b: b.hex()[:8] + b.hex()[-2:])
+@pytest.mark.parametrize("key", SMALL_ORDER_ED25519, ids=lambda b: b.hex()[:8] + b.hex()[-2:])
 def test_forged_frames_under_a_small_order_key_are_refused(key: bytes) -> None:
     public = Ed25519PublicKey.from_public_bytes(key)
     forged_any = False
