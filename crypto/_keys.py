@@ -233,7 +233,9 @@ class KeyDirectory:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a read-only parent …
-            raise CryptoParameterError(f"cannot create key directory {root}: {exc}") from None
+            raise CryptoParameterError(
+                f"cannot create key directory {root}: {exc.strerror or exc}"
+            ) from None
         publics = []
         for name in names:
             keys = PartyKeys.generate(name)
