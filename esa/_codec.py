@@ -16,6 +16,7 @@ decides what a report is:
 from __future__ import annotations
 
 import abc
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 import crypto
+
+from ._errors import ConfigError
 
 __all__ = ["HopCodec", "IdealCodec", "OnionCodec", "Opened", "make_codec"]
 
@@ -102,9 +105,13 @@ class HopCodec(abc.ABC):
     mode: ClassVar[str]
 
     def __init__(self, *, message_size: int, layers: int) -> None:
+        ok = isinstance(layers, numbers.Integral) and not isinstance(layers, bool)
+        if not ok or not 1 <= layers <= 2**16:
+            # Hops are 0 .. layers − 1 and every onion layer binds its hop in 16 bits.
+            raise ConfigError(f"layers must be an integer in [1, {2**16}], got {layers!r}")
         self.message_size = message_size
         self.payload_size = crypto.padded_size(message_size)
-        self.layers = layers  # shufflers + analyzer
+        self.layers = int(layers)  # shufflers + analyzer
 
     @abc.abstractmethod
     def new_replay_cache(self) -> ReplayCache:
@@ -412,7 +419,5 @@ def make_codec(mode: str, *, message_size: int, layers: int) -> HopCodec:
     try:
         cls = codecs[mode]
     except KeyError:
-        from ._errors import ConfigError
-
         raise ConfigError(f"crypto mode must be 'onion' or 'ideal', got {mode!r}") from None
     return cls(message_size=message_size, layers=layers)

@@ -17,8 +17,15 @@ class ConfigError(ESAError, ValueError):
 
 
 class ReplayedReport(ESAError):
-    """A report whose ephemeral key was already seen in this epoch."""
+    """A report whose ephemeral key was already seen in this epoch.
+
+    The roles never raise it: a replay is untrusted input, dropped and counted
+    (``HopCounters.replayed``) so the rest of the batch goes on. It is the type for a
+    caller that handles one report and must refuse it."""
 
 
 class ThresholdNotMet(ESAError):
-    """A crowd has fewer reports than the shuffler's threshold and is held back."""
+    """A crowd has fewer reports than the shuffler's threshold and is held back.
+
+    The roles never raise it: a held crowd is counted (``HopCounters.held``), and a
+    simulated run's estimate is marked lost (``esa.check_held``)."""

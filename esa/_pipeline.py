@@ -26,6 +26,8 @@ from ._roles import (
     Encoder,
     HopCounters,
     Shuffler,
+    check_integer,
+    check_workers,
     lost_estimate,
     reports_per_fake,
 )
@@ -33,6 +35,12 @@ from ._roles import (
 __all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
 
 Interceptor = Callable[[Any], Any]
+
+#: Every onion layer binds its hop index as 16 bits (:mod:`crypto`), and the analyzer's hop
+#: is m: at most 2^16 − 1 shufflers.
+MAX_SHUFFLERS = 2**16 - 1
+#: Epoch and crowd ids are 64-bit fields of every layer header and associated data.
+MAX_ID = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,11 @@ class PipelineConfig:
             shuffler's output *is* to such an analyzer — so runs of 10^8–10^11 messages
             (PRHR, PUCM, PRRQ at n = 10^6) fit one machine. Thresholds, fakes and every
             counter behave as with reports; nothing can be intercepted or replayed.
+
+    Raises:
+        ConfigError: a field of the wrong type or out of range (the integers must be ints:
+            shufflers in [1, 2^16 − 1], epoch and crowd_id in [0, 2^64), fake_reports and
+            threshold >= 0, workers None or >= 1), or tally with onion crypto.
     """
 
     shufflers: int = 3
@@ -72,12 +85,21 @@ class PipelineConfig:
     representation: Literal["reports", "tally"] = "reports"
 
     def __post_init__(self) -> None:
-        if isinstance(self.shufflers, bool) or self.shufflers < 1:
-            raise ConfigError(f"shufflers must be an integer >= 1, got {self.shufflers!r}")
-        if self.fake_reports < 0:
-            raise ConfigError(f"fake_reports must be >= 0, got {self.fake_reports!r}")
-        if self.threshold < 0:
-            raise ConfigError(f"threshold must be >= 0, got {self.threshold!r}")
+        # All checks here, before any work (STYLE.md "Errors"); integral fields are stored
+        # as Python ints (numpy integers would not serialize in ``RunResult.to_json``).
+        ints = {
+            "shufflers": (1, MAX_SHUFFLERS),
+            "fake_reports": (0, None),
+            "threshold": (0, None),
+            "epoch": (0, MAX_ID),
+            "crowd_id": (0, MAX_ID),
+        }
+        for name, (lo, hi) in ints.items():
+            object.__setattr__(self, name, check_integer(getattr(self, name), name, lo, hi))
+        object.__setattr__(self, "workers", check_workers(self.workers))
+        for name in ("replay_protection", "seeded_fakes"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.crypto not in ("onion", "ideal"):
             raise ConfigError(f"crypto must be 'onion' or 'ideal', got {self.crypto!r}")
         if self.representation not in ("reports", "tally"):
@@ -86,8 +108,6 @@ class PipelineConfig:
             )
         if self.representation == "tally" and self.crypto != "ideal":
             raise ConfigError("representation 'tally' needs crypto='ideal' (there are no reports)")
-        if self.workers is not None and self.workers < 1:
-            raise ConfigError(f"workers must be >= 1, got {self.workers!r}")
 
     @property
     def total_fakes(self) -> int:
@@ -97,7 +117,11 @@ class PipelineConfig:
 
 @dataclass(slots=True)
 class RunResult:
-    """What one pipeline run produced, with everything ``esa simulate --json`` reports."""
+    """What one pipeline run produced, with everything ``esa simulate --json`` reports.
+
+    ``extra["drop_check"]`` is ``{"ok", "problems"}`` from the hops' counters
+    (:func:`check_drops`), as a TCP run's analyzer reports it from the signed statements.
+    """
 
     protocol: ShuffleProtocol
     config: PipelineConfig
@@ -216,6 +240,52 @@ def check_held(estimate: Estimate, hops: Sequence[HopCounters]) -> Estimate:
     return lost_estimate(estimate, reports_held=held) if held else estimate
 
 
+def check_drops(hops: Sequence[HopCounters], sent: Sequence[int]) -> list[str]:
+    """The in-process drop check: what is wrong with one run's counters (empty: nothing).
+
+    The rules of the services' signed count statements (``esa._service.check_chain``):
+    every hop's counts add up (a shuffler's received − invalid − replayed − held +
+    fakes_added = forwarded; the analyzer's received − invalid − replayed = forwarded), the
+    first shuffler of chain c received the ``sent[c]`` reports the encoders sealed for it,
+    each later shuffler received what the one before forwarded, and the analyzer received
+    what the last shuffler of every chain forwarded. A report removed or added on the way
+    (an interceptor modelling a malicious party or network) breaks one of these, and the
+    estimate has then lost users or fakes it cannot tell apart: the run says so.
+
+    Args:
+        hops: every chain's shufflers in chain order, then the analyzer (as run_pipeline
+            lists them).
+        sent: reports the encoders sealed for each chain.
+    """
+    *shufflers, analyzer = hops
+    problems = []
+    for h in shufflers:
+        if h.received - h.invalid - h.replayed - h.held + h.fakes_added != h.forwarded:
+            problems.append(f"{_hop_name(h, len(sent))} counts do not add up: {h.to_json()}")
+    if analyzer.received - analyzer.invalid - analyzer.replayed != analyzer.forwarded:
+        problems.append(f"analyzer counts do not add up: {analyzer.to_json()}")
+    last_forwarded = 0
+    before = ""
+    for c, chain_sent in enumerate(sent):
+        before = f"the encoders sent {chain_sent}"
+        forwarded = chain_sent
+        for h in (h for h in shufflers if h.channel == c):
+            if h.received != forwarded:
+                problems.append(f"{_hop_name(h, len(sent))} received {h.received} but {before}")
+            before = f"{_hop_name(h, len(sent))} forwarded {h.forwarded}"
+            forwarded = h.forwarded
+        last_forwarded += forwarded
+    if len(sent) > 1:
+        before = f"the chains' last shufflers forwarded {last_forwarded}"
+    if analyzer.received != last_forwarded:
+        problems.append(f"analyzer received {analyzer.received} but {before}")
+    return problems
+
+
+def _hop_name(h: HopCounters, channels: int) -> str:
+    return f"hop {h.hop}" if channels == 1 else f"chain {h.channel + 1} hop {h.hop}"
+
+
 def _result(
     protocol: ShuffleProtocol,
     config: PipelineConfig,
@@ -223,11 +293,13 @@ def _result(
     hops: list[HopCounters],
     out: AnalyzerOutput,
     clock: _Stopwatch,
+    sent: Sequence[int],
 ) -> RunResult:
     hops.append(out.counters)
     out = replace(out, estimate=check_held(out.estimate, hops))
     seconds = dict(clock.seconds)
     seconds["total"] = sum(seconds.values())
+    problems = check_drops(hops, sent)
     return RunResult(
         protocol=protocol,
         config=config,
@@ -237,6 +309,8 @@ def _result(
         hops=hops,
         analyzer_messages=out.messages,
         seconds=seconds,
+        # What a TCP run's analyzer reports (simulations._tcp_run), from the same counters.
+        extra={"drop_check": {"ok": not problems, "problems": problems}},
     )
 
 
@@ -302,6 +376,7 @@ def run_pipeline(
                         part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
                     )
                 )
+    sent = [codec.count(b) for b in batches]
 
     hops: list[HopCounters] = []
     for c in range(channels):
@@ -311,7 +386,8 @@ def run_pipeline(
             with clock.stage(f"shuffler {label}/{m}", f"shuffler_{label}"):
                 if i in interceptors and c == 0:
                     batch = interceptors[i](batch)
-                work = codec.count(batch) + config.fake_reports  # peel, then wrap the fakes
+                # Peel the batch, then wrap the fakes: a Split-Mix fake value is its shares.
+                work = codec.count(batch) + config.fake_reports * reports_per_fake(protocol)
                 shuffler = Shuffler(
                     hop=i,
                     codec=codec,
@@ -348,7 +424,7 @@ def run_pipeline(
         n_fakes = sum(h.fakes_added for h in hops) // reports_per_fake(protocol)
         with _counting(on_progress, codec.count(batch)):
             out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
-    return _result(protocol, config, x, hops, out, clock)
+    return _result(protocol, config, x, hops, out, clock, sent)
 
 
 def _run_tally(
@@ -374,6 +450,7 @@ def _run_tally(
 
     with clock.stage("encode", "encode"):
         tally: MessageTally = protocol.tally_users(x, rng=stats_rng)
+    sent = [tally.messages]
     hops: list[HopCounters] = []
     for i in range(m):
         with clock.stage(f"shuffler {i + 1}/{m}", f"shuffler_{i + 1}"):
@@ -393,4 +470,4 @@ def _run_tally(
         analyzer = Analyzer(hop=m, codec=codec, key=None, protocol=protocol)
         n_fakes = sum(h.fakes_added for h in hops) // reports_per_fake(protocol)
         out = analyzer.process_tally(tally, n_users=n, n_fakes=n_fakes)
-    return _result(protocol, config, x, hops, out, clock)
+    return _result(protocol, config, x, hops, out, clock, sent)

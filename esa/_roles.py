@@ -12,6 +12,7 @@ real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split e
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -31,6 +32,8 @@ __all__ = [
     "Encoder",
     "HopCounters",
     "Shuffler",
+    "check_integer",
+    "check_workers",
     "reports_per_fake",
     "split_messages",
 ]
@@ -55,6 +58,31 @@ class HopCounters:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_integer(value: object, name: str, lo: int, hi: int | None = None) -> int:
+    """``value`` as an ``int`` in [lo, hi] (no upper bound if ``hi`` is None).
+
+    Counts, hops and ids of the roles are integers: a ``bool``, a float (even 2.0) or a
+    string is a caller's mistake, refused here rather than failing later in numpy or the
+    crypto, or silently changing a comparison (a threshold of 2.5 acts as 3). numpy
+    integers are accepted (sweeps build configs from arrays).
+
+    Raises:
+        ConfigError: quoting the value and the bound.
+    """
+    bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be an integer {bound}, got {value!r}")
+    v = int(value)
+    if v < lo or (hi is not None and v > hi):
+        raise ConfigError(f"{name} must be an integer {bound}, got {v}")
+    return v
+
+
+def check_workers(workers: object) -> int | None:
+    """``workers``: ``None`` (every core) or an integer >= 1 (see :func:`check_integer`)."""
+    return None if workers is None else check_integer(workers, "workers", 1)
 
 
 def reports_per_fake(protocol: ShuffleProtocol) -> int:
@@ -147,6 +175,11 @@ class Shuffler:
         workers: processes for peeling/wrapping (``None``: all cores).
         channel: which of the protocol's chains this shuffler belongs to (RSum_RM: one chain
             per precision); its fakes look like that chain's traffic.
+
+    Raises:
+        ConfigError: a hop outside [0, codec.layers − 2], a route not of ``codec.layers``
+            keys, a negative or non-integer threshold, fake count, channel or worker count,
+            or an onion codec without a key.
     """
 
     def __init__(
@@ -164,26 +197,30 @@ class Shuffler:
         workers: int | None = 1,
         channel: int = 0,
     ) -> None:
-        if threshold < 0 or fake_reports < 0:
-            raise ConfigError(
-                f"threshold and fake_reports must be >= 0, got {threshold}, {fake_reports}"
-            )
+        # The codec's last layer is the analyzer's: a shuffler at or past it would find
+        # every honest report of the wrong size and drop them all as invalid.
+        hop = check_integer(hop, f"shuffler hop (of {codec.layers} layers)", 0, codec.layers - 2)
+        self.threshold = check_integer(threshold, "threshold", 0)
+        self.fake_reports = check_integer(fake_reports, "fake_reports", 0)
+        self.channel = check_integer(channel, "channel", 0, protocol.channels - 1)
+        self.workers = check_workers(workers)
         if codec.mode == "onion" and key is None:
             raise ConfigError(f"shuffler {hop}: onion mode needs the shuffler's layer key")
+        if len(route) != codec.layers:
+            raise ConfigError(
+                f"shuffler {hop}: route must list {codec.layers} hops' keys (every shuffler's "
+                f"and the analyzer's), got {len(route)}"
+            )
         self.hop = hop
         self.codec = codec
         self.key = key
         self.route = list(route)
         self.protocol = protocol
-        self.threshold = threshold
-        self.fake_reports = fake_reports
         self.fake_rng = fake_rng
         self.replay_protection = replay_protection
-        self.workers = workers
-        self.channel = channel
         self.held: list[Any] = []
         self._seen: dict[int, ReplayCache] = {}
-        self._fake_encoder = Encoder(protocol, codec, self.route, workers=workers)
+        self._fake_encoder = Encoder(protocol, codec, self.route, workers=self.workers)
 
     def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
         """Handle one batch of ``epoch``; returns the permuted output and the counters."""
@@ -249,11 +286,14 @@ class Shuffler:
         )
 
     def _replay_cache(self, epoch: int) -> ReplayCache:
-        # Keep only the current epoch's cache: a report bound to an older epoch fails
-        # authentication anyway, so older caches would only cost memory.
-        if epoch not in self._seen:
-            self._seen = {epoch: self.codec.new_replay_cache()}
-        return self._seen[epoch]
+        # One cache per epoch, every epoch kept: keeping only the latest one let a batch of
+        # epoch 7, then one of epoch 6, then the first again through twice (its reports
+        # authenticate for epoch 7, and epoch 7's cache was gone). The memory is that of
+        # the keys this object accepted; the services make one Shuffler per epoch.
+        cache = self._seen.get(epoch)
+        if cache is None:
+            cache = self._seen[epoch] = self.codec.new_replay_cache()
+        return cache
 
 
 @dataclass(slots=True)
@@ -311,12 +351,17 @@ class Analyzer:
     ) -> None:
         if codec.mode == "onion" and key is None:
             raise ConfigError("analyzer: onion mode needs the analyzer's layer key")
-        self.hop = hop
+        # The analyzer peels the codec's last layer; at any other hop every honest report
+        # would have the wrong size and be dropped as invalid.
+        last = codec.layers - 1
+        self.hop = check_integer(
+            hop, f"analyzer hop (the last of {codec.layers} layers)", last, last
+        )
         self.codec = codec
         self.key = key
         self.protocol = protocol
         self.replay_protection = replay_protection
-        self.workers = workers
+        self.workers = check_workers(workers)
 
     def process(self, reports: Any, *, epoch: int, n_users: int, n_fakes: int) -> AnalyzerOutput:
         counters = HopCounters(hop=self.hop, role="analyzer", received=len(reports))

@@ -359,6 +359,32 @@ def test_on_progress_reports_each_stage_up_to_its_total() -> None:
         assert [d for d, _ in steps] == sorted(d for d, _ in steps)
 
 
+def test_on_progress_total_counts_split_mix_fakes_as_their_shares() -> None:
+    """A shuffler's stage total is its batch plus the reports its fakes travel as: each fake
+    value of a Split-Mix protocol is ``shares`` reports to wrap. The total used to count one
+    per fake value, so it jumped mid-stage (512, then 544 here)."""
+    proto = protocols.build_protocol(
+        "rsum_dsg", protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=30)
+    )
+    shares = proto.share_spec.shares  # type: ignore[union-attr]
+    totals: dict[str, set[int]] = {}
+    stage = [""]
+
+    def on_stage(name: str) -> None:
+        stage[0] = name
+
+    def on_progress(done: int, total: int) -> None:
+        totals.setdefault(stage[0], set()).add(total)
+
+    config = esa.PipelineConfig(shufflers=M, fake_reports=2, crypto="onion", workers=1)
+    result = esa.run_pipeline(
+        proto, np.random.default_rng(0).random(30), config, rng=np.random.default_rng(0),
+        on_stage=on_stage, on_progress=on_progress,
+    )  # fmt: skip
+    for i, hop in enumerate(result.hops[:-1]):
+        assert totals[f"shuffler {i + 1}/{M}"] == {hop.received + 2 * shares}
+
+
 @pytest.mark.parametrize("name", ["rsum_dsg", "disele"])
 def test_a_lost_split_mix_share_loses_the_estimate_visibly(name: str) -> None:
     """One share dropped on the way leaves the Split-Mix sum uniform on Z_q: the analyzer
