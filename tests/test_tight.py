@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,139 @@ def test_binary_exact_range_bound_dominates_every_point_of_its_range() -> None:
         for a in range(lo, hi + 1):
             point = epsilon_for_pair(*_binary_pair(n_others + 1, a, eps0, 0), delta)
             assert point <= bound * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    ("eps0", "n_others", "delta", "fakes"),
+    [
+        (1.0, 999, 1e-6, 0),
+        (0.05, 5_000, 1e-3, 0),  # ε = 0 at many a: no threshold set reaches δ
+        (3.0, 249, 0.1, 0),
+        (8.0, 300, 1e-9, 0),  # ε close to ε0
+        (2.0, 2_000, 1e-12, 40),
+        (0.5, 20_000, 1e-6, 700),  # fakes past the direct-convolution size
+    ],
+)
+def test_binary_threshold_formula_equals_sorted_likelihood_ratios(
+    eps0: float, n_others: int, delta: float, fakes: int
+) -> None:
+    # _binary_rr_law_epsilon takes the optimal sets to be {Y ≥ u} / {Y ≤ u} (monotone
+    # likelihood ratio); epsilon_for_pair sorts the ratios of the log-laws instead.
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    for a in (0, 1, 7, n_others // 3, n_others // 2):
+        law = _tight._binary_rr_law(1.0 - q, q, a, n_others - a, fakes)
+        fast = _tight._binary_rr_law_epsilon(law, q, delta)[0]
+        ref = epsilon_for_pair(*_tight._binary_rr_pair(eps0, n_others, a, fakes), delta)
+        assert fast == pytest.approx(ref, rel=1e-10, abs=1e-13), a
+
+
+@pytest.mark.parametrize(("eps0", "delta", "fakes"), [(1.0, 1e-6, 0), (4.0, 1e-10, 25)])
+def test_binary_block_kernels_equal_the_full_law(eps0: float, delta: float, fakes: int) -> None:
+    # A block computes each range's pair as R ⊛ V from one law R; every range and point of
+    # it must give the exact ε of its own full law (the early exit of a range may stop at
+    # any value above ``best``, never at one below its exact ε).
+    n_others, lo, hi = 30_000, 2_000, 6_095
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    block = _tight._BinaryBlock(
+        eps0, n_others, fakes, delta, lo, hi, _tight._BinaryKernels(1.0 - q, q)
+    )
+    rng = np.random.default_rng(3)
+    cases = [(lo, hi), (lo, lo), (hi, hi), (lo + 1, hi - 1)]
+    cases += [tuple(sorted(rng.integers(lo, hi + 1, size=2))) for _ in range(12)]
+    for a, b in cases:
+        full = _tight._binary_rr_full(eps0, a, n_others - b, fakes, delta)
+        assert block.epsilon_of(a, b, full, exact=True) == pytest.approx(full, rel=1e-10)
+        assert block.epsilon_of(a, b, 0.9 * full, exact=False) > 0.9 * full
+        assert block.epsilon_of(a, b, 1.1 * full, exact=False) == pytest.approx(full, rel=1e-10)
+
+
+def test_binary_block_falls_back_to_the_full_law(monkeypatch: pytest.MonkeyPatch) -> None:
+    # When the moving window finds no finite value the block evaluates the full law.
+    eps0, n_others, delta = 1.0, 30_000, 1e-6
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    block = _tight._BinaryBlock(
+        eps0, n_others, 0, delta, 100, 4_195, _tight._BinaryKernels(1.0 - q, q)
+    )
+    full = _tight._binary_rr_full(eps0, 300, n_others - 3_000, 0, delta)
+    monkeypatch.setattr(_tight, "_window_peak", lambda *args: None)
+    assert block.epsilon_of(300, 3_000, 0.0, exact=True) == pytest.approx(full, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("n", "prob"),
+    [(0, 0.3), (1, 0.5), (999, 1 / (math.e + 1)), (5_000, 0.5), (60_000, 0.75), (700, 1e-3)],
+)
+def test_kernel_binomials_match_exact_rationals(n: int, prob: float) -> None:
+    # The blocks' kernels take binomial laws from ratios of successive points (cheaper than
+    # scipy's binom.pmf); same window as binomial_window, every point within 1e-12.
+    lo, pmf = _tight._binomial_window_by_ratios(n, prob)
+    lo_ref, ref = _tight.binomial_window(n, prob)
+    assert lo == lo_ref
+    assert pmf.size == ref.size
+    exact_p = Fraction(prob)
+    for i in np.linspace(0, pmf.size - 1, 9).astype(int):
+        k = lo + int(i)
+        exact = math.comb(n, k) * exact_p**k * (1 - exact_p) ** (n - k)
+        assert pmf[i] == pytest.approx(float(exact), rel=1e-12, abs=1e-300)
+    np.testing.assert_allclose(pmf, ref, rtol=1e-11, atol=1e-300)
+
+
+def test_kernel_binomials_fall_back_where_the_odds_are_degenerate() -> None:
+    # ε0 ≥ 37: q < 1.1e-16, p rounds to 1.0 and the odds are infinite.
+    for prob in (1.0, 0.0):
+        lo, pmf = _tight._binomial_window_by_ratios(50, prob)
+        lo_ref, ref = _tight.binomial_window(50, prob)
+        assert lo == lo_ref
+        np.testing.assert_array_equal(pmf, ref)
+
+
+def test_window_peak_moves_to_the_maximum_and_stops_at_the_edges() -> None:
+    def values(center: float) -> Callable[[int, int], np.ndarray]:
+        return lambda a, b: -((np.arange(a, b + 1) - center) ** 2.0)
+
+    assert _tight._window_peak(values(500.0), 0, 1000, 3, -1, math.inf) == 0.0
+    assert _tight._window_peak(values(-50.0), 0, 1000, 400, -1, math.inf) == -2500.0
+    # The first value above ``stop`` ends the search.
+    assert _tight._window_peak(values(500.0), 0, 1000, 3, -1, -1e6) == -(493.0**2)
+
+    def minus_inf(a: int, b: int) -> np.ndarray:
+        return np.full(b - a + 1, -np.inf)
+
+    assert _tight._window_peak(minus_inf, 0, 1000, 40, -1, math.inf) is None
+
+
+def test_binary_exact_is_the_max_over_every_a_with_blocks_and_wide_ranges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Blocks 64 wide: the search runs through full-law ranges, then blocks, then points;
+    # every a evaluated on its own (1 500 pairs) is the reference. The maximum is at a = 6.
+    monkeypatch.setattr(_tight, "_BINARY_BLOCK_MIN", 64)
+    monkeypatch.setattr(_tight, "_BINARY_BLOCK", 1)
+    eps0, n_others, delta = 1.0, 2_999, 1e-3
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    per_a = [
+        _tight._binary_rr_law_epsilon(
+            _tight._binary_rr_law(1.0 - q, q, a, n_others - a, 0), q, delta
+        )[0]
+        for a in range(n_others // 2 + 1)
+    ]
+    assert int(np.argmax(per_a)) > _tight._BINARY_SEED  # the search has something to find
+    _tight._binary_rr_cached.cache_clear()
+    assert binary_rr_epsilon(eps0, n_others, delta) == pytest.approx(max(per_a), rel=1e-12)
+    _tight._binary_rr_cached.cache_clear()
+
+
+def test_binary_exact_steps_aside_past_its_search_limit() -> None:
+    # Since the binomial laws keep their mass up to 2^40 trials, nothing stopped the search
+    # at the CLI's 10^10 users: it ran for hours instead of stepping aside.
+    limit = _tight._BINARY_MAX_OTHERS
+    with pytest.raises(BoundNotApplicable, match=f"n_others={limit + 1:,}"):
+        binary_rr_epsilon(1.0, limit + 1, 1e-6)
+    bound = BOUNDS["binary_rr_exact"]
+    with pytest.raises(BoundNotApplicable, match=f"at most {limit:,}"):
+        bound.epsilon_central(epsilon_local=1.0, n=10**10, delta=1e-6, k=2)
+    with pytest.raises(BoundNotApplicable, match=f"at most {limit:,}"):
+        bound.epsilon_local(epsilon_central=0.01, n=10**10, delta=1e-6, k=2)
 
 
 def test_binary_exact_inverse_meets_the_target_with_the_full_maximum() -> None:

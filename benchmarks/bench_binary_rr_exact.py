@@ -1,0 +1,153 @@
+"""Exact accountant of shuffled binary randomized response: before/after, side by side.
+
+``protocols._tight.binary_rr_epsilon`` is the max over a (others holding 1) of the exact
+ε(δ) of the shuffled count, by a branch and bound over ranges of a. This script keeps the
+previous implementation (ranges halving [5, n/2], every range and point evaluated from its
+full law, in log space,
+through :func:`protocols.epsilon_for_pair`, which sorts the likelihood ratios) as the
+reference, runs both on the same inputs in one process with cold caches, checks that they
+agree to 1e-9 relative, and prints a Markdown table (old/new seconds and their ratio: CPU
+seconds of this process, the comparable figure on a shared machine, and wall seconds).
+
+    python benchmarks/bench_binary_rr_exact.py              # grid + timings up to n = 10^6
+    python benchmarks/bench_binary_rr_exact.py --quick      # small grid only
+    python benchmarks/bench_binary_rr_exact.py --large      # + new alone at n = 10^7, 10^8
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from protocols import _tight as tight
+from protocols import epsilon_for_pair
+from protocols._tight import _binom_logpmf, _binom_sum_logpmf, _log_convolve
+
+FloatArray = np.ndarray
+
+# --- the previous implementation (reference) -------------------------------------------------
+
+_SEED = 4
+_LEAF = 4
+
+
+def old_pair(eps0: float, n_others: int, a: int, n_fakes: int) -> tuple[FloatArray, FloatArray]:
+    """Log-laws of the count of ones when a others hold 1 (the previous ``_binary_rr_pair``)."""
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    p = 1.0 - q
+    off, lw = _binom_sum_logpmf(n_others - a, q, n_fakes, 0.5)
+    if a:
+        k_off, lk = _binom_logpmf(a, p)
+        lw = _log_convolve(lw, lk)
+        off += k_off
+    lw_pad = np.concatenate(([-np.inf], lw, [-np.inf]))
+    lw_prev, lw_here = lw_pad[:-1], lw_pad[1:]
+    log_d0 = np.logaddexp(math.log(q) + lw_prev, math.log(p) + lw_here)
+    log_d1 = np.logaddexp(math.log(p) + lw_prev, math.log(q) + lw_here)
+    return log_d0, log_d1
+
+
+def old_binary_rr(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
+    """The previous ``_binary_rr_cached`` (seeds a ≤ 4, then the branch and bound)."""
+
+    def exact(a: int, others: int = n_others) -> float:
+        return epsilon_for_pair(*old_pair(eps0, others, a, n_fakes), delta)
+
+    half = n_others // 2
+    best = max(exact(a) for a in range(min(_SEED, half) + 1))
+    ranges = [(min(_SEED, half) + 1, half)]
+    while ranges:
+        lo, hi = ranges.pop()
+        if lo > hi:
+            continue
+        if hi - lo < _LEAF:
+            best = max(best, *(exact(a) for a in range(lo, hi + 1)))
+        elif exact(lo, n_others - (hi - lo)) > best:
+            mid = (lo + hi) // 2
+            ranges += [(mid + 1, hi), (lo, mid)]
+    return min(best, eps0)
+
+
+def new_binary_rr(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
+    tight._binary_rr_cached.cache_clear()
+    tight._binary_rr_seeded.cache_clear()
+    return tight.binary_rr_epsilon(eps0, n_others, delta, n_fakes=n_fakes)
+
+
+def _timed(f: Callable[[float, int, float, int], float], *args: Any) -> tuple[float, float, float]:
+    """(value, wall seconds, CPU seconds of this process): on a shared machine the CPU time
+    is the comparable figure."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = f(*args)
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+#: (ε0, n_others, δ, n_fakes): the grid compared old against new.
+GRID_SMALL = [
+    (0.5, 29, 1e-2, 0),
+    (1.0, 39, 1e-3, 0),
+    (2.0, 39, 1e-3, 7),
+    (3.0, 249, 0.1, 0),
+    (4.0, 399, 1e-2, 0),
+    (4.0, 399, 1e-2, 30),
+    (1.5, 11, 1e-4, 3),
+    (0.1, 999, 1e-6, 0),
+    (8.0, 999, 1e-6, 0),
+    (1.0, 9_999, 1e-6, 0),
+    (2.0, 9_999, 1e-9, 100),
+    (0.5, 9_999, 1e-3, 0),
+    (3.0, 50_000, 0.1, 0),
+]
+GRID_LARGE = [
+    (0.2, 99_999, 1e-6, 0),
+    (1.0, 99_999, 1e-6, 0),
+    (4.0, 99_999, 1e-8, 1000),
+    (1.0, 999_999, 1e-6, 0),
+    (2.0, 999_999, 1e-10, 0),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small grid only")
+    parser.add_argument("--large", action="store_true", help="+ new alone at 10^7, 10^8")
+    args = parser.parse_args()
+    grid = GRID_SMALL if args.quick else GRID_SMALL + GRID_LARGE
+    print(
+        "| ε0 | n others | δ | fakes | ε old | ε new | rel. diff | old CPU (s) | new CPU (s) "
+        "| speed-up (CPU) | old wall (s) | new wall (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for eps0, n_others, delta, fakes in grid:
+        ref, w_old, t_old = _timed(old_binary_rr, eps0, n_others, delta, fakes)
+        val, w_new, t_new = _timed(new_binary_rr, eps0, n_others, delta, fakes)
+        rel = abs(val - ref) / max(ref, 1e-300)
+        worst = max(worst, rel)
+        print(
+            f"| {eps0} | {n_others:,} | {delta:g} | {fakes} | {ref:.10g} | {val:.10g} | "
+            f"{rel:.1e} | {t_old:.2f} | {t_new:.2f} | {t_old / max(t_new, 1e-3):.1f}× | "
+            f"{w_old:.2f} | {w_new:.2f} |",
+            flush=True,
+        )
+    print(f"\nlargest relative difference: {worst:.1e}")
+    if worst > 1e-9:
+        raise SystemExit("old and new differ by more than 1e-9 relative")
+    if args.large:
+        print("\n| ε0 | n others | δ | ε new | new CPU (s) | new wall (s) |")
+        print("|---|---|---|---|---|---|")
+        for eps0, n_others, delta in [(1.0, 10**7 - 1, 1e-6), (1.0, 10**8 - 1, 1e-6)]:
+            val, w_new, t_new = _timed(new_binary_rr, eps0, n_others, delta, 0)
+            print(
+                f"| {eps0} | {n_others:,} | {delta:g} | {val:.10g} | {t_new:.1f} | {w_new:.1f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
