@@ -41,6 +41,7 @@ from ._roles import AnalyzerOutput as AnalyzerOutput
 from ._roles import Encoder as Encoder
 from ._roles import HopCounters as HopCounters
 from ._roles import Shuffler as Shuffler
+from ._roles import reports_per_fake as reports_per_fake
 from ._roles import split_messages as split_messages
 from ._service import PartyService as PartyService
 from ._service import load_protocol as load_protocol

@@ -334,6 +334,8 @@ def test_auto_tallies_a_run_of_millions_of_reports() -> None:
     class Big:  # a tallied protocol sending more than AUTO_TALLY_ABOVE messages in all
         supports_tally = True
         messages_per_user = 1.0
+        share_spec = None
+        channels = 1
 
     def args(n: int, crypto: str = "ideal", representation: str = "auto") -> Any:
         return argparse.Namespace(
@@ -347,3 +349,31 @@ def test_auto_tallies_a_run_of_millions_of_reports() -> None:
     assert choose_representation(protocol, args(big)) == "reports"  # no tally: rows
     rows = choose_representation(Big(), args(big, representation="reports"))  # type: ignore[arg-type]
     assert rows == "reports"  # asked for explicitly
+
+
+def test_the_report_budget_counts_every_chain_and_every_fake_share() -> None:
+    # RSum_DSG sends each fake value as m shares, and RSum_RM runs one chain per precision,
+    # each with its own shufflers' fakes: the budget counted one report per fake value, once.
+    from simulations._common import UsageError
+    from simulations.commands.simulate import MAX_REPORTS, choose_representation
+
+    def args(fakes: int) -> Any:
+        return argparse.Namespace(
+            n=100, shufflers=3, fake_reports=fakes, crypto="onion", representation="auto"
+        )
+
+    dsg = build_protocol("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
+    shares = dsg.share_spec.shares  # type: ignore[union-attr]
+    limit = MAX_REPORTS["onion"]
+    users = dsg.messages_per_user * 100
+    fits = int((limit - users) // (3 * shares))  # fakes per shuffler that just fit
+    assert choose_representation(dsg, args(fits)) == "reports"
+    with pytest.raises(UsageError, match="reports"):
+        choose_representation(dsg, args(fits + 1))
+    rm = build_protocol("rsum_rm", ProtocolSpec(epsilon=1.0, delta=1e-6, n=20_000))
+    assert rm.channels > 1
+    users = rm.messages_per_user * 100
+    fits = int((limit - users) // (3 * rm.channels))
+    assert choose_representation(rm, args(fits)) == "reports"
+    with pytest.raises(UsageError, match="reports"):
+        choose_representation(rm, args(fits + 1))

@@ -111,7 +111,9 @@ AUTO_TALLY_ABOVE = 5_000_000
 def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -> str:
     """``reports`` or ``tally`` for this run, refusing a run that fits neither."""
     asked = getattr(args, "representation", "auto")
-    total = protocol.messages_per_user * args.n + args.shufflers * args.fake_reports
+    # Every chain's shufflers add their fakes, and a Split-Mix fake value is its shares.
+    fakes = args.shufflers * args.fake_reports * protocol.channels * esa.reports_per_fake(protocol)
+    total = protocol.messages_per_user * args.n + fakes
     limit = MAX_REPORTS[args.crypto]
     tally_ok = args.crypto == "ideal" and protocol.supports_tally
     if asked == "tally":
