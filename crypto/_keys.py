@@ -340,12 +340,27 @@ def _write_private(path: Path, keys: PartyKeys) -> None:
         fh.write(json.dumps(doc) + "\n")
 
 
+#: A private key file is ~200 bytes of JSON; anything much larger is not one.
+_MAX_PRIVATE_FILE = 1 << 16
+
+
 def _read_private(path: Path, name: str) -> PartyKeys:
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
-            raise InvalidKey(f"{path} has mode {mode:04o}; private keys must be 0600")
-        doc = json.loads(path.read_text())
+        # One open, then every check on that open file: a stat of the path followed by a
+        # read of it could check one file and read another (a swap in between), and a FIFO
+        # put at the path would block the read. O_NONBLOCK only matters for such a FIFO.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise InvalidKey(f"{path} is not a regular file")
+            mode = stat.S_IMODE(st.st_mode)
+            if mode & 0o077:
+                raise InvalidKey(f"{path} has mode {mode:04o}; private keys must be 0600")
+            text = f.read(_MAX_PRIVATE_FILE + 1)
+        if len(text) > _MAX_PRIVATE_FILE:
+            raise InvalidKey(f"{path} is over {_MAX_PRIVATE_FILE} bytes: not a private key file")
+        doc = json.loads(text)
         return PartyKeys(
             name=name,
             layer=LayerPrivateKey(bytes.fromhex(doc["x25519"])),

@@ -193,6 +193,44 @@ def test_private_file_readable_by_others_is_refused(keydir: KeyDirectory, mode: 
     keydir.private("shuffler-2")  # and accepted again once fixed
 
 
+def test_a_fifo_or_directory_at_a_key_path_is_refused_without_blocking(
+    keydir: KeyDirectory,
+) -> None:
+    # The file is opened once and checked as opened: a FIFO put at the path (mode 0600,
+    # so the old stat-then-read passed its check) blocked the read forever.
+    import threading
+
+    path = keydir.path / "shuffler-1.key"
+    path.unlink()
+    os.mkfifo(path, 0o600)
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            keydir.private("shuffler-1")
+            outcome.append(None)
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert outcome, "reading a FIFO key path blocked"
+    assert isinstance(outcome[0], InvalidKey)
+    assert "not a regular file" in str(outcome[0])
+    path.unlink()
+    path.mkdir(mode=0o700)
+    with pytest.raises(InvalidKey):
+        keydir.private("shuffler-1")
+
+
+def test_an_oversized_private_key_file_is_refused(keydir: KeyDirectory) -> None:
+    path = keydir.path / "analyzer.key"
+    path.write_bytes(b" " * (1 << 20) + path.read_bytes())
+    with pytest.raises(InvalidKey, match="not a private key file"):
+        keydir.private("analyzer")
+
+
 def test_stricter_mode_is_accepted(keydir: KeyDirectory) -> None:
     os.chmod(keydir.path / "analyzer.key", 0o400)
     assert keydir.private("analyzer").name == "analyzer"
