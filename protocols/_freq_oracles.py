@@ -153,6 +153,21 @@ def _check_counts(true_counts: npt.ArrayLike, d: int) -> IntArray:
     return c.astype(np.int64, copy=False)
 
 
+def _one_draw_scale(lam: float, k: int) -> float | None:
+    """K with which :func:`_keep_or_uniform` maps u to ⌊u·K⌋ (uniform where < k), or None
+    where it draws the uniform value on its own (k/(λ·2^53) > 2^-24).
+
+    u = m·2^-53, so value j gets the m with j ≤ fl(m·K)/2^53 < j + 1: about λ·2^53/k of
+    them, give or take 3 (plus λ's own few ulps of rounding). K = k/λ' with λ widened by
+    that margin keeps every value's realised probability ≥ λ/k, hence the kept value's
+    likelihood ratio 1 + P[keep]/P[value j] ≤ 1 + (1−λ)k/λ = e^ε exactly; with K = k/λ it
+    exceeded e^ε by up to 5e-8 in ε at ε = 20 (tests/test_ldp_exact.py counts the points).
+    """
+    if k / (lam * 2.0**53) > 2.0**-24:
+        return None
+    return k / min(1.0, lam * (1.0 + 2.0**-49) + 4.0 * k * 2.0**-53)
+
+
 def _keep_or_uniform(
     x: IntArray, lam: float, k: int, *, rng: np.random.Generator
 ) -> npt.NDArray[np.int64]:
@@ -161,15 +176,18 @@ def _keep_or_uniform(
     Keeping x w.p. 1−λ+λ/k = e^ε/(e^ε+k−1) for λ = k/(e^ε+k−1). One uniform double u per
     user decides, and given u < λ, ⌊u k/λ⌋ is the uniform value: u/λ takes about λ·2^53
     equally likely values, so each of the k values is off by at most k/(λ·2^53) of its
-    probability. Where that exceeds 2^-24 (tiny λ, i.e. large ε; below λ = 2^-53 it would
-    always be 0) the uniform value is drawn on its own instead; ⌊u k/λ⌋ is only formed where
+    probability, and λ is widened by that much (:func:`_one_draw_scale`) so that none falls
+    below λ/k: the realised law is ε-LDP exactly. Where k/(λ·2^53) exceeds 2^-24 (tiny λ,
+    i.e. large ε; below λ = 2^-53 it would always be 0) the uniform value is drawn on its
+    own instead (u < λ happens w.p. ⌈λ·2^53⌉/2^53 ≥ λ); ⌊u k/λ⌋ is only formed where
     u < λ, so k/λ = e^ε+k−1 beyond int64 (ε > 43.7) cannot overflow it. (The one-draw form
     keeps seeded runs, e.g. the experiments' LDP baselines, as they were.)
     """
     u = np.asarray(rng.random(x.shape[0]), dtype=np.float64)
     out = np.array(x, dtype=np.int64)
-    if k / (lam * 2.0**53) <= 2.0**-24:
-        scaled = u * (k / lam)
+    scale = _one_draw_scale(lam, k)
+    if scale is not None:
+        scaled = u * scale
         uniform = scaled < k
         out[uniform] = scaled[uniform].astype(np.int64)
     else:

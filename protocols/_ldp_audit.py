@@ -34,10 +34,10 @@ Elsewhere it raises :class:`ParameterError` with the valid range and the reason
 * ε ≥ 1e-6 for every mechanism: below it the verdict's absolute slack (1e-12, which absorbs
   the ~1e-14 rounding of log-likelihood differences) exceeds a millionth of ε, and the
   mechanisms' e^ε − 1 keeps fewer than ten significant digits (at ε ≈ 1e-16 it is 0).
-* Duchi and Harmony: ε ≤ 17. P[−B | +1] = 1/(e^ε + 1) is computed as a difference of
-  numbers near ½ (``_TwoPoint.prob_plus``), with absolute error up to ~3·2^-53; the measured
-  ε moves by about 6·2^-53·(e^ε + 1), which exceeds 1e-9·ε above ε = 17.05 (at ε ≈ 37 the
-  probability rounds to 0 and the measurement reads inf).
+* Duchi and Harmony: ε ≤ 17. P[−B | +1] = 1/(e^ε + 1) is realised as a multiple of 2^-53,
+  rounded up so that the law stays ε-LDP (``_TwoPoint``); that granularity moves the
+  measured ε by up to about 2^-53·(e^ε + 1), which exceeds 1e-9·ε above ε ≈ 17 (from
+  ε ≈ 37 the probability is 2^-53 itself and the measured ε falls below ε).
 * PM: ε ≤ 30. Its centre piece [ℓ(t), r(t)] has length 2/(e^{ε/2} − 1) and float endpoints
   near ±1, each rounded by up to ~2·2^-53: a relative error of up to 2^-52·(e^{ε/2} − 1) in
   its length, above 1e-9 from ε ≈ 30.6 (at ε ≈ 72 the piece vanishes in double precision).
@@ -105,8 +105,8 @@ _EPS_CAP_WHY = "the mechanism takes epsilon <= 700 (e^epsilon must be finite)"
 #: Duchi's and Harmony's limit (their laws are the same two-point law)
 _TWO_POINT_LIMIT = (
     17.0,
-    "above 17 the rounding of P[-B | +1] = 1/(e^eps + 1) (computed as a difference of numbers "
-    "near 1/2) moves the measured epsilon by more than 1e-9 of it",
+    "above 17 the 2^-53 granularity of P[-B | +1] = 1/(e^eps + 1) (rounded up, as randomize "
+    "samples it) moves the measured epsilon by more than 1e-9 of it",
 )
 #: largest ε at which double precision keeps the measured ε within the verdict tolerance,
 #: and why (the derivations are in the module docstring); absent: the constructors' cap

@@ -118,8 +118,37 @@ class _Continuous(MeanMechanism):
         """Closed interval holding the report's support given input t."""
 
 
+#: numpy's ``Generator.random()`` returns m·2^-53 with m uniform on [0, 2^53), so the event
+#: u < x has probability ⌈x·2^53⌉/2^53 exactly: a branch probability below 2^-53 (or within
+#: 2^-53 of 1) cannot be sampled as written, and the rounding up of x is what is realised
+_U53 = 2.0**53
+
+
+def _realised(x: npt.ArrayLike) -> FloatArray:
+    """P[u < x] for u = ``Generator.random()``: ⌈x·2^53⌉/2^53 (exact, x in [0, 1])."""
+    return np.asarray(np.ceil(np.asarray(x, dtype=np.float64) * _U53) / _U53)
+
+
+def _rare_branch(f: float) -> float:
+    """A multiple of 2^-53 in [f, ½], for the probability f ∈ (0, ½) of a mechanism's rare
+    branch (1/(e^ε+1) and alike). ``u < r`` then happens with probability exactly r, and
+    ``u < 1 − r`` (1 − r is exact) with 1 − r: the ratio (1 − r)/r ≤ (1 − f)/f, so rounding
+    can only make the randomizer more private, and r ≥ 2^-53 keeps both branches possible
+    at every ε (as 1/(e^ε+1) in double precision, the rare branch would be 0 above ε ≈ 36.7
+    and the report deterministic). f comes with a few ulps of rounding error, hence the
+    2^-50 relative margin before rounding up.
+    """
+    return min(0.5, math.ceil(f * (1.0 + 2.0**-50) * _U53) / _U53)
+
+
 class _TwoPoint(MeanMechanism):
-    """Reports ±B; P[+B | t] = ½ + t/(2B), so E = t and Var = B² − t²."""
+    """Reports ±B; P[+B | t] = ½ + t/(2B), so E = t and Var = B² − t².
+
+    With f = 1/(e^ε+1): ½ + t/(2B) = f + ((1+t)/2)(1 − 2f). Sampled with f replaced by
+    r = :func:`_rare_branch`(f) ≥ f, a multiple of 2^-53, so every realised P[+B | t] lies in
+    [r, 1 − r] and the realised law is ε-LDP exactly: (1 − r)/r ≤ (1 − f)/f = e^ε. The mean
+    moves by a factor (1 − 2r)/(1 − 2f) ≥ 1 − 2^-51: unbiased and Var = B² − t² up to that.
+    """
 
     __slots__ = ()
 
@@ -128,18 +157,28 @@ class _TwoPoint(MeanMechanism):
         e = math.exp(self.epsilon)
         return (e + 1) / (e - 1)
 
+    @property
+    def flip_probability(self) -> float:
+        """r: the realised probability of the report's sign disagreeing with ±1 inputs."""
+        return _rare_branch(1.0 / (math.exp(self.epsilon) + 1))
+
     def prob_plus(self, values: npt.ArrayLike) -> FloatArray:
-        """P[report = +B | t] = ½ + t(e^ε−1)/(2(e^ε+1))."""
+        """P[report = +B | t] = r + ((1+t)/2)(1 − 2r) ≈ ½ + t(e^ε−1)/(2(e^ε+1)), in [r, 1−r].
+
+        Rounding in the product and the sum is monotone, so the result stays in [r, 1 − r]
+        (both exact) for every t in [−1, 1].
+        """
         t = np.asarray(values, dtype=np.float64)
-        return np.asarray(0.5 + t / (2 * self.bound))
+        r = self.flip_probability
+        return np.asarray(r + (1 + t) / 2 * (1 - 2 * r))
 
     def variance(self, values: npt.ArrayLike) -> FloatArray:
         t = check_unit_values(values)
         return np.asarray(self.bound**2 - t**2)
 
     def output_distribution(self, values: npt.ArrayLike) -> FloatArray:
-        """(len(values), 2) matrix of P[−B | t], P[+B | t]."""
-        p = self.prob_plus(check_unit_values(values))
+        """(len(values), 2) matrix of P[−B | t], P[+B | t], as :meth:`randomize` samples."""
+        p = _realised(self.prob_plus(check_unit_values(values)))
         return np.stack([1 - p, p], axis=1)
 
 
@@ -148,7 +187,8 @@ class Duchi(_TwoPoint):
     """Duchi, Jordan, Wainwright (JASA'18) one-dimensional mechanism (seed 003 Alg. 1).
 
     Report +B w.p. ½ + t(e^ε−1)/(2(e^ε+1)), else −B, B = (e^ε+1)/(e^ε−1). Unbiased;
-    Var = B² − t²; ε-LDP (ratio of the two probabilities at t = ±1 is exactly e^ε).
+    Var = B² − t²; ε-LDP (ratio of the two probabilities at t = ±1 is e^ε; the realised,
+    2^-53-granular probabilities keep it ≤ e^ε at every ε, see :class:`_TwoPoint`).
     """
 
     epsilon: float
@@ -183,9 +223,18 @@ class Harmony(_TwoPoint):
         t = check_unit_values(values)
         n = t.shape[0]
         b = rng.random(n) < (1 + t) / 2
-        e = math.exp(self.epsilon)
-        keep = rng.random(n) < e / (e + 1)
+        # keep w.p. 1 − r exactly (r ≥ 1/(e^ε+1), see _TwoPoint): e^ε/(e^ε+1) itself rounds
+        # to 1 above ε ≈ 36.7, which made the report deterministic at t = ±1
+        keep = rng.random(n) < 1.0 - self.flip_probability
         return np.where(b == keep, self.bound, -self.bound)
+
+    def output_distribution(self, values: npt.ArrayLike) -> FloatArray:
+        """(len(values), 2) matrix of P[−B | t], P[+B | t] as the two draws realise them:
+        π̃(1 − r) + (1 − π̃)r with π̃ = P[u < (1+t)/2]."""
+        pi = _realised((1 + check_unit_values(values)) / 2)
+        r = self.flip_probability
+        p = pi * (1 - r) + (1 - pi) * r
+        return np.stack([1 - p, p], axis=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +246,10 @@ class PiecewiseMechanism(_Continuous):
     density p = (e^ε − e^{ε/2})/(2e^{ε/2} + 2) on the centre piece, p/e^ε elsewhere on
     [−C, C] (seed 003 eq. (3)), hence ε-LDP. Unbiased; Var = t²/(e^{ε/2}−1) +
     (e^{ε/2}+3)/(3(e^{ε/2}−1)²) (the PM variance lemma of Wang et al. ICDE'19, checked
-    against samples in tests/test_mean.py).
+    against samples in tests/test_mean.py). The outer branch is sampled with probability
+    o ≥ 1/(e^{ε/2}+1), a multiple of 2^-53 (:attr:`outer_probability`), so the realised
+    branch law keeps the density ratio ≤ e^ε at every ε; mean and variance move by at most
+    ~2^-52·C² from it.
     """
 
     epsilon: float
@@ -207,26 +259,45 @@ class PiecewiseMechanism(_Continuous):
         _check_eps(self.epsilon)
 
     @property
+    def width(self) -> float:
+        """C − 1 = 2/(e^{ε/2}−1), the centre piece's length (computed directly: C − 1
+        cancels to 0 in double precision above ε ≈ 73)."""
+        return 2.0 / math.expm1(self.epsilon / 2)
+
+    @property
     def bound(self) -> float:
-        h = math.exp(self.epsilon / 2)
-        return (h + 1) / (h - 1)
+        """C = 1 + 2/(e^{ε/2}−1) = (e^{ε/2}+1)/(e^{ε/2}−1)."""
+        return 1.0 + self.width
+
+    @property
+    def outer_probability(self) -> float:
+        """Realised probability of the outer pieces: a multiple of 2^-53 ≥ 1/(e^{ε/2}+1).
+
+        Rounding it up moves mass from the centre piece to the outer ones, so the realised
+        density ratio stays ≤ e^ε; as h/(h+1) in double precision it was rounded the other
+        way (ratio above e^ε from ε ≈ 40) and 0 above ε ≈ 73.4, where every report fell in
+        the input's own centre piece.
+        """
+        return _rare_branch(1.0 / (math.exp(self.epsilon / 2) + 1))
 
     def _lr(self, t: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
-        c = self.bound
-        left = (c + 1) * np.asarray(t, dtype=np.float64) / 2 - (c - 1) / 2
-        return left, left + c - 1
+        # ℓ(t) = (C+1)t/2 − (C−1)/2 = t + (w/2)(t − 1), r(t) = t + (w/2)(t + 1) with w = C − 1:
+        # no cancellation, and r(1) = 1 + w = C, ℓ(−1) = −C exactly
+        w = self.width
+        tt = np.asarray(t, dtype=np.float64)
+        return tt + w / 2 * (tt - 1), tt + w / 2 * (tt + 1)
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
         t = check_unit_values(values)
-        n, c = t.shape[0], self.bound
-        h = math.exp(self.epsilon / 2)
+        n, c, w = t.shape[0], self.bound, self.width
         left, right = self._lr(t)
-        centre = rng.random(n) < h / (h + 1)
+        # centre w.p. 1 − o exactly (o = outer_probability; 1 − o is a double)
+        centre = rng.random(n) < 1.0 - self.outer_probability
         u = rng.random(n)
-        inner = left + u * (c - 1)
+        inner = np.minimum(left + u * w, right)
         # Outer part [−C, ℓ) ∪ (r, C] has total length C + 1: lay it out as one segment.
-        w = u * (c + 1)
-        outer = np.where(w < left + c, -c + w, right + (w - (left + c)))
+        s = u * (c + 1)
+        outer = np.where(s < left + c, -c + s, np.minimum(right + (s - (left + c)), c))
         return np.where(centre, inner, outer)
 
     def variance(self, values: npt.ArrayLike) -> FloatArray:
@@ -235,6 +306,12 @@ class PiecewiseMechanism(_Continuous):
         return np.asarray(t**2 / (h - 1) + (h + 3) / (3 * (h - 1) ** 2))
 
     def log_density(self, y: npt.ArrayLike, t: float) -> FloatArray:
+        """log of the paper's density: p on [ℓ(t), r(t)], p/e^ε on the rest of [−C, C].
+
+        :meth:`randomize` realises the outer branch with o ≥ 1/(e^{ε/2}+1) (a multiple of
+        2^-53), which only lowers the ratio; o's rounding is not in this density, so the
+        audit measures the paper's ε exactly.
+        """
         yy = np.asarray(y, dtype=np.float64)
         e, h, c = math.exp(self.epsilon), math.exp(self.epsilon / 2), self.bound
         p = (e - h) / (2 * h + 2)
