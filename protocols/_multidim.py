@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._base import MIN_EPSILON, check_epsilon, check_n
 from ._errors import ParameterError
 from ._freq_oracles import FrequencyOracle, check_values
 from ._mean import MeanMechanism, check_unit_values
@@ -64,20 +65,27 @@ class SampledAttributes:
     sampled: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or int(self.k) != self.k or self.k < 1:
-            raise ParameterError(f"k must be an integer >= 1, got {self.k!r}")
-        e = float(self.epsilon)
-        if not math.isfinite(e) or e <= 0:
-            raise ParameterError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
-        if self.sampled == 0:
-            object.__setattr__(self, "sampled", default_sampled(self.k, e))
-        elif (
-            isinstance(self.sampled, bool)
-            or int(self.sampled) != self.sampled
-            or not 1 <= self.sampled <= self.k
-        ):
+        # all checks here (STYLE.md): k = 2.0 or sampled = 2.0 were kept as floats and failed
+        # later in np.ones / slicing, None and NaN raised TypeError/ValueError, and an ε the
+        # one-attribute mechanisms refuse (or an ε/m below their floor) surfaced only at
+        # randomize time
+        k = check_n(self.k, "k", 1)
+        object.__setattr__(self, "k", k)
+        eps = check_epsilon(self.epsilon)
+        object.__setattr__(self, "epsilon", eps)
+        try:
+            m = check_n(self.sampled, "sampled", 0)
+        except ParameterError:
+            m = -1
+        if m == 0:
+            m = default_sampled(k, eps)
+        if not 1 <= m <= k:
+            raise ParameterError(f"sampled must be an integer in [1, {k}], got {self.sampled!r}")
+        object.__setattr__(self, "sampled", m)
+        if eps / m < MIN_EPSILON:
             raise ParameterError(
-                f"sampled must be an integer in [1, {self.k}], got {self.sampled!r}"
+                f"epsilon/sampled = {eps:g}/{m} = {eps / m:g} is below the one-attribute "
+                f"mechanisms' minimum {MIN_EPSILON:g}"
             )
 
     @property
@@ -130,6 +138,10 @@ class SampledAttributes:
     def estimate_means(self, reports: npt.ArrayLike) -> FloatArray:
         """Unbiased mean of each attribute: the column means of the reports."""
         r = np.asarray(reports, dtype=np.float64)
+        if r.ndim != 2 or r.shape[1] != self.k:
+            raise ParameterError(f"reports must have shape (n, {self.k}), got {r.shape}")
+        if r.shape[0] == 0:
+            raise ParameterError("cannot estimate means from zero users' reports")
         return np.asarray(r.mean(axis=0))
 
     def mean_variance(

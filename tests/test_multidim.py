@@ -119,3 +119,45 @@ def test_bad_shapes_and_values_raise() -> None:
         s.randomize_frequencies(
             lambda d, e: KRR(d=d, epsilon=e), np.array([[0, 5]]), [4, 4], rng=rng
         )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"k": None, "epsilon": 1.0}, "k must be an integer >= 1, got None"),
+        ({"k": float("nan"), "epsilon": 1.0}, "k must be an integer >= 1, got nan"),
+        ({"k": 3, "epsilon": "1"}, "epsilon must be a number"),
+        ({"k": 3, "epsilon": 1000.0}, "epsilon must be <= 700"),
+        ({"k": 3, "epsilon": 1.0, "sampled": None}, r"sampled must be an integer in \[1, 3\]"),
+        ({"k": 3, "epsilon": 1.0, "sampled": 2.5}, r"sampled must be an integer in \[1, 3\]"),
+        ({"k": 3, "epsilon": 1.0, "sampled": True}, r"sampled must be an integer in \[1, 3\]"),
+        ({"k": 1000, "epsilon": 1e-4, "sampled": 1000}, "epsilon/sampled = 0.0001/1000"),
+    ],
+)
+def test_bad_parameters_raise_a_parameter_error_at_construction(
+    kwargs: dict[str, object], match: str
+) -> None:
+    """Before, None/NaN raised TypeError/ValueError, a string ε was stored as a string, and
+    ε > 700 or ε/m < 1e-6 were accepted here and refused only by the mechanism later."""
+    with pytest.raises(ParameterError, match=match):
+        SampledAttributes(**kwargs)  # type: ignore[arg-type]
+
+
+def test_integral_floats_are_stored_as_ints() -> None:
+    """k = 4.0 and sampled = 2.0 used to stay floats and fail inside np.ones / slicing."""
+    s = SampledAttributes(k=4.0, epsilon=2.0, sampled=2.0)  # type: ignore[arg-type]
+    assert (s.k, s.sampled) == (4, 2)
+    assert type(s.k) is int
+    assert type(s.sampled) is int
+    r = s.randomize_means(Duchi, np.zeros((10, 4)), rng=np.random.default_rng(0))
+    assert np.all((r != 0).sum(axis=1) == 2)
+
+
+def test_estimate_means_of_no_users_raises() -> None:
+    """Like MeanMechanism.estimate; before, numpy warned 'Mean of empty slice' (an error
+    under the test settings) and returned NaN."""
+    s = SampledAttributes(k=2, epsilon=1.0)
+    with pytest.raises(ParameterError, match="zero users"):
+        s.estimate_means(np.zeros((0, 2)))
+    with pytest.raises(ParameterError, match=r"shape \(n, 2\)"):
+        s.estimate_means(np.zeros((3, 3)))
