@@ -24,8 +24,13 @@ whatever the others send, so each bin is ε(γ)-DP with
     ε(γ) = −ln(1 − (1 − e^{−ε})^γ),
 which is ε at γ = 1 and ≈ ε + ln(1/γ) for large ε (the survey's "ε + ln(1/γ)" branch).
 This is the exact value of the two-point likelihood ratio; the paper states upper bounds on it.
-The additive δ of the guarantee is the statistical distance of the Split-Mix sum from an ideal
-mod-2 sum, which depends on the number m of shares (see :class:`DisEleParams`).
+The additive δ of the guarantee comes from the Split-Mix shares: each label's shares are
+η-close in total variation to a function of its ideal parity (:func:`share_distance_bound`),
+and a neighbouring pair differs in two labels, so the view is 2η-close to an ε_c-DP one on
+either side and (ε_c, 2(1 + e^{ε_c})η)-DP (:func:`shares_delta`). m is the fewest shares that
+make this ≤ δ. (Until 2026-11-30 δ was charged η alone, a factor 2(1 + e^{ε_c}) short in
+the proof; the exact δ of the real shares stayed within the stated δ wherever computed,
+tests/test_sum_privacy_exact.py, as the bound on η is loose.)
 
 Estimator (unbiased): E[z_j] = 1/2 on occupied bins and r = e^{−ε}/2 elsewhere, so
     u_j = (z_j − r) / (1/2 − r)
@@ -72,7 +77,13 @@ from ._errors import ParameterError
 from ._krr import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, integer_option, register_protocol
 
-__all__ = ["DisEle", "DisEleParams", "disele_default_shares", "share_distance_bound"]
+__all__ = [
+    "DisEle",
+    "DisEleParams",
+    "disele_default_shares",
+    "share_distance_bound",
+    "shares_delta",
+]
 
 #: ln of the largest double: 1/s = e^{−ln s} is computed only below it.
 _LOG_DOUBLE_MAX = math.log(sys.float_info.max)
@@ -114,9 +125,24 @@ def share_distance_bound(n: int, m: int) -> float:
     return math.exp(top) * float(np.exp(log_terms - top).sum())
 
 
-def disele_default_shares(n: int, delta: float) -> int:
-    """The fewest shares per value (at least 2) whose Split-Mix over Z_2 is δ-close to an
-    ideal sum of parities, by :func:`share_distance_bound`.
+def shares_delta(n: int, m: int, epsilon_central: float) -> float:
+    """The δ that m shares per value cost DisEle's (ε_c, δ) guarantee: 2(1 + e^{ε_c})·η with
+    η = :func:`share_distance_bound` (n, m).
+
+    Each label's view is η-close to a function of its parity; a neighbouring pair changes two
+    labels (the others have one law under both datasets), so each side's view is 2η-close to
+    its ideal counterpart, and H_{e^ε}(P‖Q) ≤ H_{e^ε}(P*‖Q*) + TV(P, P*) + e^ε TV(Q, Q*) with
+    the ideal pair pure ε_c-DP. Computed in log space (e^{ε_c} overflows past ε_c ≈ 709).
+    """
+    eta = share_distance_bound(n, m)
+    if eta <= 0.0:
+        return 0.0
+    return math.exp(min(math.log(2.0 * eta) + float(np.logaddexp(0.0, epsilon_central)), 709.0))
+
+
+def disele_default_shares(n: int, delta: float, epsilon_central: float) -> int:
+    """The fewest shares per value (at least 2) whose Split-Mix over Z_2 costs at most δ,
+    by :func:`shares_delta`.
 
     Balle, Bell, Gascón, Nissim (CCS'20, arXiv 2002.00817) and Ghazi, Manurangsi, Pagh,
     Velingker (Eurocrypt'20, arXiv 1906.08320) show m = O(1 + (σ + log q)/log n) shares
@@ -132,9 +158,12 @@ def disele_default_shares(n: int, delta: float) -> int:
     n = check_n(n)
     delta = check_delta(delta)
     for m in range(2, MAX_SHARES + 1):
-        if share_distance_bound(n, m) <= delta:
+        if shares_delta(n, m, epsilon_central) <= delta:
             return m
-    raise ParameterError(f"disele: no share count up to {MAX_SHARES} is {delta:g}-close at n={n}")
+    raise ParameterError(
+        f"disele: no share count up to {MAX_SHARES} keeps delta={delta:g} at n={n}, "
+        f"epsilon={epsilon_central:g}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +208,7 @@ class DisEle(ShuffleProtocol):
     ``estimate`` see ``(label, share)`` rows. ``messages_per_user`` = d·m.
 
     ``shares`` defaults to :func:`disele_default_shares`, the fewest m whose
-    :func:`share_distance_bound` is ≤ δ. A forced m with a larger bound is refused (the
+    :func:`shares_delta` is ≤ δ. A forced m costing more is refused (the
     stated δ would not hold: at n = 8, ε_c = 0.1, δ = 10⁻⁹, m = 3 the exact ε at δ is
     1.17); a larger m is allowed and keeps the same (ε, δ).
     """
@@ -205,19 +234,25 @@ class DisEle(ShuffleProtocol):
         eps = check_epsilon(epsilon)
         n = check_n(n)
         delta = check_delta(delta)
-        m = disele_default_shares(n, delta) if shares is None else check_n(shares, "shares", 2)
+        eps_c = 2.0 * eps  # the released vector's ε (module docstring)
+        m = (
+            disele_default_shares(n, delta, eps_c)
+            if shares is None
+            else check_n(shares, "shares", 2)
+        )
         if m > MAX_SHARES:
             raise ParameterError(
                 f"disele: shares={m} exceeds {MAX_SHARES}: every user sends d·m messages"
             )
-        # The δ stated below is the shares' distance from an ideal parity: a forced m whose
-        # proven distance exceeds δ would keep the statement and lose the guarantee.
-        distance = share_distance_bound(n, m)
-        if distance > delta:
+        # The δ stated below is what the shares cost (shares_delta): a forced m costing more
+        # would keep the statement and lose the guarantee.
+        cost = shares_delta(n, m, eps_c)
+        if cost > delta:
             raise ParameterError(
                 f"disele: shares={m} bounds the shares' distance from an ideal sum at n={n} "
-                f"only by {distance:.2g}, more than delta={delta:g}; use shares >= "
-                f"{disele_default_shares(n, delta)} or omit the option"
+                f"only by {share_distance_bound(n, m):.2g}, which costs delta "
+                f"{cost:.2g} > {delta:g} at epsilon={eps_c:g}; use shares >= "
+                f"{disele_default_shares(n, delta, eps_c)} or omit the option"
             )
         # The estimator reads only the bins no fake landed in (module docstring): with fewer
         # than one expected, d·(1 − 1/d)^{n_f} < 1, its std exceeds the whole range [0, d].

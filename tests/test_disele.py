@@ -53,17 +53,17 @@ def test_parity_privacy_and_robust_epsilon_match_exact_two_point_ratio() -> None
 
 def test_split_mix_shares_round_trip_to_the_same_estimate() -> None:
     rng = np.random.default_rng(1)
-    # δ = 0.5 lets m = 3 through (share_distance_bound(50, 3) = 0.23; a forced m whose bound
-    # exceeds δ is refused): what is tested is the codec, not the privacy.
-    proto = DisEle(domain=20, epsilon=1.0, n=50, delta=0.5, shares=3)
+    # δ = 0.5 lets m = 4 through (shares_delta(50, 4, 2) = 0.32; a forced m costing more than
+    # δ is refused): what is tested is the codec, not the privacy.
+    proto = DisEle(domain=20, epsilon=1.0, n=50, delta=0.5, shares=4)
     x = rng.integers(0, 12, size=50)
     msgs = proto.randomize(x, rng=rng)
     assert msgs.shape == (50 * 20, 2)
-    shares = split_shares(msgs, 3, rng)
+    shares = split_shares(msgs, 4, rng)
     decoded, valid = proto.decode(proto.encode(shares))
     assert valid.all()
     np.testing.assert_array_equal(decoded, shares)
-    assert proto.messages_per_user == 60
+    assert proto.messages_per_user == 80
     direct = proto.estimate(msgs, n=50, n_fakes=0).values
     via_shares = proto.estimate(decoded, n=50, n_fakes=0).values
     np.testing.assert_allclose(via_shares, direct)
@@ -157,5 +157,7 @@ def test_default_share_count_is_provably_delta_close() -> None:
         )
         assert worst <= share_distance_bound(n, m)
     for n, delta in [(32, 0.1), (100, 1e-6), (10_000, 1e-9)]:
-        m = disele_default_shares(n, delta)
-        assert share_distance_bound(n, m) <= delta < share_distance_bound(n, m - 1) or m == 2
+        m = disele_default_shares(n, delta, 1.0)
+        cost = 2 * (1 + math.e)  # δ per unit of distance at ε_c = 1 (shares_delta)
+        assert cost * share_distance_bound(n, m) <= delta
+        assert delta < cost * share_distance_bound(n, m - 1) or m == 2

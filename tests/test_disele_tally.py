@@ -68,7 +68,7 @@ def _protocol(n: int, d: int, delta: float, fakes: int = 0) -> DisEle:
 
 @pytest.mark.parametrize(
     ("n", "delta", "m", "odd", "even"),
-    [(12, 0.5, 3, 3, 4), (12, 0.1, 4, 5, 0), (8, 0.1, 5, 0, 6), (12, 1e-3, 7, 2, 7)],
+    [(12, 0.5, 4, 3, 4), (12, 0.1, 5, 5, 0), (8, 0.1, 6, 0, 6), (12, 1e-3, 8, 2, 7)],
 )
 def test_share_ones_has_split_mix_law(n: int, delta: float, m: int, odd: int, even: int) -> None:
     proto = _protocol(n, 4, delta)
@@ -97,7 +97,7 @@ def _two_sample_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_tally_users_and_fakes_match_tallying_split_values() -> None:
-    n, d, m, trials = 12, 3, 3, 3_000
+    n, d, m, trials = 12, 3, 4, 3_000
     proto = _protocol(n, d, 0.5)
     assert proto.params.shares == m
     x = np.array([0] * 7 + [1] * 5)  # label 2 held by nobody
@@ -126,14 +126,14 @@ def test_tally_users_and_fakes_match_tallying_split_values() -> None:
 
 def test_tally_counts_are_the_label_share_counts() -> None:
     proto = _protocol(50, 5, 0.1)
-    assert proto.params.shares == 4
+    assert proto.params.shares == 5
     rng = np.random.default_rng(3)
     shares = split_messages(proto, proto.randomize(rng.integers(0, 5, 50), rng=rng))
     tally = proto.tally(shares)
     for j in range(5):
         for b in (0, 1):
             assert tally.counts[j, b] == np.sum((shares[:, 0] == j) & (shares[:, 1] == b))
-    assert tally.messages == shares.shape[0] == 50 * 5 * 4
+    assert tally.messages == shares.shape[0] == 50 * 5 * 5
 
 
 def test_pipeline_tally_counts_fakes_as_a_report_run_does_and_is_unbiased() -> None:

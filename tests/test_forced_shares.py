@@ -16,7 +16,12 @@ import numpy as np
 import pytest
 
 from protocols import DisEle, ParameterError, ProtocolSpec, RSumDSG, ShareSpec, build_protocol
-from protocols._disele import DisEleParams, disele_default_shares, share_distance_bound
+from protocols._disele import (
+    DisEleParams,
+    disele_default_shares,
+    share_distance_bound,
+    shares_delta,
+)
 
 # --- RSum_DSG: the minimum is ShareSpec.shares_for (Balle et al.'s Split-Mix bound) -------
 
@@ -88,16 +93,20 @@ def test_dsg_share_count_is_the_formula_never_its_floor(
 def test_disele_refuses_shares_further_than_delta_from_an_ideal_sum(
     n: int, epsilon_c: float, delta: float, forced: int
 ) -> None:
-    need = disele_default_shares(n, delta)
+    need = disele_default_shares(n, delta, epsilon_c)
     distance = share_distance_bound(n, forced)
-    assert distance > delta
+    cost = shares_delta(n, forced, epsilon_c)
+    # Two labels change, each side's view is 2η from its ideal: δ = 2(1 + e^{ε_c})η.
+    assert cost == pytest.approx(2 * (1 + math.exp(epsilon_c)) * distance, rel=1e-12)
+    assert cost > delta
     spec = ProtocolSpec(epsilon=epsilon_c, delta=delta, n=n, domain=2, options={"shares": forced})
     with pytest.raises(ParameterError) as info:
         build_protocol("disele", spec)
     msg = str(info.value)
     assert msg == (
         f"disele: shares={forced} bounds the shares' distance from an ideal sum at n={n} only "
-        f"by {distance:.2g}, more than delta={delta:g}; use shares >= {need} or omit the option"
+        f"by {distance:.2g}, which costs delta {cost:.2g} > {delta:g} at epsilon={epsilon_c:g}; "
+        f"use shares >= {need} or omit the option"
     )
     with pytest.raises(ParameterError, match=f"use shares >= {need}"):
         DisEle(domain=2, epsilon=epsilon_c / 2, n=n, delta=delta, shares=need - 1)
@@ -105,7 +114,7 @@ def test_disele_refuses_shares_further_than_delta_from_an_ideal_sum(
 
 def test_disele_accepts_the_minimum_and_more_with_the_same_guarantee() -> None:
     default = DisEle(domain=4, epsilon=0.5, n=200, delta=1e-6)
-    need = disele_default_shares(200, 1e-6)
+    need = disele_default_shares(200, 1e-6, 1.0)
     assert default.params.shares == need
     for forced in (need, need + 3):
         proto = DisEle(domain=4, epsilon=0.5, n=200, delta=1e-6, shares=forced)
@@ -159,7 +168,7 @@ def test_disele_refused_counts_break_the_statement_and_the_minimum_keeps_it(
     # Slow exact reference: what the refusal protects is real (the forced count's view is not
     # (ε_c, δ)-DP), and the count it asks for instead is.
     assert _exact_delta(n, forced, epsilon_c) > delta
-    need = disele_default_shares(n, delta)
+    need = disele_default_shares(n, delta, epsilon_c)
     proto = build_protocol(
         "disele",
         ProtocolSpec(epsilon=epsilon_c, delta=delta, n=n, domain=2, options={"shares": need}),
