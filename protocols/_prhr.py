@@ -48,7 +48,12 @@ arXiv 1908.11358 (the proof of Lemma 4.10, privacy of its count-min Algorithm 2)
 Lemma 4.12 at α = ε/(3τk), Bin(n, γ) is (ε/(τk), δ/(τk), k)-smooth when
 δ ≥ 2τk·exp(−ε²γn/(90τ²k²)) and k ≤ εγn/(6τk), "in particular γn ≥ 90τ²k² ln(2τk/δ)/ε²";
 one value per user is k = 1, which is λ above (and εγn/(6τ) = 15τ ln(2τ/δ)/ε ≥ 1 holds
-then). The analyzer forms the
+then). The lemma's smoothness is that of a binomial with variance ≈ γn, so it needs γ ≤ ½:
+Bin(n, γ) is the mirror image of Bin(n, 1 − γ), only as smooth as the smaller of γn and
+(1 − γ)n. λ > ½ is refused (n ≥ 180τ² ln(2τ/δ)/ε²). Until 2026-11-30 λ ≤ 1 was accepted,
+and near λ = 1 a cell's noise n − Bin(n, 1 − λ) nearly vanishes: the exact ε at n = 695,
+d = 2 (τ = 1), ε = 1, δ = 10⁻³ (λ = 0.984) is 1.37, and ∞ at n = 685
+(tests/test_hist_privacy_exact.py). The analyzer forms the
 count-min table C[t, ℓ] and answers
     ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τ s),
 the expected blanket (+ fakes) being the same in every cell, so removing it before or after
@@ -636,10 +641,10 @@ class PUCM(ShuffleProtocol):
         if eps > 1.0:
             raise ParameterError(f"{self.name}: the analysis holds for epsilon <= 1, got {eps:g}")
         lam = 90.0 * tau**2 * math.log(2.0 * tau / delta) / (eps**2 * n)
-        if lam > 1.0:
-            n_min = math.ceil(90.0 * tau**2 * math.log(2.0 * tau / delta) / eps**2)
+        if lam > 0.5:  # the smooth-binomial lemma needs λ ≤ 1/2 (module docstring)
+            n_min = math.ceil(180.0 * tau**2 * math.log(2.0 * tau / delta) / eps**2)
             raise ParameterError(
-                f"{self.name}: lambda = 90 tau^2 ln(2 tau/delta)/(eps^2 n) = {lam:.3g} > 1; "
+                f"{self.name}: lambda = 90 tau^2 ln(2 tau/delta)/(eps^2 n) = {lam:.3g} > 1/2; "
                 f"needs n >= {n_min} at tau={tau}, epsilon={eps:g}, delta={delta:g}, got n={n}"
             )
         self._p = PUCMParams(d, tau, 2 * n, lam, n, eps, delta, int(seed))

@@ -135,12 +135,15 @@ BAD = [
     (["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1000"], "must be <= 700"),
     (["amplify", "--n", "100", "--epsilon-local", "1000"], "epsilon_local must be <= 700"),
     (["keygen", "--out", "k", "--shufflers", "300"], "--shufflers must lie in [1, 254]"),
-    (["keygen", "--out", "/proc/no/such/dir"], "cannot create key directory /proc/no/such/dir: No such file"),
+    (
+        ["keygen", "--out", "/proc/no/such/dir"],
+        "cannot create key directory /proc/no/such/dir: No such file",
+    ),
     (["keygen", "--out", "/etc/passwd"], "cannot create key directory /etc/passwd: File exists"),
     (["no-such-command"], "invalid choice"),
     # pucm never fits the onion budget: the way out is the ideal channel, not a smaller n
     (
-        ["simulate", "--protocol", "pucm", "--n", "13000", "--domain", "8"],
+        ["simulate", "--protocol", "pucm", "--n", "26000", "--domain", "8"],
         "allows; use --crypto ideal",
     ),
     (

@@ -37,7 +37,7 @@ CASES: dict[str, list[str]] = {
     "prhr": ["--n", "16", "--domain", "8", "--delta", "0.1"],  # 1 + ρ = 120 per user
     "prrq": ["--n", "8", "--domain", "2", "--delta", "0.5"],  # Δ + ρ = 446 per user
     # λ = 90 τ² ln(2τ/δ)/(ε² n) ≤ 1 with τ = 1
-    "pucm": ["--n", "80", "--domain", "2", "--delta", "0.9", "--shufflers", "1"],
+    "pucm": ["--n", "150", "--domain", "2", "--delta", "0.9", "--shufflers", "1"],
     "rsum_dsg": ["--n", "1000"],
     "rsum_kr": ["--n", "2000"],
     "rsum_pure": ["--n", "50", "--option", "precision=4"],

@@ -21,6 +21,7 @@ DEFAULTS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, "n": 20_000, "domain"
 #: Per-protocol departures from DEFAULTS, with the reason.
 OVERRIDES: dict[str, dict[str, Any]] = {
     "murs": {"fake_reports": 200},  # MURS is SLH plus shuffler fakes: it refuses zero fakes
+    "pucm": {"n": 40_000},  # its blanket needs λ ≤ 1/2: n ≥ 180τ² ln(2τ/δ)/ε² (25 284 here)
 }
 #: Users actually randomized are capped so that each protocol sends ≤ this many messages.
 MESSAGE_BUDGET = 200_000

@@ -130,7 +130,7 @@ def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -
     if total <= limit:
         return "reports"
     # The first way out that certainly works: a smaller n may be below what the protocol
-    # accepts (pucm needs n >= ~12 600, which is always over the onion budget).
+    # accepts (pucm needs n >= ~25 000, which is always over the onion budget).
     if args.crypto == "onion":
         fix = "use --crypto ideal (the same shuffler logic on plaintext rows)"
     elif protocol.supports_tally:
