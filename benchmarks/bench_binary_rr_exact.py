@@ -17,7 +17,6 @@ seconds of this process, the comparable figure on a shared machine, and wall sec
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,37 +25,21 @@ import numpy as np
 
 from protocols import _tight as tight
 from protocols import epsilon_for_pair
-from protocols._tight import _binom_logpmf, _binom_sum_logpmf, _log_convolve
 
 FloatArray = np.ndarray
 
 # --- the previous implementation (reference) -------------------------------------------------
+# Its pair of log-laws is still protocols._tight._binary_rr_pair (the reference form there).
 
 _SEED = 4
 _LEAF = 4
-
-
-def old_pair(eps0: float, n_others: int, a: int, n_fakes: int) -> tuple[FloatArray, FloatArray]:
-    """Log-laws of the count of ones when a others hold 1 (the previous ``_binary_rr_pair``)."""
-    q = 1.0 / (math.exp(eps0) + 1.0)
-    p = 1.0 - q
-    off, lw = _binom_sum_logpmf(n_others - a, q, n_fakes, 0.5)
-    if a:
-        k_off, lk = _binom_logpmf(a, p)
-        lw = _log_convolve(lw, lk)
-        off += k_off
-    lw_pad = np.concatenate(([-np.inf], lw, [-np.inf]))
-    lw_prev, lw_here = lw_pad[:-1], lw_pad[1:]
-    log_d0 = np.logaddexp(math.log(q) + lw_prev, math.log(p) + lw_here)
-    log_d1 = np.logaddexp(math.log(p) + lw_prev, math.log(q) + lw_here)
-    return log_d0, log_d1
 
 
 def old_binary_rr(eps0: float, n_others: int, delta: float, n_fakes: int) -> float:
     """The previous ``_binary_rr_cached`` (seeds a ≤ 4, then the branch and bound)."""
 
     def exact(a: int, others: int = n_others) -> float:
-        return epsilon_for_pair(*old_pair(eps0, others, a, n_fakes), delta)
+        return epsilon_for_pair(*tight._binary_rr_pair(eps0, others, a, n_fakes), delta)
 
     half = n_others // 2
     best = max(exact(a) for a in range(min(_SEED, half) + 1))
