@@ -46,7 +46,7 @@ SPECS: dict[str, dict[str, Any]] = {
     "murs": {"n": 2000, "fake_reports": 10},
     "prhr": {"n": 16, "domain": 8, "delta": 0.1},
     "prrq": {"n": 8, "domain": 2, "delta": 0.5},
-    "pucm": {"n": 80, "domain": 2, "delta": 0.9},
+    "pucm": {"n": 150, "domain": 2, "delta": 0.9},  # λ ≤ 1/2 needs n ≥ 144
     "rsum_dsg": {"n": 1000},
     "rsum_kr": {"n": 2000},
     "rsum_pure": {"n": 50, "options": {"precision": 4}},
@@ -277,9 +277,9 @@ def test_disele_refuses_fakes_that_leave_no_clean_bin() -> None:
     with pytest.raises(ParameterError, match=r"fake values .* expected free of fakes"):
         build_protocol("disele", spec)
     # d·(1 − 1/d)^{n_f} >= 1 at n_f = 15 fake values, not at 16: fake_reports counts the
-    # values of a Split-Mix protocol (each sent as m shares), whatever m is (7 is the fewest
+    # values of a Split-Mix protocol (each sent as m shares), whatever m is (8 is the fewest
     # that δ = 10^-6 allows at n = 200; a forced smaller m is refused).
-    for shares in (7, 11):
+    for shares in (8, 11):
         opts = {"shares": shares}
         ok = build_protocol(
             "disele", ProtocolSpec(1.0, 1e-6, 200, domain=8, fake_reports=15, options=opts)
@@ -328,7 +328,7 @@ def test_disele_variance_matches_its_closed_form(distinct: float, n_fakes: int) 
         ("disele", {"n": 200, "domain": 8, "options": {"shares": 1e6}}, "shares=1000000 exceeds"),
         ("rsum_dsg", {"n": 1000, "options": {"shares": 1e300}}, "option shares"),
         ("rsum_dsg", {"n": 1000, "options": {"shares": 1e12}}, "messages, over the"),
-        ("pucm", {"n": 80, "domain": 2, "delta": 0.9, "options": {"tau": 1e300}}, "option tau"),
+        ("pucm", {"n": 150, "domain": 2, "delta": 0.9, "options": {"tau": 1e300}}, "option tau"),
     ],
 )
 def test_huge_configurations_are_refused_at_build(
