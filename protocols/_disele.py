@@ -89,6 +89,8 @@ __all__ = [
 _LOG_DOUBLE_MAX = math.log(sys.float_info.max)
 #: Largest domain the one-hot encoding is allowed to expand to (n·d·m messages are sent).
 MAX_DOMAIN = 1 << 20
+#: Most users: :func:`share_distance_bound` evaluates all n terms (80 MB arrays at 10^7).
+MAX_USERS = 10**7
 #: Most Split-Mix shares per value: :func:`disele_default_shares` never asks for more than
 #: 1078 (n = 2 and the smallest positive double as δ); more add messages, not privacy.
 MAX_SHARES = 1 << 11
@@ -110,6 +112,11 @@ def share_distance_bound(n: int, m: int) -> float:
     """
     from scipy.special import gammaln  # imported here: scipy costs start-up time
 
+    if n > MAX_USERS:
+        raise ParameterError(
+            f"disele: n={n} exceeds {MAX_USERS:.0e}: the shares' distance bound sums n terms "
+            "(at 10^10 users, 75 GiB arrays)"
+        )
     if n < 2:
         return 0.0
     j = np.arange(1, n, dtype=np.float64)

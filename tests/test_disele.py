@@ -161,3 +161,11 @@ def test_default_share_count_is_provably_delta_close() -> None:
         cost = 2 * (1 + math.e)  # δ per unit of distance at ε_c = 1 (shares_delta)
         assert cost * share_distance_bound(n, m) <= delta
         assert delta < cost * share_distance_bound(n, m - 1) or m == 2
+
+
+def test_more_users_than_the_share_bound_can_sum_is_a_clear_error() -> None:
+    # share_distance_bound sums n terms: at the CLI's 10^10 users it tried to allocate
+    # 75 GiB and died with a numpy MemoryError instead of a ParameterError.
+    with pytest.raises(ParameterError, match="exceeds 1e"):
+        DisEle(domain=2, epsilon=1.0, n=10**10, delta=1e-6)
+    assert DisEle(domain=2, epsilon=1.0, n=10**6, delta=1e-6).params.shares >= 2
