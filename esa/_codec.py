@@ -16,7 +16,6 @@ decides what a report is:
 from __future__ import annotations
 
 import abc
-import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ import numpy.typing as npt
 
 import crypto
 
-from ._errors import ConfigError
+from ._errors import ConfigError, check_integer
 
 __all__ = ["HopCodec", "IdealCodec", "OnionCodec", "Opened", "make_codec"]
 
@@ -105,13 +104,10 @@ class HopCodec(abc.ABC):
     mode: ClassVar[str]
 
     def __init__(self, *, message_size: int, layers: int) -> None:
-        ok = isinstance(layers, numbers.Integral) and not isinstance(layers, bool)
-        if not ok or not 1 <= layers <= 2**16:
-            # Hops are 0 .. layers − 1 and every onion layer binds its hop in 16 bits.
-            raise ConfigError(f"layers must be an integer in [1, {2**16}], got {layers!r}")
+        # Hops are 0 .. layers − 1 and every onion layer binds its hop in 16 bits.
+        self.layers = check_integer(layers, "layers", 1, 2**16)  # shufflers + analyzer
         self.message_size = message_size
         self.payload_size = crypto.padded_size(message_size)
-        self.layers = int(layers)  # shufflers + analyzer
 
     @abc.abstractmethod
     def new_replay_cache(self) -> ReplayCache:

@@ -19,15 +19,13 @@ import crypto
 from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import make_codec
-from ._errors import ConfigError
+from ._errors import ConfigError, check_integer, check_workers
 from ._roles import (
     Analyzer,
     AnalyzerOutput,
     Encoder,
     HopCounters,
     Shuffler,
-    check_integer,
-    check_workers,
     lost_estimate,
     reports_per_fake,
 )

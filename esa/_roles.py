@@ -12,7 +12,6 @@ real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split e
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -24,7 +23,7 @@ import crypto
 from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import HopCodec, ReplayCache, distinct_sorted
-from ._errors import ConfigError
+from ._errors import ConfigError, check_integer, check_workers
 
 __all__ = [
     "Analyzer",
@@ -32,8 +31,6 @@ __all__ = [
     "Encoder",
     "HopCounters",
     "Shuffler",
-    "check_integer",
-    "check_workers",
     "reports_per_fake",
     "split_messages",
 ]
@@ -58,31 +55,6 @@ class HopCounters:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def check_integer(value: object, name: str, lo: int, hi: int | None = None) -> int:
-    """``value`` as an ``int`` in [lo, hi] (no upper bound if ``hi`` is None).
-
-    Counts, hops and ids of the roles are integers: a ``bool``, a float (even 2.0) or a
-    string is a caller's mistake, refused here rather than failing later in numpy or the
-    crypto, or silently changing a comparison (a threshold of 2.5 acts as 3). numpy
-    integers are accepted (sweeps build configs from arrays).
-
-    Raises:
-        ConfigError: quoting the value and the bound.
-    """
-    bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f"{name} must be an integer {bound}, got {value!r}")
-    v = int(value)
-    if v < lo or (hi is not None and v > hi):
-        raise ConfigError(f"{name} must be an integer {bound}, got {v}")
-    return v
-
-
-def check_workers(workers: object) -> int | None:
-    """``workers``: ``None`` (every core) or an integer >= 1 (see :func:`check_integer`)."""
-    return None if workers is None else check_integer(workers, "workers", 1)
 
 
 def reports_per_fake(protocol: ShuffleProtocol) -> int:
