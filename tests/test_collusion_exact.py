@@ -229,15 +229,19 @@ def test_every_krr_scenario_bounds_the_exact_view(
     assert seen >= 5
 
 
-@pytest.mark.parametrize(
-    ("protocol", "domain", "n", "epsilon", "delta"),
-    [("cnt_rr", 2, 6, 2.0, 0.05), ("hist_kr", 3, 5, 2.0, 0.05), ("cnt_rr", 2, 5, 1.0, 0.2)],
-)
-def test_esa_audit_of_krr_protocols_bounds_the_exact_view(
-    protocol: str, domain: int, n: int, epsilon: float, delta: float
-) -> None:
-    m, r = 2, 2
-    out = audit(
+def _audit(
+    protocol: str,
+    n: int,
+    epsilon: float,
+    delta: float,
+    m: int,
+    r: int,
+    *,
+    domain: int,
+    options: dict[str, float | str] | None = None,
+) -> dict[str, Any]:
+    """``esa audit``'s JSON with one colluding user and one colluding shuffler of m."""
+    return audit(
         protocol_name=protocol,
         n=n,
         epsilon=epsilon,
@@ -247,7 +251,19 @@ def test_esa_audit_of_krr_protocols_bounds_the_exact_view(
         fake_reports=r,
         colluding_users=1,
         colluding_shufflers=1,
+        options=options,
     )
+
+
+@pytest.mark.parametrize(
+    ("protocol", "domain", "n", "epsilon", "delta"),
+    [("cnt_rr", 2, 6, 2.0, 0.05), ("hist_kr", 3, 5, 2.0, 0.05), ("cnt_rr", 2, 5, 1.0, 0.2)],
+)
+def test_esa_audit_of_krr_protocols_bounds_the_exact_view(
+    protocol: str, domain: int, n: int, epsilon: float, delta: float
+) -> None:
+    m, r = 2, 2
+    out = _audit(protocol, n, epsilon, delta, m, r, domain=domain)
     assert out["family"] == "krr"
     assert out["k"] == domain
     eps_l = float(out["epsilon_local"])
@@ -306,17 +322,7 @@ def _pure_worst(bit: object, others: int, fakes: int, delta: float) -> float:
 @pytest.mark.parametrize(("n", "epsilon", "delta"), [(6, 2.0, 0.05), (5, 1.5, 1e-3)])
 def test_esa_audit_of_cnt_pure_bounds_the_exact_view(n: int, epsilon: float, delta: float) -> None:
     m, r = 2, 2
-    out = audit(
-        protocol_name="cnt_pure",
-        n=n,
-        epsilon=epsilon,
-        delta=delta,
-        domain=2,
-        shufflers=m,
-        fake_reports=r,
-        colluding_users=1,
-        colluding_shufflers=1,
-    )
+    out = _audit("cnt_pure", n, epsilon, delta, m, r, domain=2)
     bit = build_protocol("cnt_pure", ProtocolSpec(epsilon=epsilon, delta=delta, n=n)).bit  # type: ignore[attr-defined]
     traced = _pure_worst(bit, 0, 0, delta)
     rows = out["scenarios"]
@@ -369,17 +375,7 @@ def _sgm_worst(lam: float, alpha: float, others: int, fakes: int, delta: float) 
 
 def test_esa_audit_of_cnt_sgm_bounds_the_exact_view() -> None:
     n, epsilon, delta, m, r = 5, 2.0, 0.02, 2, 1
-    out = audit(
-        protocol_name="cnt_sgm",
-        n=n,
-        epsilon=epsilon,
-        delta=delta,
-        domain=2,
-        shufflers=m,
-        fake_reports=r,
-        colluding_users=1,
-        colluding_shufflers=1,
-    )
+    out = _audit("cnt_sgm", n, epsilon, delta, m, r, domain=2)
     params = build_protocol("cnt_sgm", ProtocolSpec(epsilon=epsilon, delta=delta, n=n)).params  # type: ignore[attr-defined]
     lam, alpha = params.lam, params.alpha
 
@@ -473,18 +469,7 @@ def test_esa_audit_of_report_fragmenting_bounds_the_exact_view() -> None:
     # A multi-message protocol with a finite ε_l: the generic bounds and its own claim must
     # cover the count of ones over every fragment (fakes: fair bits).
     n, epsilon, delta, m, r, omega = 5, 1.5, 0.05, 2, 2, 2
-    out = audit(
-        protocol_name="cnt_rr",
-        n=n,
-        epsilon=epsilon,
-        delta=delta,
-        domain=2,
-        shufflers=m,
-        fake_reports=r,
-        colluding_users=1,
-        colluding_shufflers=1,
-        options={"report_fragments": omega},
-    )
+    out = _audit("cnt_rr", n, epsilon, delta, m, r, domain=2, options={"report_fragments": omega})
     proto = build_protocol(
         "cnt_rr",
         ProtocolSpec(epsilon=epsilon, delta=delta, n=n, options={"report_fragments": omega}),
