@@ -1,4 +1,4 @@
-"""Cost of the tight accountants (protocols/_tight.py), side by side in one run.
+"""Cost of the tight accountants (protocols/accounting/), side by side in one run.
 
 Each accountant is evaluated cold (caches cleared) forward (ε_l → ε_c) and inverse
 (ε_c → ε_l), at n = 10^4 … 10^6, δ = 10^-6; the survey's closed form is the reference.
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from protocols import BOUNDS, KRR_BLANKET_BOUND, BoundNotApplicable
-from protocols import _tight as tight
+from protocols.accounting import _binary_rr, _blanket, _clones, _krr_exact, _laws
 
 CASES = [
     ("thm2_fmt_closed_form", 2),
@@ -37,12 +37,12 @@ CASES = [
 
 def _clear() -> None:
     for f in (
-        tight._binary_rr_cached,
-        tight._clone_cached,
-        tight._blanket_cached,
-        tight._krr_exact_cached,
-        tight._blanket_inverse_cached,
-        tight._sc_inverse,
+        _binary_rr._binary_rr_cached,
+        _clones._clone_cached,
+        _blanket._blanket_cached,
+        _krr_exact._krr_exact_cached,
+        _blanket._blanket_inverse_cached,
+        _clones._sc_inverse,
     ):
         f.cache_clear()
 
@@ -51,12 +51,12 @@ def _reference_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
     """The blanket's inverse as it was: a root find on the divergence, then the forward guard."""
 
     def divergence(e: float) -> float:
-        grid = tight._blanket_setup(e, n - 1, k, 0, 0.0)
-        return tight._blanket_hockey_reference(eps_c, e, k, grid)
+        grid = _blanket._blanket_setup(e, n - 1, k, 0, 0.0)
+        return _blanket._blanket_hockey_reference(eps_c, e, k, grid)
 
-    return tight._invert_on_divergence(
+    return _laws._invert_on_divergence(
         divergence,
-        lambda e: tight.krr_blanket_reference_epsilon(e, n - 1, delta, k=k),
+        lambda e: _blanket.krr_blanket_reference_epsilon(e, n - 1, delta, k=k),
         eps_c,
         delta,
     )
@@ -83,7 +83,7 @@ def blanket_before_after(ns: list[int], domains: list[int], eps_l: float, eps_c:
     """Cold forward and inverse of the k-RR blanket, previous algorithm vs the registered one."""
     delta = 1e-6
     # Warm-up: the first call pays scipy's (lazy) import; keep it out of either column.
-    tight.krr_blanket_reference_epsilon(eps_l, 99, delta, k=3)
+    _blanket.krr_blanket_reference_epsilon(eps_l, 99, delta, k=3)
     KRR_BLANKET_BOUND.epsilon_local(epsilon_central=eps_c, n=100, delta=delta, k=3)
     print(
         "| n | d | ε_c before | after | fwd s before | after | ε_l before | after |"
@@ -92,7 +92,7 @@ def blanket_before_after(ns: list[int], domains: list[int], eps_l: float, eps_c:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n in ns:
         for k in domains:
-            fb, tfb = _timed(tight.krr_blanket_reference_epsilon, eps_l, n - 1, delta, k=k)
+            fb, tfb = _timed(_blanket.krr_blanket_reference_epsilon, eps_l, n - 1, delta, k=k)
             fa, tfa = _timed(
                 KRR_BLANKET_BOUND.epsilon_central, epsilon_local=eps_l, n=n, delta=delta, k=k
             )

@@ -1,6 +1,6 @@
 """Exact accountant of shuffled binary randomized response: before/after, side by side.
 
-``protocols._tight.binary_rr_epsilon`` is the max over a (others holding 1) of the exact
+``protocols.binary_rr_epsilon`` is the max over a (others holding 1) of the exact
 ε(δ) of the shuffled count, by a branch and bound over ranges of a. This script keeps the
 previous implementation (ranges halving [5, n/2], every range and point evaluated from its
 full law, in log space,
@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from protocols import _tight as tight
 from protocols import epsilon_for_pair
+from protocols.accounting import _binary_rr as tight
 
 FloatArray = np.ndarray
 
 # --- the previous implementation (reference) -------------------------------------------------
-# Its pair of log-laws is still protocols._tight._binary_rr_pair (the reference form there).
+# Its pair of log-laws is still _binary_rr_pair of protocols/accounting/_binary_rr.py (the
+# reference form there).
 
 _SEED = 4
 _LEAF = 4

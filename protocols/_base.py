@@ -1,4 +1,4 @@
-"""The protocol interface every shuffle-model mechanism implements (DESIGN.md "Layers").
+"""The protocol interface every shuffle-model mechanism implements.
 
 A protocol supplies, for its mechanism: the client randomizer (vectorized over users), the
 encoding of its messages to fixed-size bytes and back, the uniform fake-message sampler MURS
@@ -18,7 +18,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,10 +32,12 @@ __all__ = [
     "InputKind",
     "MessageTally",
     "PrivacyGuarantee",
+    "RandomizerFamily",
     "ShareSpec",
     "ShuffleProtocol",
     "check_delta",
     "check_epsilon",
+    "check_gamma",
     "check_n",
 ]
 
@@ -48,6 +50,23 @@ class InputKind(enum.Enum):
     REAL01 = "real01"  # values in [0, 1]
     REAL_PM1 = "real_pm1"  # values in [-1, 1]
     SET = "set"  # boolean membership rows, shape (n, d)
+
+
+@dataclass(frozen=True, slots=True)
+class RandomizerFamily:
+    """The family of a protocol's local randomizer, as the accountants and the audit take it.
+
+    Attributes:
+        kind: ``"krr"`` (k-ary randomized response: the k-RR accountants apply and uniform
+            fakes are counted exactly) or ``"generic"`` (any ε_l-LDP randomizer: generic
+            bounds, fakes not counted).
+        k: domain of the k-RR randomizer; for ``"generic"``, max(2, the protocol's domain).
+        note: how the protocol comes to be accounted this way ("" for a declared k-RR).
+    """
+
+    kind: Literal["krr", "generic"]
+    k: int
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +96,7 @@ class HonestUsersBound:
         bound: the accountant's name.
 
     A lower bound is stated at a δ, so it comes from ``honest_users_lower`` instead (the
-    protocols that have one: Cnt_SGM, Cnt_PURE, RSum_PURE; see :mod:`protocols._collusion`).
+    protocols that have one: Cnt_SGM, Cnt_PURE, RSum_PURE; see :mod:`protocols.accounting`).
     """
 
     epsilon_upper: float
@@ -215,6 +234,9 @@ class ShuffleProtocol(abc.ABC):
 
     name: ClassVar[str]
     input_kind: ClassVar[InputKind]
+    #: Randomizer family the amplification bounds are chosen for: ``"krr"`` (k-ary
+    #: randomized response over :attr:`domain`) or ``"generic"`` (any ε_l-LDP randomizer).
+    family: ClassVar[str] = "generic"
     #: Split-Mix the encoder applies to this protocol's randomized values (None: no sharing).
     share_spec: ShareSpec | None = None
 
@@ -227,6 +249,18 @@ class ShuffleProtocol(abc.ABC):
             method = cls.__dict__.get(attr)
             if callable(method) and not getattr(method, "_checks_counts", False):
                 setattr(cls, attr, _checking_counts(method))
+
+    def randomizer_family(self) -> RandomizerFamily:
+        """How an audit accounts this protocol's randomizer: a declared ``family = "krr"`` is
+        k-RR over the domain; anything else is generic (override where the randomizer is
+        k-RR on something else, as local hashing is on hashed values)."""
+        if self.family == "krr":
+            return RandomizerFamily("krr", self.domain)
+        return RandomizerFamily(
+            "generic",
+            max(2, self.domain),
+            f"{self.name} declares no randomizer family: generic ε_l-LDP bounds, fakes not counted",
+        )
 
     @property
     @abc.abstractmethod
@@ -502,3 +536,12 @@ def check_n(n: int, name: str = "n", minimum: int = 1) -> int:
     if not ok:
         raise ParameterError(f"{name} must be an integer >= {minimum}, got {n!r}")
     return int(n)
+
+
+def check_gamma(gamma: float) -> float:
+    """Return γ, the fraction of honest users a robust protocol is private for, as float if it
+    lies in (0, 1], else raise ParameterError."""
+    g = float(gamma)
+    if not 0.0 < g <= 1.0:
+        raise ParameterError(f"gamma (fraction of honest users) must lie in (0, 1], got {gamma!r}")
+    return g

@@ -46,7 +46,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import encode_bits
+from ._messages import encode_bits
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["Cnt2M", "Cnt2MParams"]

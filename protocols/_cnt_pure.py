@@ -100,14 +100,14 @@ from ._base import (
     ShuffleProtocol,
     check_delta,
     check_epsilon,
+    check_gamma,
     check_n,
 )
-from ._cnt_robust import check_gamma
 from ._errors import BoundNotApplicable, ParameterError
-from ._krr import decode_bits, encode_bits
+from ._messages import decode_bits, encode_bits
 from ._noise import symmetric_geometric
 from ._registry import ProtocolSpec, integer_option, number_option, register_protocol
-from ._tight import binomial_window
+from .accounting import binomial_window, pair_lower_epsilon
 
 __all__ = [
     "CERTIFY_WORK",
@@ -570,13 +570,12 @@ class PureBitCounter:
         of ones when the ``honest_others`` honest others hold 0 and ``fakes`` fair fake bits
         are mixed in, victim 0 against 1 (:func:`pure_count_laws`).
 
-        One counter: its exact ε(δ) (:func:`~protocols._collusion.pair_lower_epsilon`).
+        One counter: its exact ε(δ) (:func:`~protocols.pair_lower_epsilon`).
         ``digits`` > 1 (``RSum_PURE``, the victim's value flipping every digit): the
         ``digits``-fold composition of that pair, each digit counted with all ``fakes``
         (a digit gets at most that many, and fewer fakes only help the analyzer), by
         :func:`composed_lower_epsilon` — at most ``digits``·10⁻³ below the exact ε(δ) of
         that composition. ``None`` where the laws are too wide to compute directly."""
-        from ._collusion import pair_lower_epsilon  # lazy: _collusion is a higher layer
 
         h = check_n(honest_others, "honest others", 0)
         f = check_n(fakes, "fakes", 0)
@@ -665,7 +664,7 @@ def pure_count_laws(
     so C = m(h − K) + Σ_{i ≤ K} z_i + o_victim + Bin(F, ½), z_i ~ ω: a mixture over K of
     convolution powers of ω, convolved directly (non-negative terms, no Fourier inversion),
     K and the fakes' count cut 10 sd + 20 around their means. Each computed probability is
-    therefore at most the true one, as :func:`~protocols._collusion.pair_lower_epsilon`
+    therefore at most the true one, as :func:`~protocols.pair_lower_epsilon`
     needs. ``None`` when this would take more than :data:`LOWER_WORK` multiply-adds.
     """
     h = check_n(others, "others", 0)
@@ -698,7 +697,7 @@ def composed_lower_epsilon(
     p: npt.ArrayLike, q: npt.ArrayLike, delta: float, *, times: int
 ) -> float:
     """A lower bound on the exact ε(δ) of the ``times``-fold product pair (P^×t, Q^×t), from
-    truncated laws p ≤ P, q ≤ Q of one factor (as :func:`~protocols._collusion.pair_lower_epsilon`).
+    truncated laws p ≤ P, q ≤ Q of one factor (as :func:`~protocols.pair_lower_epsilon`).
 
     H(ε) = E_{P^×t}[(1 − e^{ε − L})₊], L the summed privacy loss; ε(δ) is the least ε with
     H(ε) ≤ δ (and the same from Q's side). Each cell's loss is taken as

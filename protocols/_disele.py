@@ -74,7 +74,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, integer_option, register_protocol
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Errors raised by the protocols layer.
 
-``protocols/`` imports nothing else of ours (DESIGN.md layers), so it has its own root.
+``protocols/`` imports nothing else of ours (its layer is below ``esa``), so it has its own root.
 """
 
 from __future__ import annotations

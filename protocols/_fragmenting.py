@@ -47,7 +47,6 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ._amplification import krr_lambda, largest_local, tightest_central
 from ._base import (
     Estimate,
     InputKind,
@@ -58,15 +57,17 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import HistKR, _lookup_bound, decode_uints, encode_uints, uint_codec_size
+from ._krr import HistKR
+from ._messages import decode_uints, encode_uints, randomized_round, uint_codec_size
 from ._registry import (
     ProtocolSpec,
     build_protocol,
     integer_option,
     number_option,
     register_protocol,
+    register_wrapper,
 )
-from ._rsum import randomized_round
+from .accounting import krr_lambda, largest_local, tightest_central
 
 __all__ = [
     "AttributeFragmenting",
@@ -139,16 +140,14 @@ class ReportFragmenting(ShuffleProtocol):
         self._k = inner.domain
         self._binary = inner.input_kind is InputKind.BINARY
         self._lam = krr_lambda(self._eps_lb, self._k)
-        if bound is None:
-            self._eps_c, self._bound = tightest_central(
-                epsilon_local=self._eps_lb, n=self._n, delta=self._delta, family="krr", k=self._k
-            )
-        else:
-            b = _lookup_bound(bound, "krr")
-            self._eps_c = b.epsilon_central(
-                epsilon_local=self._eps_lb, n=self._n, delta=self._delta, k=self._k
-            )
-            self._bound = bound
+        self._eps_c, self._bound = tightest_central(
+            epsilon_local=self._eps_lb,
+            n=self._n,
+            delta=self._delta,
+            family="krr",
+            k=self._k,
+            bound=bound,
+        )
 
     @property
     def inner(self) -> ShuffleProtocol:
@@ -532,7 +531,12 @@ def report_fragmented(
     base = RealReportFragmenting if inner.input_kind is InputKind.REAL01 else ReportFragmenting
     k = inner.domain
     eps_lb, bound = largest_local(
-        epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=k
+        epsilon_central=spec.epsilon,
+        n=spec.n,
+        delta=spec.delta,
+        family="krr",
+        k=k,
+        bound=spec.bound,
     )
     cls = _FRAGMENTED.get(inner.name)
     if cls is None:
@@ -553,6 +557,19 @@ def report_fragmented(
     )
 
 
+def _wrap_report_fragments(protocol: ShuffleProtocol, spec: ProtocolSpec) -> ShuffleProtocol:
+    return report_fragmented(protocol, spec, number_option(spec, "report_fragments", 0.0))
+
+
+def _takes_report_fragments(protocol: ShuffleProtocol) -> bool:
+    return isinstance(protocol, ReportFragmenting) or is_single_message(protocol)
+
+
+# ``--option report_fragments=ω`` on every protocol it applies to (Erlingsson et al.): the
+# protocol is configured as usual, then wrapped.
+register_wrapper("report_fragments", _wrap_report_fragments, applies_to=_takes_report_fragments)
+
+
 @register_protocol("hist_kr_frag")
 def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
     """Report fragmenting of Hist_KR: backstop ε_lb meets the target ε_c by itself.
@@ -562,7 +579,12 @@ def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
     """
     omega = integer_option(spec, "fragments", 4, minimum=1)
     eps_lb, bound = largest_local(
-        epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=spec.domain
+        epsilon_central=spec.epsilon,
+        n=spec.n,
+        delta=spec.delta,
+        family="krr",
+        k=spec.domain,
+        bound=spec.bound,
     )
     eps_lf = number_option(spec, "epsilon_fragment", eps_lb / omega)
     inner = HistKR(

@@ -56,7 +56,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["HistMM", "HistMMParams"]

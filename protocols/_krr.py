@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ._amplification import BOUNDS, krr_lambda, largest_local, tightest_central
 from ._base import (
     CountNoise,
     Estimate,
@@ -32,83 +31,12 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import BoundNotApplicable, ParameterError
+from ._errors import ParameterError
+from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, register_protocol
+from .accounting import krr_lambda, largest_local, tightest_central
 
-__all__ = ["CntRR", "HistKR", "uint_codec_size"]
-
-
-def uint_codec_size(domain: int) -> int:
-    """Bytes of the big-endian unsigned encoding of a value in [0, domain)."""
-    return max(1, (int(domain - 1).bit_length() + 7) // 8)
-
-
-def encode_uints(values: npt.NDArray[Any], size: int) -> npt.NDArray[np.uint8]:
-    """Vectorized big-endian encoding of non-negative ints to ``(k, size)`` bytes."""
-    v = np.asarray(values, dtype=">u8").reshape(-1, 1).view(np.uint8).reshape(-1, 8)
-    return np.ascontiguousarray(v[:, 8 - size :])
-
-
-def decode_uints(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.int64]:
-    """Inverse of :func:`encode_uints`."""
-    rows = np.asarray(rows, dtype=np.uint8).reshape(-1, size)
-    padded = np.zeros((rows.shape[0], 8), dtype=np.uint8)
-    padded[:, 8 - size :] = rows
-    return padded.view(">u8").reshape(-1).astype(np.int64)
-
-
-def sum_mod(values: npt.NDArray[np.int64], q: int) -> int:
-    """Σ values mod q without overflow (int64 when the total fits, else in chunks)."""
-    v = np.asarray(values, dtype=np.int64).reshape(-1) % q
-    chunk = max(1, (1 << 62) // max(q, 1))
-    total = 0
-    for start in range(0, v.size, chunk):
-        total = (total + int(v[start : start + chunk].sum())) % q
-    return total
-
-
-def zero_sum_values(count: int, q: int, *, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-    """``count`` values uniform on Z_q subject to a total of 0 mod q (Split-Mix fakes that
-    leave every sum unchanged; ``count`` = 1 gives the value 0)."""
-    if count == 0:
-        return np.zeros(0, dtype=np.int64)
-    out = rng.integers(0, q, size=count, dtype=np.int64)
-    out[-1] = (-sum_mod(out[:-1], q)) % q
-    return out
-
-
-class ModularMessages:
-    """Wire format and fakes of a protocol whose messages are values of Z_q (Split-Mix).
-
-    Mixed in before :class:`~protocols.ShuffleProtocol` by protocols that set ``q`` (the
-    modulus) and ``_size`` (:func:`uint_codec_size` of q): values travel big-endian, a value
-    ≥ q is invalid, and fakes sum to 0 mod q (:func:`zero_sum_values`) so no sum moves.
-    """
-
-    q: int
-    _size: int
-
-    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return encode_uints(messages, self._size)
-
-    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        v = decode_uints(rows, self._size)
-        return v, v < self.q
-
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """``count`` values uniform on Z_q whose total is 0 mod q: they leave sums unchanged."""
-        return zero_sum_values(check_n(count, "count", 0), self.q, rng=rng)
-
-
-def encode_bits(messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-    """One-byte messages of 0/1 protocols as ``(k, 1)`` rows."""
-    return np.asarray(messages, dtype=np.uint8).reshape(-1, 1).copy()
-
-
-def decode_bits(rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-    """Inverse of :func:`encode_bits`, with the mask of rows holding 0 or 1."""
-    b = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
-    return b.copy(), b <= 1
+__all__ = ["CntRR", "HistKR"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +77,9 @@ class HistKR(ShuffleProtocol):
         n = check_n(n)
         delta = check_delta(delta)
         fakes = check_n(fake_reports, "fake_reports", 0)
-        if bound is None:
-            eps_c, bound_name = tightest_central(
-                epsilon_local=eps_l, n=n, delta=delta, family=self.family, k=k
-            )
-        else:
-            b = _lookup_bound(bound, self.family)
-            eps_c, bound_name = b.epsilon_central(epsilon_local=eps_l, n=n, delta=delta, k=k), bound
+        eps_c, bound_name = tightest_central(
+            epsilon_local=eps_l, n=n, delta=delta, family=self.family, k=k, bound=bound
+        )
         self._p = _KRRParams(k, eps_l, n, delta, fakes, bound_name, eps_c)
         self._lam = krr_lambda(eps_l, k)
         self._size = uint_codec_size(k)
@@ -173,14 +97,9 @@ class HistKR(ShuffleProtocol):
     ) -> HistKR:
         """Configure for a target ε_c: the largest ε_l any applicable bound allows."""
         k = check_n(domain, "domain", 2)
-        if bound is None:
-            eps_l, bound = largest_local(
-                epsilon_central=epsilon_central, n=n, delta=delta, family=cls.family, k=k
-            )
-        else:
-            eps_l = _lookup_bound(bound, cls.family).epsilon_local(
-                epsilon_central=epsilon_central, n=n, delta=delta, k=k
-            )
+        eps_l, bound = largest_local(
+            epsilon_central=epsilon_central, n=n, delta=delta, family=cls.family, k=k, bound=bound
+        )
         return cls(
             domain=k, epsilon_local=eps_l, n=n, delta=delta, fake_reports=fake_reports, bound=bound
         )
@@ -325,18 +244,6 @@ class CntRR(HistKR):
         return super().truth(values)[1:]
 
 
-def _lookup_bound(name: str, family: str) -> Any:
-    try:
-        bound = BOUNDS[name]
-    except KeyError:
-        raise ParameterError(
-            f"unknown bound {name!r}; choose one of: {', '.join(sorted(BOUNDS))}"
-        ) from None
-    if not bound.applies_to(family):
-        raise BoundNotApplicable(f"bound {name!r} does not cover {family} randomizers")
-    return bound
-
-
 @register_protocol("hist_kr")
 def _build_hist_kr(spec: ProtocolSpec) -> ShuffleProtocol:
     return HistKR.from_central(
@@ -351,15 +258,13 @@ def _build_hist_kr(spec: ProtocolSpec) -> ShuffleProtocol:
 
 @register_protocol("cnt_rr")
 def _build_cnt_rr(spec: ProtocolSpec) -> ShuffleProtocol:
-    eps_l, bound = (
-        largest_local(epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, family="krr", k=2)
-        if spec.bound is None
-        else (
-            _lookup_bound(spec.bound, "krr").epsilon_local(
-                epsilon_central=spec.epsilon, n=spec.n, delta=spec.delta, k=2
-            ),
-            spec.bound,
-        )
+    eps_l, bound = largest_local(
+        epsilon_central=spec.epsilon,
+        n=spec.n,
+        delta=spec.delta,
+        family=CntRR.family,
+        k=2,
+        bound=spec.bound,
     )
     return CntRR(
         epsilon_local=eps_l,

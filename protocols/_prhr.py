@@ -109,10 +109,10 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._freq_oracles import lh_hash
-from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, integer_option, register_protocol
-from ._tight import binomial_window
+from .accounting import binomial_window
+from .ldp import lh_hash
 
 __all__ = [
     "PRHR",
@@ -559,7 +559,7 @@ def _cell_noise_law(
 
     B ~ Bin(n, λ) is the cell's blanket, F ~ Bin(n_f, q) its fakes (q = 1/(τs): the marginal of
     the fakes' multinomial over the τs cells). Both are tabulated on
-    :func:`~protocols._tight.binomial_window`'s window, so the pmf sums to 1 − (mass cut off,
+    :func:`~protocols.binomial_window`'s window, so the pmf sums to 1 − (mass cut off,
     ≪ 1e−14); :meth:`PUCM.error_bound` adds that mass to each tail.
     """
     lo, law = (n, np.ones(1)) if lam >= 1.0 else binomial_window(n, lam)

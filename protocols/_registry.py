@@ -24,6 +24,7 @@ __all__ = [
     "option_keys",
     "protocol_names",
     "register_protocol",
+    "register_wrapper",
 ]
 
 
@@ -146,6 +147,38 @@ def register_protocol(name: str) -> Callable[[Factory], Factory]:
     return deco
 
 
+#: ``wrap(protocol, spec) -> ShuffleProtocol``: a configured protocol, wrapped by an option.
+Wrap = Callable[[ShuffleProtocol, ProtocolSpec], ShuffleProtocol]
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    option: str
+    wrap: Wrap
+    applies_to: Callable[[ShuffleProtocol], bool]
+
+
+_WRAPPERS: dict[str, _Wrapper] = {}
+
+
+def register_wrapper(
+    option: str, wrap: Wrap, *, applies_to: Callable[[ShuffleProtocol], bool]
+) -> None:
+    """Register an option that wraps any protocol it applies to (e.g. ``report_fragments``).
+
+    :func:`build_protocol` configures the named protocol as usual, then, where ``option`` is
+    among the spec's options, returns ``wrap(protocol, spec)`` instead; :func:`option_keys`
+    lists ``option`` for the protocols ``applies_to`` accepts. ``wrap`` refuses (with
+    :class:`ParameterError`) a protocol it cannot wrap.
+
+    Raises:
+        ParameterError: ``option`` is already registered.
+    """
+    if option in _WRAPPERS:
+        raise ParameterError(f"wrapper option {option!r} is already registered")
+    _WRAPPERS[option] = _Wrapper(option, wrap, applies_to)
+
+
 def protocol_names() -> list[str]:
     """Names of every registered protocol, sorted."""
     return sorted(_PROTOCOLS)
@@ -167,15 +200,10 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     if read is None:
         read = RecordedOptions(spec.options)
         spec = dataclasses.replace(spec, options=read)
-    if "report_fragments" not in spec.options:
-        protocol = factory(spec)
-    else:
-        # Report fragmenting as an option on any single-message protocol (Erlingsson et
-        # al.): the inner protocol is configured as usual, then wrapped.
-        inner = factory(spec)
-        from ._fragmenting import report_fragmented  # _fragmenting imports this module
-
-        protocol = report_fragmented(inner, spec, number_option(spec, "report_fragments", 0.0))
+    wrappers = [w for w in _WRAPPERS.values() if w.option in spec.options]
+    protocol = factory(spec)
+    for wrapper in wrappers:
+        protocol = wrapper.wrap(protocol, spec)
     if spec.bound is not None and spec.bound not in protocol.privacy.bound:
         # The factory configured itself without the amplification bounds (its paper's own
         # accountant, or an exact one): the forced bound would be silently ignored.
@@ -202,13 +230,9 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
 
 def option_keys(protocol: ShuffleProtocol, read: RecordedOptions) -> list[str]:
     """The ``options`` keys a protocol built with ``read`` takes: those its factory asked
-    for, with ``report_fragments`` last and only where it applies (a single-message
-    protocol, or one it already wraps)."""
-    from ._fragmenting import ReportFragmenting, is_single_message
-
-    keys = sorted(read.asked - {"report_fragments"})
-    if isinstance(protocol, ReportFragmenting) or is_single_message(protocol):
-        keys.append("report_fragments")
+    for, then each wrapper option (``report_fragments``) that applies to it, last."""
+    keys = sorted(read.asked - set(_WRAPPERS))
+    keys += [w.option for w in _WRAPPERS.values() if w.applies_to(protocol)]
     return keys
 
 

@@ -1,7 +1,9 @@
-"""Real summation in the shuffle model: ``RSum_RR``, ``RSum_KR``, ``RSum_RM``, ``RSum_DSG``.
+"""Real summation by k-RR over rounded levels: ``RSum_RR``, ``RSum_KR``, ``RSum_RM``.
 
-Every user holds x_i ∈ [0, 1]; the target is Σ x_i (survey §4.3, table 8). All four
-protocols first map x to integers by unbiased randomized rounding at a precision k:
+Every user holds x_i ∈ [0, 1]; the target is Σ x_i (survey §4.3, table 8). These three, like
+``RSum_DSG`` (:mod:`protocols._rsum_dsg`) and ``RSum_PURE`` (:mod:`protocols._rsum_pure`),
+which take their shared helpers from here, first map x to integers by unbiased randomized
+rounding at a precision k:
     R_k(x) = ⌊xk⌋ + Ber(xk − ⌊xk⌋),   E R_k(x) = xk,   Var R_k(x) = f(1 − f), f = xk − ⌊xk⌋
 (Balle et al. arXiv 1903.02837 §4; Cheu et al. arXiv 1808.01394 §5), so the rounding adds
 Σ f_i(1 − f_i)/k² ≤ n/(4k²) to the variance of the sum.
@@ -29,57 +31,38 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ._amplification import BOUNDS, krr_lambda, largest_local
 from ._base import (
-    TALLY_BLOCK,
     Estimate,
-    HonestUsersBound,
     InputKind,
-    MessageTally,
     PrivacyGuarantee,
-    ShareSpec,
     ShuffleProtocol,
     check_delta,
     check_epsilon,
     check_n,
 )
-from ._cnt_pure import PureBitCounter, check_tau, default_tau, pure_bound_name
 from ._errors import BoundNotApplicable, ParameterError
-from ._krr import (
-    ModularMessages,
+from ._messages import (
     decode_bits,
     decode_uints,
     encode_bits,
     encode_uints,
-    sum_mod,
+    randomized_round,
     uint_codec_size,
 )
-from ._noise import polya, symmetric_geometric_variance
 from ._registry import ProtocolSpec, integer_option, register_protocol
+from .accounting import BOUNDS, krr_lambda, largest_local
 
 __all__ = [
     "KRRLevels",
-    "RSumDSG",
     "RSumKR",
-    "RSumPURE",
     "RSumRM",
     "RSumRR",
     "advanced_composition_epsilon",
-    "randomized_round",
+    "rounding_variance",
 ]
 
 #: Largest precision any of these protocols accepts (levels must stay a small codec).
 MAX_PRECISION = 1 << 24
-
-
-def randomized_round(
-    x: npt.NDArray[np.float64], k: int, *, rng: np.random.Generator
-) -> npt.NDArray[np.int64]:
-    """R_k(x) = ⌊xk⌋ + Ber(xk − ⌊xk⌋) in {0, …, k} (unbiased: E R_k(x) = xk)."""
-    scaled = np.asarray(x, dtype=np.float64) * k
-    floor = np.floor(scaled)
-    up = np.asarray(rng.random(scaled.shape) < (scaled - floor), dtype=np.int64)
-    return np.asarray(np.minimum(floor.astype(np.int64) + up, k), dtype=np.int64)
 
 
 def rounding_variance(x: npt.NDArray[np.float64], k: int) -> float:
@@ -203,17 +186,9 @@ _CLOSED_FORM_BOUNDS = ("thm3_cheu", "thm4_balle", "thm2_fmt_closed_form")
 def _krr_local(
     levels: int, epsilon: float, delta: float, n: int, bound: str | None
 ) -> tuple[float, str]:
-    if bound is None:
-        return largest_local(epsilon_central=epsilon, n=n, delta=delta, family="krr", k=levels)
-    try:
-        b = BOUNDS[bound]
-    except KeyError:
-        raise ParameterError(
-            f"unknown bound {bound!r}; choose one of: {', '.join(sorted(BOUNDS))}"
-        ) from None
-    if not b.applies_to("krr"):
-        raise BoundNotApplicable(f"bound {bound!r} does not cover k-RR randomizers")
-    return b.epsilon_local(epsilon_central=epsilon, n=n, delta=delta, k=levels), bound
+    return largest_local(
+        epsilon_central=epsilon, n=n, delta=delta, family="krr", k=levels, bound=bound
+    )
 
 
 def _rounded_moments(x: npt.NDArray[np.float64], k: int) -> tuple[float, float]:
@@ -729,415 +704,6 @@ class RSumRM(ShuffleProtocol):
 
 
 # ---------------------------------------------------------------------------------------
-# RSum_DSG — Balle, Bell, Gascón, Nissim (arXiv 1906.09116): distributed geometric noise
-# + Split-Mix (Ishai, Kushilevitz, Ostrovsky, Sahai FOCS'06)
-# ---------------------------------------------------------------------------------------
-
-
-#: β of ``RSum_DSG``: its modulus leaves room for every total noise |N| ≤ t with
-#: P[|N| > t] ≤ β, so the wrap-around correction is exact except with probability ≤ β.
-DSG_WRAP_PROBABILITY = 2.0**-40
-#: Largest modulus ``RSum_DSG`` takes: Split-Mix shares and their sums are int64
-#: (:func:`crypto.split_mix` accepts q ≤ 2^62).
-MAX_DSG_MODULUS = 1 << 62
-
-
-def dlap_tail(alpha: float, t: int) -> float:
-    """P[|N| > t] = 2α^{t+1}/(1 + α) for N ~ DLap(α) and an integer t ≥ 0 (exact).
-
-    P[N = k] = (1−α)/(1+α)·α^{|k|}, so P[N > t] = (1−α)/(1+α)·Σ_{k>t} α^k = α^{t+1}/(1+α),
-    and the law is symmetric. Computed from ln α, so α near 1 keeps its precision.
-    """
-    if t < 0:
-        return 1.0
-    log_alpha = math.log(alpha)
-    return min(1.0, math.exp(math.log(2.0) - math.log1p(alpha) + (t + 1) * log_alpha))
-
-
-def dlap_room(alpha: float, beta: float) -> int:
-    """The smallest integer t ≥ 0 with P[|N| > t] ≤ β for N ~ DLap(α) (:func:`dlap_tail`):
-    t + 1 ≥ ln(2/((1 + α)β)) / ln(1/α)."""
-    need = (math.log(2.0) - math.log1p(alpha) - math.log(beta)) / -math.log(alpha)
-    t = max(0, math.ceil(need) - 1)
-    while t > 0 and dlap_tail(alpha, t - 1) <= beta:  # rounding of `need`, either way
-        t -= 1
-    while dlap_tail(alpha, t) > beta:
-        t += 1
-    return t
-
-
-class RSumDSG(ModularMessages, ShuffleProtocol):
-    """``RSum_DSG``: rounding, distributed symmetric-geometric noise, Split-Mix over Z_q.
-
-    User i sends v_i = R_p(x_i) + X_i mod q, with X_i = Pólya(1/n, α) − Pólya(1/n, α) and
-    α = e^{−ε/p}: N = Σ_i X_i ~ DLap(α) exactly (survey Thm 8; :mod:`protocols._noise`), and
-    S = Σ R_p(x_i) + N has sensitivity p in the data, so S is ε-DP (geometric mechanism;
-    survey: SG(e^{−ε_c/p})). The esa encoder splits v_i into m uniform shares of Z_q
-    (:attr:`share_spec`); the analyzer only learns z = S mod q, a post-processing of S
-    whatever q is: the modulus moves no privacy, only the wrap-around and the share count.
-
-    Wrap-around. The analyzer reads z in the window [np + M + 1 − q, np + M],
-    M = ⌊(q − np)/2⌋: z > np + M means S was negative, z ← z − q (survey: the wrap-around
-    correction). Since 0 ≤ Σ R_p(x_i) ≤ np, the window holds S whenever |N| ≤ r,
-    r = ⌊(q − np − 1)/2⌋ (the room on the tighter side), so the estimate z/p equals S/p
-    except with probability w = P[|N| > r] = 2α^{r+1}/(1 + α) (:attr:`wrap_probability`).
-    q is the smallest power of two ≥ max(2(np + 1), np + 2t + 1), t = the smallest integer
-    with P[|N| > t] ≤ β = :data:`DSG_WRAP_PROBABILITY` = 2^{−40} (exact DLap tail,
-    :func:`dlap_room`), so r ≥ t and w ≤ β. Estimate z/p: S/p is unbiased with
-        Var = (Σ f(1−f) + 2α/(1−α)²)/p²   (rounding ≤ n/4/p², noise 2α/(1−α)²/p²),
-    and z/p differs from it only on that event: a wrap by k·q needs |N| > r + (|k| − 1)q,
-    so |E z/p − Σx| ≤ (q/p)·w/(1 − α^q) ≤ (q/p)·β/(1 − α^q). With p = ⌈√n⌉ (the paper's
-    choice) the MSE is O(1/ε²), independent of n.
-    Where this differs from the paper: Balle et al.'s messages have O(log n) bits (arXiv
-    1906.09116, abstract): q depends on n and p only, as this module's did until
-    2026-11-30 (q ≥ 2(np + 1), a room of about np/2). The noise sd is √2·p/ε, so that room
-    holds it only when εn ≫ 1: P[wrap] ≈ e^{−εn/2}. At ε = 0.05, n = 10 (q was 128) 13 %
-    of runs decoded to the wrong multiple of q (all-ones data: mean error −4.4, sd 9 against
-    a stated 28.3). The room now comes from the noise tail; the old floor 2(np + 1) is
-    kept, so wherever it already gave r ≥ t (εn ≳ 57) q, the share count and the wire
-    format are unchanged. ``estimate`` reports w for its n as ``wrap_probability``.
-
-    Shares: the shuffled multiset of m shares per user is 2^{−σ}-close to its sum when
-    m ≥ (2σ + log₂ q)/(log₂ n − log₂ e) + 1 (:meth:`ShareSpec.shares_for`, Balle et al.,
-    the IKOS analysis); a view Δ-close to an ε-DP one is (ε, (1 + e^ε)Δ)-DP, so
-    σ = log₂((1 + e^ε)/δ) makes the protocol (ε, δ)-DP. Since log₂ q > log₂ n, that bound
-    is above 2 and the ``max(2, ·)`` floor of ``shares_for`` never decides m here. A
-    ``shares`` below it is refused (fewer shares do not give the stated δ: at n = 3,
-    ε = 1, δ = 10⁻⁶, m = 2 and the then q = 16 the exact ε at δ was 2.44); more are
-    allowed, with the same (ε, δ). Needs n ≥ 3 (log₂ n > log₂ e). No local guarantee
-    (ε_l = ∞).
-    Fakes: ``sample_fakes(c)`` returns c values each uniform on Z_q whose total is 0 mod q,
-    so they vanish from z and the estimator needs no correction (c = 1: the value 0).
-    """
-
-    name: ClassVar[str] = "rsum_dsg"
-    input_kind: ClassVar[InputKind] = InputKind.REAL01
-
-    def __init__(
-        self,
-        *,
-        epsilon: float,
-        delta: float,
-        n: int,
-        precision: int | None = None,
-        shares: int | None = None,
-    ) -> None:
-        self._eps = check_epsilon(epsilon)
-        self._delta = check_delta(delta)
-        self._n = n = check_n(n, "n", 3)
-        self.p = _check_precision(precision if precision is not None else math.isqrt(n - 1) + 1)
-        self.alpha = math.exp(-self._eps / self.p)
-        span = n * self.p
-        # q: the old floor 2(np + 1), or np + 2t + 1 where DLap(α) exceeds ±t w.p. ≤ β.
-        t = dlap_room(self.alpha, DSG_WRAP_PROBABILITY)
-        self.q = 1 << max(2 * (span + 1) - 1, span + 2 * t).bit_length()
-        if self.q > MAX_DSG_MODULUS:
-            raise ParameterError(
-                f"rsum_dsg: modulus q = 2^{self.q.bit_length() - 1} (n*p = {span} plus twice "
-                f"the noise room {t} at epsilon={self._eps:g}, precision={self.p}) exceeds "
-                "2^62; use a larger epsilon or a smaller precision"
-            )
-        # σ = log₂((1 + e^ε)/δ), in log space: e^ε overflows a double near ε = 710.
-        self.sigma = (
-            self._eps + math.log1p(math.exp(-self._eps)) - math.log(self._delta)
-        ) / math.log(2.0)
-        need = ShareSpec.shares_for(sigma=self.sigma, modulus=self.q, users=n)
-        if shares is None:
-            shares = need
-        self.m = check_n(shares, "shares", 2)
-        if self.m < need:
-            raise ParameterError(
-                f"rsum_dsg: shares={self.m} is below the {need} that make the shuffled shares "
-                f"of n={n} users 2^-{self.sigma:.1f}-close to their sum mod q={self.q}, as "
-                f"delta={self._delta:g} at epsilon={self._eps:g} needs; use shares >= {need} "
-                "or omit the option"
-            )
-        self.share_spec = ShareSpec(modulus=self.q, shares=self.m)
-        self._size = uint_codec_size(self.q)
-
-    @property
-    def wrap_probability(self) -> float:
-        """w = P[|N| > ⌊(q − np − 1)/2⌋] ≤ β: the chance the estimate is off by a multiple
-        of q/p (class docstring), exact for n honest users."""
-        return dlap_tail(self.alpha, (self.q - self._n * self.p - 1) // 2)
-
-    @property
-    def domain(self) -> int:
-        return self.p + 1
-
-    @property
-    def message_size(self) -> int:
-        return self._size
-
-    @property
-    def messages_per_user(self) -> float:
-        return float(self.m)
-
-    @property
-    def privacy(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(
-            epsilon_central=self._eps,
-            epsilon_local=math.inf,
-            delta=self._delta,
-            bound=f"bbgn_dsg (distributed DLap + Split-Mix, m={self.m}, sigma={self.sigma:.1f})",
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"RSumDSG(precision={self.p}, n={self._n}, epsilon={self._eps:g}, "
-            f"delta={self._delta:g}, q={self.q}, shares={self.m})"
-        )
-
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        x = _check_reals(self, values)
-        v = randomized_round(x, self.p, rng=rng)
-        # Each user's share of one DLap(α): Pólya(1/n, α) − Pólya(1/n, α) (survey Thm 8).
-        r = 1.0 / self._n
-        noise = np.asarray(polya(r, self.alpha, x.size, rng=rng), dtype=np.int64) - np.asarray(
-            polya(r, self.alpha, x.size, rng=rng), dtype=np.int64
-        )
-        return np.asarray(np.mod(v + noise, self.q), dtype=np.int64)
-
-    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
-        m = np.asarray(messages, dtype=np.int64).reshape(-1)
-        z = sum_mod(m, self.q)
-        span = n * self.p
-        margin = (self.q - span) // 2
-        wrapped = z > span + margin
-        if wrapped:
-            z -= self.q
-        var = (n / 4.0 + symmetric_geometric_variance(self.alpha)) / self.p**2
-        return Estimate(
-            values=np.array([z / self.p]),
-            expected_std=np.array([math.sqrt(var)]),
-            messages_used=int(m.size),
-            extra={
-                "wrapped": bool(wrapped),
-                "precision": self.p,
-                "modulus": self.q,
-                # P[z/p is off by a multiple of q/p] for these n users (class docstring).
-                "wrap_probability": dlap_tail(self.alpha, (self.q - span - 1) // 2),
-            },
-        )
-
-    def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
-        """Exact variance for these inputs: rounding plus one DLap(α)."""
-        x = _check_reals(self, values)
-        return (rounding_variance(x, self.p) + symmetric_geometric_variance(self.alpha)) / self.p**2
-
-    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        return np.array([float(_check_reals(self, values).sum())])
-
-
-# ---------------------------------------------------------------------------------------
-# RSum_PURE — Ghazi et al. (ITC'20, arXiv 2002.01919): binary digits, Cnt_PURE per digit
-# ---------------------------------------------------------------------------------------
-
-#: Most binary digits RSum_PURE accepts (x·(2^p − 1) must stay exact in a double).
-MAX_PURE_BITS = 48
-
-
-def default_precision(n: int) -> int:
-    """p = ⌈½ log₂ n⌉ + 1: RSum_PURE's default number of binary digits (see RSumPURE)."""
-    return math.ceil(0.5 * math.log2(max(check_n(n), 2))) + 1
-
-
-class RSumPURE(ShuffleProtocol):
-    """``RSum_PURE``: p binary digits, the ``Cnt_PURE`` mechanism on each digit position.
-
-    User i rounds x_i to v_i = R_{2^p−1}(x_i) ∈ {0, …, 2^p − 1} (unbiased) and, for each digit
-    position j (weight 2^j), runs the ``Cnt_PURE`` randomizer on its bit b_ij at ε/p, sending
-    τ messages (j, bit). A user changes at most p digit counts, so basic composition makes
-    the whole ε-DP with δ = 0. Estimate Σ_j 2^j ĉ_j / (2^p − 1): unbiased, variance
-    Σ_j 4^j Var ĉ_j / (2^p − 1)² + Σ f(1−f)/(2^p − 1)².
-
-    Parameters. The paper sends O_ε(log³ n) messages: O(log n) digits, each a binary
-    summation at ε/p with O_{ε/p}(log n) messages. Here p = ⌈½ log₂ n⌉ + 1, the fewest
-    digits whose rounding stays O(1) (2^p − 1 ≥ √n, so its std is ≤ ½), and
-    τ = :func:`~protocols._cnt_pure.default_tau` (n, ε/p) = 2⌈p log₂ n / ε⌉ + 1 per digit.
-    The survey (§4.3) reads p = 2 log₂ n; that many digits split ε finer and cost more
-    (n = 10^4, ε = 0.9: std 178 with 23 212 messages per user, against 43 with 1 912 here),
-    so it is not the default (``precision`` and ``messages`` override p and τ). Each
-    digit's counter is calibrated as :mod:`protocols._cnt_pure` says (λ from the exact
-    central ε of the same-digit crowd). At large n it runs as a tally with ``--crypto
-    ideal`` (per position: messages and ones).
-    """
-
-    name: ClassVar[str] = "rsum_pure"
-    input_kind: ClassVar[InputKind] = InputKind.REAL01
-
-    def __init__(
-        self,
-        *,
-        epsilon: float,
-        n: int,
-        precision: int | None = None,
-        messages: int | None = None,
-    ) -> None:
-        self._eps = check_epsilon(epsilon)
-        self._n = n = check_n(n)
-        bits = precision if precision is not None else default_precision(n)
-        self.bits = check_n(bits, "precision (binary digits)", 1)
-        if self.bits > MAX_PURE_BITS:
-            raise ParameterError(
-                f"rsum_pure: precision must be <= {MAX_PURE_BITS} binary digits, got {self.bits}"
-            )
-        self.scale = (1 << self.bits) - 1
-        self._tau = check_tau(
-            default_tau(n, self._eps / self.bits) if messages is None else messages
-        )
-
-    @functools.cached_property
-    def bit(self) -> PureBitCounter:
-        """Each digit's calibrated counter (at ε/p), derived on first use (up to a minute at
-        n = 10^6), so listing the protocol or its message count costs nothing."""
-        return PureBitCounter.derive(
-            epsilon=self._eps / self.bits, tau=self._tau, honest_users=self._n
-        )
-
-    @property
-    def domain(self) -> int:
-        return self.scale + 1
-
-    @property
-    def message_size(self) -> int:
-        return 2
-
-    @property
-    def messages_per_user(self) -> float:
-        return float(self.bits * self._tau)
-
-    @property
-    def privacy(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(
-            epsilon_central=self._eps,
-            epsilon_local=self.bits * self.bit.epsilon_local,
-            delta=0.0,
-            bound=f"basic_composition[{self.bits}] x {pure_bound_name(self.bit, 1.0)}",
-        )
-
-    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
-        """Each digit's exact accountant (``Cnt_PURE``), composed over the p digits (pure:
-        an upper bound at every δ; no lower bound, see :meth:`honest_users_lower`)."""
-        return self.bit.honest_users_bound(honest_others, digits=self.bits)
-
-    def honest_users_lower(
-        self, honest_others: int, *, fakes: int = 0, delta: float
-    ) -> tuple[float, str] | None:
-        """A lower bound on ε at δ: the victim's value 0 against 1 flips every digit, the
-        honest others hold 0; the p digit counts are independent given the fakes per digit
-        (each at most ``fakes``), so the exact ε(δ) of the p-fold composition of one digit's
-        pair, each digit with all ``fakes`` (:meth:`PureBitCounter.honest_users_lower`), is a
-        lower bound (up to p·10⁻³)."""
-        return self.bit.honest_users_lower(
-            honest_others, fakes=fakes, delta=delta, digits=self.bits
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"RSumPURE(epsilon={self._eps:g}, n={self._n}, bits={self.bits}, "
-            f"tau={self.bit.tau}, lam={self.bit.lam:.6g})"
-        )
-
-    def _digits(self, x: npt.NDArray[np.float64], *, rng: np.random.Generator) -> Any:
-        v = randomized_round(x, self.scale, rng=rng)
-        return (v[:, None] >> np.arange(self.bits)[None, :]) & 1
-
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        x = _check_reals(self, values)
-        digits = self._digits(x, rng=rng)
-        tau = self.bit.tau
-        parts = []
-        for j in range(self.bits):
-            ones = int(self.bit.ones(digits[:, j], rng=rng).sum())
-            block = np.zeros((x.size * tau, 2), dtype=np.int64)
-            block[:, 0] = j
-            block[:ones, 1] = 1
-            parts.append(block)
-        return np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
-
-    def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        return np.asarray(messages, dtype=np.int64).reshape(-1, 2).astype(np.uint8)
-
-    def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        r = np.asarray(rows, dtype=np.uint8).reshape(-1, 2).astype(np.int64)
-        return r, (r[:, 0] < self.bits) & (r[:, 1] <= 1)
-
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        count = check_n(count, "count", 0)
-        out = np.empty((count, 2), dtype=np.int64)
-        out[:, 0] = rng.integers(0, self.bits, size=count)
-        out[:, 1] = rng.integers(0, 2, size=count)
-        return out
-
-    def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
-        """Per digit position j: (messages received, ones among them), flattened."""
-        msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
-        received = np.bincount(msgs[:, 0], minlength=self.bits)[: self.bits]
-        ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=self.bits)[: self.bits]
-        counts = np.stack([received, ones.astype(np.int64)], axis=1).reshape(-1)
-        return MessageTally(counts.astype(np.int64), int(msgs.shape[0]))
-
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
-        """Each user's number of ones per position is drawn (as :meth:`randomize` does);
-        only the p·τ messages per user are never written out."""
-        x = _check_reals(self, values)
-        ones = np.zeros(self.bits, dtype=np.int64)
-        for s in range(0, x.size, TALLY_BLOCK):
-            digits = self._digits(x[s : s + TALLY_BLOCK], rng=rng)
-            for j in range(self.bits):
-                ones[j] += int(self.bit.ones(digits[:, j], rng=rng).sum())
-        received = np.full(self.bits, x.size * self.bit.tau, dtype=np.int64)
-        counts = np.stack([received, ones], axis=1).reshape(-1)
-        return MessageTally(counts, int(received.sum()))
-
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
-        count = check_n(count, "count", 0)
-        cells = rng.multinomial(count, np.full(2 * self.bits, 1.0 / (2 * self.bits)))
-        per = cells.reshape(self.bits, 2)  # (position, bit) uniform, as sample_fakes
-        counts = np.stack([per.sum(axis=1), per[:, 1]], axis=1).reshape(-1)
-        return MessageTally(counts.astype(np.int64), count)
-
-    def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
-        return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
-
-    def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
-        per = tally.counts.reshape(self.bits, 2)
-        total, var = 0.0, n / 4.0 / self.scale**2
-        for j in range(self.bits):
-            received, ones = int(per[j, 0]), int(per[j, 1])
-            c_hat = self.bit.debias(ones, n=n, received=received)
-            total += (1 << j) * c_hat
-            fakes = max(received - n * self.bit.tau, 0)
-            count = min(max(c_hat, 0.0), float(n))
-            var += 4.0**j * self.bit.variance(n=n, count=count, fakes=fakes) / self.scale**2
-        return Estimate(
-            values=np.array([total / self.scale]),
-            expected_std=np.array([math.sqrt(var)]),
-            messages_used=tally.messages,
-            extra={"bits": self.bits},
-        )
-
-    def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
-        """Exact variance for these inputs (``n_fakes`` fake bits per digit position)."""
-        x = _check_reals(self, values)
-        scaled = x * self.scale
-        fl = np.floor(scaled).astype(np.int64)
-        f = scaled - fl
-        var = float(np.sum(f * (1 - f)))
-        for j in range(self.bits):
-            # E Σ b_ij over the rounding: the digit of ⌊·⌋ or of ⌊·⌋ + 1.
-            lo_bit = (fl >> j) & 1
-            hi_bit = ((fl + 1) >> j) & 1
-            count = float(np.sum((1 - f) * lo_bit + f * hi_bit))
-            var += 4.0**j * self.bit.variance(n=x.size, count=count, fakes=n_fakes)
-        return var / self.scale**2
-
-    def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        return np.array([float(_check_reals(self, values).sum())])
-
-
-# ---------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------
 
@@ -1176,25 +742,4 @@ def _build_rsum_rm(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         messages=_opt_int(spec, "messages"),
         bound=spec.bound,
-    )
-
-
-@register_protocol("rsum_dsg")
-def _build_rsum_dsg(spec: ProtocolSpec) -> ShuffleProtocol:
-    return RSumDSG(
-        epsilon=spec.epsilon,
-        delta=spec.delta,
-        n=spec.n,
-        precision=_opt_int(spec, "precision"),
-        shares=_opt_int(spec, "shares"),
-    )
-
-
-@register_protocol("rsum_pure")
-def _build_rsum_pure(spec: ProtocolSpec) -> ShuffleProtocol:
-    return RSumPURE(
-        epsilon=spec.epsilon,
-        n=spec.n,
-        precision=_opt_int(spec, "precision"),
-        messages=_opt_int(spec, "messages"),
     )

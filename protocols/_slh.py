@@ -13,7 +13,7 @@ probability (1 − p')/(d' − 1), where (survey §4.2, SLH paragraph)
 
 The report is ε_l-LDP (p'/q' = e^{ε_l}).
 
-Hash family: the project's vectorized universal hash (``_freq_oracles.lh_hash``). H is
+Hash family: the project's vectorized universal hash (``protocols.lh_hash``). H is
 carried in the message as a 64-bit seed s, (a, b) are two SplitMix64 outputs of s, and
     H_s(v) = ⌊(((a·v + b) mod 2^64) >> 32) · d' / 2^32⌋,
 Dietzfelbinger's multiply-add-shift (2-independent on 32-bit inputs) followed by Lemire's
@@ -33,7 +33,7 @@ shufflers collude: :meth:`SLH.epsilon_central_for`.
 Caveat: the authors' reference code also carries an OLH-specific variant with 4·14 in place of
 14 (ε_c doubled, ``blanket_naive_olh``); the survey only says "by Thm 4", which is what this
 module implements. The paper's own statement could not be read here; the tests check that the
-claim is never below the exact ε of shuffled d'-RR (``protocols._tight.krr_exact_epsilon``).
+claim is never below the exact ε of shuffled d'-RR (``protocols.krr_exact_epsilon``).
 
 Estimator (unbiased; Wang et al. USENIX Sec'17 eq. for OLH with n_f uniform fakes). For every
 value v let C_v = #{reports i : H_i(v) = y_i}. A user holding v matches w.p. p'; a user holding
@@ -43,7 +43,7 @@ Hence
     Var[ĉ_v] = (c_v p'(1 − p') + (n − c_v + n_f)(1/d')(1 − 1/d')) / (p' − 1/d')².
 
 Cost. The aggregation is the n·d hash evaluations the estimator needs; it runs over blocks of
-users (``_freq_oracles.lh_support_counts``: one multiply, add and compare per cell, O(block·d)
+users (``protocols.lh_support_counts``: one multiply, add and compare per cell, O(block·d)
 memory), never an n×d matrix.
 """
 
@@ -60,15 +60,16 @@ from ._base import (
     Estimate,
     InputKind,
     PrivacyGuarantee,
+    RandomizerFamily,
     ShuffleProtocol,
     check_delta,
     check_epsilon,
     check_n,
 )
 from ._errors import BoundNotApplicable, ParameterError
-from ._freq_oracles import lh_hash, lh_support_counts
-from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, register_protocol
+from .ldp import lh_hash, lh_support_counts
 
 __all__ = ["MURS", "SLH", "SLHParams", "murs_epsilon_central"]
 
@@ -206,6 +207,17 @@ class SLH(ShuffleProtocol):
             else:
                 hi = mid
         return cls(domain=domain, epsilon_local=lo, n=n, delta=delta, fake_reports=fakes)
+
+    def randomizer_family(self) -> RandomizerFamily:
+        """k-RR over the hash range d' = ``params.g``: each report is g-ary randomized
+        response on the hashed value."""
+        g = self._p.g
+        return RandomizerFamily(
+            "krr",
+            g,
+            f"local hashing accounted as {g}-ary RR on hashed values with uniform fakes "
+            "(MURS's own model; the hash collision case only helps the user)",
+        )
 
     # --- parameters -------------------------------------------------------------------
     @property

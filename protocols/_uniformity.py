@@ -1,5 +1,9 @@
 """Uniformity testing in the shuffle model: ``PUT`` (pure) and ``AUT`` (approximate).
 
+One idea, and so one module past 1,000 lines: the grouped chi-square uniformity tester, from
+its statistic and the design of its groups (the error bounds that choose them) to the
+protocol that runs a counter per group; ``PUT`` and ``AUT`` differ only in that counter.
+
 Balcer, Cheu, Joseph, Mao (SODA'21, arXiv 2004.09481) §4, as summarized in survey §4.4.3:
 each user one-hot encodes its sample and runs a robust shuffle-private *counter* on every
 coordinate, each message labeled with its coordinate; the analyzer estimates every count
@@ -31,7 +35,7 @@ counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can prove 
 reconstruction (see that module), which may exceed the target ε. Two ways meet the target:
 ``--option encoding=splitmix`` keeps Cnt_SGM but sends each group's value as labeled
 Split-Mix shares, so the analyzer sees each group's sum only, whose exact ε is at most the
-survey's (:func:`protocols._cnt_robust.sgm_sum_epsilon`): (ε, δ)-DP with m shares per user
+survey's (:func:`protocols._cnt_sgm.sgm_sum_epsilon`): (ε, δ)-DP with m shares per user
 and group; ``--option counter=cnt_pure`` runs PUT on ``Cnt_PURE``, whose central pure ε is
 computed exactly (:mod:`protocols._cnt_pure`), with τ one-bit messages per user and group
 instead of one (:data:`COUNTERS` lists each tester's choices). ``gamma`` and ``encoding``
@@ -163,7 +167,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import decode_uints, encode_uints, uint_codec_size
+from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import (
     ProtocolSpec,
     build_protocol,

@@ -107,27 +107,10 @@ def epsilon_lower_bound(
 
 
 def protocol_family(protocol: ShuffleProtocol) -> tuple[str, int, str]:
-    """(family, k, note) for accounting: k-RR-type protocols by declaration, else generic."""
-    family = getattr(type(protocol), "family", None)
-    if family == "krr":
-        return "krr", protocol.domain, ""
-    params = getattr(protocol, "params", None)
-    g = getattr(params, "g", None)
-    if protocol.name in ("slh", "murs") and isinstance(g, int):
-        return (
-            "krr",
-            g,
-            f"local hashing accounted as {g}-ary RR on hashed values with uniform fakes "
-            "(MURS's own model; the hash collision case only helps the user)",
-        )
-    return (
-        "generic",
-        max(2, protocol.domain),
-        (
-            f"{protocol.name} declares no randomizer family: generic ε_l-LDP bounds, "
-            "fakes not counted"
-        ),
-    )
+    """(family, k, note) for accounting: the protocol's own
+    :meth:`~protocols.ShuffleProtocol.randomizer_family`."""
+    family = protocol.randomizer_family()
+    return family.kind, family.k, family.note
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The fast k-RR blanket (protocols/_tight.py) against its slow reference, and its registration.
+"""The fast k-RR blanket (protocols/accounting/_blanket.py) against its slow reference, and its
+registration.
 
 The fast path differs from the reference in three ways, each checked here: one binomial tail
 per cell instead of three (an identity: equal to 1e-12), pruned cells charged in full (never
@@ -22,7 +23,7 @@ from protocols import (
     stronger_clone_epsilon,
     tightest_central,
 )
-from protocols import _tight as tight
+from protocols.accounting import _blanket as tight
 
 CASES = [
     # (eps0, n_others, delta, k, n_fakes)

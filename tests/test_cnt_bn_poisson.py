@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from protocols import CntBN, ParameterError, ProtocolSpec, build_protocol
-from protocols._cnt_robust import (
+from protocols._cnt_bn import (
     MAX_BN_NOISE,
     bn_shift_delta,
     calibrate_bn_noise,

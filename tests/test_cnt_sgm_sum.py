@@ -16,7 +16,7 @@ import pytest
 
 from esa import PipelineConfig, run_pipeline
 from protocols import ParameterError, ProtocolSpec, build_protocol
-from protocols._cnt_robust import CntSGM, CntSGMSplitMix, sgm_sum_epsilon
+from protocols._cnt_sgm import CntSGM, CntSGMSplitMix, sgm_sum_epsilon
 from simulations.cli import main
 
 
@@ -201,7 +201,7 @@ def test_cli_splitmix_meets_the_target_without_warning(
 
 def test_service_config_options_build_the_variant_and_refuse_typos() -> None:
     # What `esa serve` reads from a [protocol] table with a [protocol.options] sub-table.
-    from esa._service import load_protocol
+    from esa.net import load_protocol
 
     table = {"name": "cnt_sgm", "epsilon": 1.0, "delta": 1e-6, "n": 1000}
     p = load_protocol({**table, "options": {"encoding": "splitmix", "gamma": 0.5}})

@@ -1,4 +1,4 @@
-"""Collusion scenarios (protocols/_collusion.py): order, monotonicity, exact fake accounting."""
+"""Collusion scenarios (protocols/accounting/_collusion.py): order, monotonicity, fakes."""
 
 from __future__ import annotations
 

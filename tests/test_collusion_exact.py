@@ -2,7 +2,7 @@
 
 For each scenario ``esa audit`` prints, the adversary's view is rebuilt here from the
 scenario's own label (who colludes) and the protocol's randomizer, written out from its
-definition — not from ``protocols._tight`` or the protocols' accountants:
+definition — not from ``protocols.accounting`` or the protocols' accountants:
 
 * colluding users' reports are known and removed, so the view is the histogram of the
   victim's report, the reports of the n − 1 − K honest others and the (m − c)·n_r fakes of

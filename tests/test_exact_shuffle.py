@@ -1,7 +1,7 @@
-"""Exact shuffled-histogram privacy for small n (protocols/_exact_shuffle.py).
+"""Exact shuffled-histogram privacy for small n (protocols/accounting/_exact_shuffle.py).
 
 These are the lower bounds no proof may beat: every registered upper bound must sit at or
-above them (PROTOCOLS.md, "How each one is tested", item 3).
+above them (an upper bound below a measured lower bound is a bug).
 """
 
 from __future__ import annotations

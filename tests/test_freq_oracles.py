@@ -30,7 +30,7 @@ from protocols import (
     lh_support_counts,
     unpack_unary,
 )
-from protocols._freq_oracles import FREQUENCY_ORACLES, fwht, optimal_theta
+from protocols.ldp._freq_oracles import FREQUENCY_ORACLES, fwht, optimal_theta
 
 D = 8
 N = 400

@@ -13,7 +13,7 @@ directions, by bisection on δ(ε) = Σ max(P0 − e^ε P1, 0). The others' data
 dataset, and a mixture where two values are held.
 
 An exact ε above ``protocol.privacy.epsilon_central`` at ``protocol.privacy.delta`` is a
-broken claim. Nothing from the project's accountants (``_tight``, ``_exact_shuffle``,
+broken claim. Nothing from the project's accountants (``protocols.accounting``, ``_exact_shuffle``,
 ``_amplification``) is used here.
 """
 
@@ -434,7 +434,7 @@ def test_murs_exact_within_claim(delta: float, n: int, fakes: int) -> None:
 
 
 def test_slh_murs_message_laws() -> None:
-    from protocols._freq_oracles import lh_hash
+    from protocols.ldp._freq_oracles import lh_hash
 
     rng = np.random.default_rng(14)
     spec = ProtocolSpec(epsilon=1.0, delta=0.3, n=10, domain=2, fake_reports=200)

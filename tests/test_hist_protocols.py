@@ -132,7 +132,7 @@ def test_murs_fakes_buy_local_noise_and_protect_against_colluding_shufflers() ->
 
 
 def test_slh_hash_collisions_are_uniform() -> None:
-    from protocols._freq_oracles import lh_hash
+    from protocols.ldp._freq_oracles import lh_hash
 
     rng = np.random.default_rng(3)
     seeds = rng.integers(0, 1 << 64, size=200_000, dtype=np.uint64)
@@ -143,7 +143,7 @@ def test_slh_hash_collisions_are_uniform() -> None:
 
 
 def test_slh_support_counts_match_a_direct_loop() -> None:
-    from protocols._freq_oracles import lh_hash
+    from protocols.ldp._freq_oracles import lh_hash
 
     rng = np.random.default_rng(4)
     p = SLH(domain=12, epsilon_local=2.0, n=3000, delta=0.1)
@@ -481,8 +481,8 @@ def test_hist_mm_bin_noise_meets_its_epsilon_delta_exactly(eps: float, delta: fl
 def test_slh_claim_is_not_below_the_exact_shuffled_krr_lower_bound() -> None:
     # Given the hash seeds, SLH reports are d'-ary RR on hashed values (the randomizer the
     # Thm 4 claim is about); the exact ε of shuffled d'-RR on one neighbouring pair is a
-    # lower bound for that randomizer (protocols._tight): a claim below it would be a bug.
-    from protocols._tight import krr_exact_epsilon
+    # lower bound for that randomizer (protocols.accounting): a claim below it would be a bug.
+    from protocols.accounting._krr_exact import krr_exact_epsilon
 
     n, delta = 5000, 1e-4
     p = SLH.from_central(domain=64, epsilon_central=1.0, n=n, delta=delta)

@@ -131,7 +131,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(
 
 # --- the auditable range: a verdict is never an artefact of rounding, the grid or memory ------
 def _limits() -> dict[str, float]:
-    from protocols._ldp_audit import epsilon_range
+    from protocols.ldp._audit import epsilon_range
 
     return {name: epsilon_range(name)[1] for name in AUDITABLE}
 
@@ -142,7 +142,7 @@ _TIGHT = {"krr", "de", "blh", "hr", "duchi", "harmony", "pm", "laplace", "she"}
 
 @pytest.mark.parametrize("name", [n for n in AUDITABLE if n != "olh"])
 def test_verdicts_at_both_ends_of_the_auditable_range(name: str) -> None:
-    from protocols._ldp_audit import EPS_MIN
+    from protocols.ldp._audit import EPS_MIN
 
     for eps in (EPS_MIN, _limits()[name]):
         res = audit_mechanism(name, eps)
@@ -204,7 +204,7 @@ def test_out_of_range_epsilon_is_refused_with_the_range_and_why(
 
 def test_olh_range_shrinks_with_the_domain_and_the_oracle_guards_its_own_law() -> None:
     from protocols import OLH
-    from protocols._ldp_audit import epsilon_range
+    from protocols.ldp._audit import epsilon_range
 
     assert epsilon_range("olh", 256)[1] == 6.93
     assert epsilon_range("olh", 2)[1] == 11.78

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from protocols import BLH, HR, KRR, OLH, OUE, SUE, THE, Duchi, Harmony, PiecewiseMechanism
-from protocols._freq_oracles import _one_draw_scale
+from protocols.ldp._oracle import _one_draw_scale
 
 mp.mp.dps = 50
 TWO53 = 2**53

@@ -3,7 +3,7 @@
 A lower bound at δ must mean: the mechanism is not (ε', δ)-DP for any ε' below it. Each
 protocol's ``honest_users_lower`` is checked here against the exact ε(δ) of the same
 neighbouring pair, computed independently (direct convolution or Fourier inversion, then
-:func:`protocols._tight.epsilon_for_pair`), with the honest fakes of the scenario included.
+:func:`protocols.epsilon_for_pair`), with the honest fakes of the scenario included.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 import simulations.commands.audit as audit_module
 from protocols import HonestUsersBound, ProtocolSpec, build_protocol
 from protocols._cnt_pure import CntPURE, composed_lower_epsilon, user_laws
-from protocols._cnt_robust import CntSGM, CntSGMSplitMix
-from protocols._collusion import CollusionConfig, collusion_scenarios, pair_lower_epsilon
-from protocols._tight import epsilon_for_pair
+from protocols._cnt_sgm import CntSGM, CntSGMSplitMix
+from protocols.accounting._collusion import CollusionConfig, collusion_scenarios, pair_lower_epsilon
+from protocols.accounting._laws import epsilon_for_pair
 from simulations.cli import main
 
 
@@ -275,7 +275,7 @@ def test_sgm_laws_refuse_grids_too_large_to_hold(others: int, fakes: int, lam: f
     """At ε_c = 10^-3 the victim's noise window alone (46/ε wide) made a 142 GiB grid that
     the multiply-add budget did not count, and `esa audit` died with numpy's MemoryError.
     Such a lower bound is now not stated (None), before anything is allocated."""
-    from protocols._cnt_robust import LOWER_CELLS, sgm_sum_laws, sgm_view_laws
+    from protocols._cnt_sgm import LOWER_CELLS, sgm_sum_laws, sgm_view_laws
 
     eps = 1e-3 / 3
     width = math.ceil(46.0 / eps)

@@ -19,7 +19,7 @@ from protocols import (
     PiecewiseMechanism,
     SampledAttributes,
 )
-from protocols._multidim import default_sampled
+from protocols.ldp._multidim import default_sampled
 
 REPEATS = 1500
 

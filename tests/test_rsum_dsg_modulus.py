@@ -24,7 +24,7 @@ import pytest
 
 import esa
 from protocols import ParameterError, ProtocolSpec, RSumDSG, build_protocol
-from protocols._rsum import DSG_WRAP_PROBABILITY, MAX_DSG_MODULUS, dlap_room, dlap_tail
+from protocols._rsum_dsg import DSG_WRAP_PROBABILITY, MAX_DSG_MODULUS, dlap_room, dlap_tail
 
 #: The QA points, with data whose rounding is exact (x·p an integer): (ε, n, x).
 QA_POINTS = [

@@ -6,7 +6,7 @@ checked against seeded draws of ``randomize`` by a chi-square test), the analyze
 computed exactly for the smallest configurations each protocol accepts, and its exact ε(δ)
 for the victim's value at the extremes of the input range (the others' data fixed, searched
 over all-equal datasets and a few mixtures) must not exceed the claim. Nothing here calls
-the project's accountants (``protocols._exact_shuffle``, ``_tight``, ``_collusion``).
+the project's accountants (``protocols.accounting._exact_shuffle``, ``_binary_rr``, ``_collusion``).
 
 The views:
 * ``rsum_rr``: the number of ones among the n·r bits (the bits' total is fixed).

@@ -24,7 +24,8 @@ from protocols import (
     RSumRR,
     build_protocol,
 )
-from protocols._rsum import KRRLevels, advanced_composition_epsilon, randomized_round
+from protocols._messages import randomized_round
+from protocols._rsum import KRRLevels, advanced_composition_epsilon
 
 REPEATS = 600
 

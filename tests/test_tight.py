@@ -1,8 +1,8 @@
-"""Tight accounting (protocols/_tight.py): exact references, calibration, the 5 % target.
+"""Tight accounting (protocols/accounting/): exact references, calibration, the 5 % target.
 
 Fast formulas are checked against slow exact references: brute-force hockey-stick
 divergences, every composition of the other users' data, and the exact shuffled histogram of
-protocols/_exact_shuffle.py.
+protocols/accounting/_exact_shuffle.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from scipy.optimize import brentq
 import protocols
 from protocols import (
     BOUNDS,
-    _tight,
     binary_rr_epsilon,
     epsilon_for_pair,
     fmt21_numerical_epsilon,
@@ -35,6 +34,7 @@ from protocols import (
     tightest_central,
 )
 from protocols._errors import BoundNotApplicable
+from protocols.accounting import _binary_rr, _blanket, _laws
 
 TIGHT = ("binary_rr_exact", "fmt23_stronger_clone", "fmt21_numerical")
 
@@ -115,7 +115,7 @@ def test_binary_exact_range_bound_dominates_every_point_of_its_range() -> None:
     eps0, n_others, delta = 3.0, 249, 0.1
     for lo, hi in [(5, 60), (40, 70), (56, 56), (100, 124)]:
         bound = epsilon_for_pair(
-            *protocols._tight._binary_rr_pair(eps0, n_others - (hi - lo), lo, 0), delta
+            *_binary_rr._binary_rr_pair(eps0, n_others - (hi - lo), lo, 0), delta
         )
         for a in range(lo, hi + 1):
             point = epsilon_for_pair(*_binary_pair(n_others + 1, a, eps0, 0), delta)
@@ -140,9 +140,9 @@ def test_binary_threshold_formula_equals_sorted_likelihood_ratios(
     # likelihood ratio); epsilon_for_pair sorts the ratios of the log-laws instead.
     q = 1.0 / (math.exp(eps0) + 1.0)
     for a in (0, 1, 7, n_others // 3, n_others // 2):
-        law = _tight._binary_rr_law(1.0 - q, q, a, n_others - a, fakes)
-        fast = _tight._binary_rr_law_epsilon(law, q, delta)[0]
-        ref = epsilon_for_pair(*_tight._binary_rr_pair(eps0, n_others, a, fakes), delta)
+        law = _binary_rr._binary_rr_law(1.0 - q, q, a, n_others - a, fakes)
+        fast = _binary_rr._binary_rr_law_epsilon(law, q, delta)[0]
+        ref = epsilon_for_pair(*_binary_rr._binary_rr_pair(eps0, n_others, a, fakes), delta)
         assert fast == pytest.approx(ref, rel=1e-10, abs=1e-13), a
 
 
@@ -153,14 +153,14 @@ def test_binary_block_kernels_equal_the_full_law(eps0: float, delta: float, fake
     # any value above ``best``, never at one below its exact ε).
     n_others, lo, hi = 30_000, 2_000, 6_095
     q = 1.0 / (math.exp(eps0) + 1.0)
-    block = _tight._BinaryBlock(
-        eps0, n_others, fakes, delta, lo, hi, _tight._BinaryKernels(1.0 - q, q)
+    block = _binary_rr._BinaryBlock(
+        eps0, n_others, fakes, delta, lo, hi, _binary_rr._BinaryKernels(1.0 - q, q)
     )
     rng = np.random.default_rng(3)
     cases = [(lo, hi), (lo, lo), (hi, hi), (lo + 1, hi - 1)]
     cases += [tuple(sorted(rng.integers(lo, hi + 1, size=2))) for _ in range(12)]
     for a, b in cases:
-        full = _tight._binary_rr_full(eps0, a, n_others - b, fakes, delta)
+        full = _binary_rr._binary_rr_full(eps0, a, n_others - b, fakes, delta)
         assert block.epsilon_of(a, b, full, exact=True) == pytest.approx(full, rel=1e-10)
         assert block.epsilon_of(a, b, 0.9 * full, exact=False) > 0.9 * full
         assert block.epsilon_of(a, b, 1.1 * full, exact=False) == pytest.approx(full, rel=1e-10)
@@ -170,11 +170,11 @@ def test_binary_block_falls_back_to_the_full_law(monkeypatch: pytest.MonkeyPatch
     # When the moving window finds no finite value the block evaluates the full law.
     eps0, n_others, delta = 1.0, 30_000, 1e-6
     q = 1.0 / (math.exp(eps0) + 1.0)
-    block = _tight._BinaryBlock(
-        eps0, n_others, 0, delta, 100, 4_195, _tight._BinaryKernels(1.0 - q, q)
+    block = _binary_rr._BinaryBlock(
+        eps0, n_others, 0, delta, 100, 4_195, _binary_rr._BinaryKernels(1.0 - q, q)
     )
-    full = _tight._binary_rr_full(eps0, 300, n_others - 3_000, 0, delta)
-    monkeypatch.setattr(_tight, "_window_peak", lambda *args: None)
+    full = _binary_rr._binary_rr_full(eps0, 300, n_others - 3_000, 0, delta)
+    monkeypatch.setattr(_binary_rr, "_window_peak", lambda *args: None)
     assert block.epsilon_of(300, 3_000, 0.0, exact=True) == pytest.approx(full, rel=1e-12)
 
 
@@ -185,8 +185,8 @@ def test_binary_block_falls_back_to_the_full_law(monkeypatch: pytest.MonkeyPatch
 def test_kernel_binomials_match_exact_rationals(n: int, prob: float) -> None:
     # The blocks' kernels take binomial laws from ratios of successive points (cheaper than
     # scipy's binom.pmf); same window as binomial_window, every point within 1e-12.
-    lo, pmf = _tight._binomial_window_by_ratios(n, prob)
-    lo_ref, ref = _tight.binomial_window(n, prob)
+    lo, pmf = _binary_rr._binomial_window_by_ratios(n, prob)
+    lo_ref, ref = _laws.binomial_window(n, prob)
     assert lo == lo_ref
     assert pmf.size == ref.size
     exact_p = Fraction(prob)
@@ -200,8 +200,8 @@ def test_kernel_binomials_match_exact_rationals(n: int, prob: float) -> None:
 def test_kernel_binomials_fall_back_where_the_odds_are_degenerate() -> None:
     # ε0 ≥ 37: q < 1.1e-16, p rounds to 1.0 and the odds are infinite.
     for prob in (1.0, 0.0):
-        lo, pmf = _tight._binomial_window_by_ratios(50, prob)
-        lo_ref, ref = _tight.binomial_window(50, prob)
+        lo, pmf = _binary_rr._binomial_window_by_ratios(50, prob)
+        lo_ref, ref = _laws.binomial_window(50, prob)
         assert lo == lo_ref
         np.testing.assert_array_equal(pmf, ref)
 
@@ -210,15 +210,15 @@ def test_window_peak_moves_to_the_maximum_and_stops_at_the_edges() -> None:
     def values(center: float) -> Callable[[int, int], np.ndarray]:
         return lambda a, b: -((np.arange(a, b + 1) - center) ** 2.0)
 
-    assert _tight._window_peak(values(500.0), 0, 1000, 3, -1, math.inf) == 0.0
-    assert _tight._window_peak(values(-50.0), 0, 1000, 400, -1, math.inf) == -2500.0
+    assert _binary_rr._window_peak(values(500.0), 0, 1000, 3, -1, math.inf) == 0.0
+    assert _binary_rr._window_peak(values(-50.0), 0, 1000, 400, -1, math.inf) == -2500.0
     # The first value above ``stop`` ends the search.
-    assert _tight._window_peak(values(500.0), 0, 1000, 3, -1, -1e6) == -(493.0**2)
+    assert _binary_rr._window_peak(values(500.0), 0, 1000, 3, -1, -1e6) == -(493.0**2)
 
     def minus_inf(a: int, b: int) -> np.ndarray:
         return np.full(b - a + 1, -np.inf)
 
-    assert _tight._window_peak(minus_inf, 0, 1000, 40, -1, math.inf) is None
+    assert _binary_rr._window_peak(minus_inf, 0, 1000, 40, -1, math.inf) is None
 
 
 def test_binary_exact_is_the_max_over_every_a_with_blocks_and_wide_ranges(
@@ -226,26 +226,26 @@ def test_binary_exact_is_the_max_over_every_a_with_blocks_and_wide_ranges(
 ) -> None:
     # Blocks 64 wide: the search runs through full-law ranges, then blocks, then points;
     # every a evaluated on its own (1 500 pairs) is the reference. The maximum is at a = 6.
-    monkeypatch.setattr(_tight, "_BINARY_BLOCK_MIN", 64)
-    monkeypatch.setattr(_tight, "_BINARY_BLOCK", 1)
+    monkeypatch.setattr(_binary_rr, "_BINARY_BLOCK_MIN", 64)
+    monkeypatch.setattr(_binary_rr, "_BINARY_BLOCK", 1)
     eps0, n_others, delta = 1.0, 2_999, 1e-3
     q = 1.0 / (math.exp(eps0) + 1.0)
     per_a = [
-        _tight._binary_rr_law_epsilon(
-            _tight._binary_rr_law(1.0 - q, q, a, n_others - a, 0), q, delta
+        _binary_rr._binary_rr_law_epsilon(
+            _binary_rr._binary_rr_law(1.0 - q, q, a, n_others - a, 0), q, delta
         )[0]
         for a in range(n_others // 2 + 1)
     ]
-    assert int(np.argmax(per_a)) > _tight._BINARY_SEED  # the search has something to find
-    _tight._binary_rr_cached.cache_clear()
+    assert int(np.argmax(per_a)) > _binary_rr._BINARY_SEED  # the search has something to find
+    _binary_rr._binary_rr_cached.cache_clear()
     assert binary_rr_epsilon(eps0, n_others, delta) == pytest.approx(max(per_a), rel=1e-12)
-    _tight._binary_rr_cached.cache_clear()
+    _binary_rr._binary_rr_cached.cache_clear()
 
 
 def test_binary_exact_steps_aside_past_its_search_limit() -> None:
     # Since the binomial laws keep their mass up to 2^40 trials, nothing stopped the search
     # at the CLI's 10^10 users: it ran for hours instead of stepping aside.
-    limit = _tight._BINARY_MAX_OTHERS
+    limit = _binary_rr._BINARY_MAX_OTHERS
     with pytest.raises(BoundNotApplicable, match=f"n_others={limit + 1:,}"):
         binary_rr_epsilon(1.0, limit + 1, 1e-6)
     bound = BOUNDS["binary_rr_exact"]
@@ -260,7 +260,7 @@ def test_binary_exact_inverse_meets_the_target_with_the_full_maximum() -> None:
     # over a ≤ 4 alone is slightly too large; the calibrated ε_l must meet the target.
     eps_l, _ = largest_local(epsilon_central=0.5, n=10_000, delta=1e-6, family="krr", k=2)
     assert binary_rr_epsilon(eps_l, 9_999, 1e-6) <= 0.5
-    seeded = protocols._tight._binary_rr_seeded(eps_l, 9_999, 1e-6, 0)
+    seeded = _binary_rr._binary_rr_seeded(eps_l, 9_999, 1e-6, 0)
     assert seeded < binary_rr_epsilon(eps_l, 9_999, 1e-6)
 
 
@@ -275,7 +275,7 @@ def test_krr_fakes_only_is_exact() -> None:
     # So does the slow reference blanket; the fast blanket rounds up by ≤ 1e-4 (+ pruning).
     exact = pair_epsilon(krr_matrix(2.0, 3), victim=(0, 1), others=[], delta=1e-3, n_fakes=6)
     assert krr_fakes_only_epsilon(2.0, 6, 1e-3, k=3) == pytest.approx(exact.epsilon, rel=1e-7)
-    reference = protocols._tight.krr_blanket_reference_epsilon(2.0, 0, 1e-3, k=3, n_fakes=6)
+    reference = _blanket.krr_blanket_reference_epsilon(2.0, 0, 1e-3, k=3, n_fakes=6)
     assert reference == pytest.approx(exact.epsilon, rel=1e-7)
     fast = krr_blanket_epsilon(2.0, 0, 1e-3, k=3, n_fakes=6)
     assert exact.epsilon * (1 - 1e-9) <= fast <= exact.epsilon * (1 + 3e-4)
@@ -379,4 +379,4 @@ def test_a_nan_accountant_is_not_applicable_rather_than_a_crash() -> None:
     # At n ≈ 10^10 scipy's binomial tails return NaN, and brentq raised a bare ValueError
     # through `esa amplify`; the bound now says it does not apply there.
     with pytest.raises(BoundNotApplicable, match="double precision"):
-        _tight._solve_decreasing(lambda eps: math.nan, 1e-6, 2.0)
+        _laws._solve_decreasing(lambda eps: math.nan, 1e-6, 2.0)

@@ -15,14 +15,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from protocols._tight import (
-    _MASS_TOLERANCE,
-    _binom_logpmf,
-    _clone_hockey,
-    _clone_weights,
-    binomial_window,
-    stronger_clone_epsilon,
-)
+from protocols.accounting._clones import _clone_hockey, _clone_weights, stronger_clone_epsilon
+from protocols.accounting._laws import _MASS_TOLERANCE, _binom_logpmf, binomial_window
 
 
 def _exact_pmf(n: int, k: int, prob: float) -> Fraction:

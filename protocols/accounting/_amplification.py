@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._base import MAX_EPSILON, check_delta, check_epsilon, check_n
-from ._errors import BoundNotApplicable, ParameterError
+from .._base import MAX_EPSILON, check_delta, check_epsilon, check_n
+from .._errors import BoundNotApplicable, ParameterError
 
 __all__ = [
     "BOUNDS",
@@ -29,6 +29,7 @@ __all__ = [
     "krr_lambda",
     "largest_local",
     "register_bound",
+    "resolve_bound",
     "tightest_central",
 ]
 
@@ -321,64 +322,155 @@ def available_bounds(family: str) -> list[AmplificationBound]:
     return [b for b in BOUNDS.values() if b.applies_to(family)]
 
 
+def resolve_bound(bound: str | None, family: str) -> list[AmplificationBound]:
+    """The bounds an accountant chooses among: every one that covers ``family`` (``bound``
+    None), or only the one ``bound`` names (a forced bound).
+
+    :func:`tightest_central` and :func:`largest_local` take ``bound=`` and go through here,
+    so a forced bound is held to the same checks as an automatic one: it must cover the
+    family, hold at the given n, δ and k, and (for ε_c → ε_l) prove the target with its own
+    forward map.
+
+    Raises:
+        ParameterError: no bound of that name is registered.
+        BoundNotApplicable: the named bound does not cover ``family``.
+    """
+    if bound is None:
+        return available_bounds(family)
+    try:
+        named = BOUNDS[bound]
+    except KeyError:
+        raise ParameterError(
+            f"unknown bound {bound!r}; choose one of: {', '.join(sorted(BOUNDS))}"
+        ) from None
+    if not named.applies_to(family):
+        raise BoundNotApplicable(f"bound {bound!r} does not cover {family} randomizers")
+    return [named]
+
+
+def _not_applicable(bound: str | None, what: str, reasons: list[str]) -> BoundNotApplicable:
+    head = f"bound {bound!r} does not apply" if bound is not None else what
+    return BoundNotApplicable(head + ": " + "; ".join(reasons))
+
+
+def _settle(
+    bound: AmplificationBound, eps_l: float, target: float, *, n: int, delta: float, k: int
+) -> float | None:
+    """The largest ε_l within 10^-9 (relative) below ``eps_l`` whose forward map proves
+    ``target``, or None."""
+    step = max(eps_l * 1e-16, 1e-300)
+    while step <= eps_l * 1e-9:
+        trial = eps_l - step
+        try:
+            if bound.epsilon_central(epsilon_local=trial, n=n, delta=delta, k=k) <= target:
+                return trial
+        except BoundNotApplicable:
+            return None
+        step *= 4.0
+    return None
+
+
 def tightest_central(
-    *, epsilon_local: float, n: int, delta: float, family: str, k: int = 2
+    *,
+    epsilon_local: float,
+    n: int,
+    delta: float,
+    family: str,
+    k: int = 2,
+    bound: str | None = None,
 ) -> tuple[float, str]:
     """Smallest ε_c any applicable bound proves, and that bound's name.
 
+    Args:
+        epsilon_local: ε_l of each user's randomizer.
+        n: number of users.
+        delta: target δ.
+        family: randomizer family (``"krr"``, ``"generic"``, ...).
+        k: domain of the k-RR randomizer.
+        bound: force this registered bound (:func:`resolve_bound`); None takes the tightest.
+
     Raises:
-        BoundNotApplicable: if no registered bound covers this configuration.
+        ParameterError: ``bound`` names no registered bound.
+        BoundNotApplicable: if no registered bound (or not the forced one) covers this
+            configuration.
     """
     best: tuple[float, str] | None = None
     reasons = []
-    for bound in available_bounds(family):
+    for candidate in resolve_bound(bound, family):
         try:
-            eps_c = bound.epsilon_central(epsilon_local=epsilon_local, n=n, delta=delta, k=k)
+            eps_c = candidate.epsilon_central(epsilon_local=epsilon_local, n=n, delta=delta, k=k)
         except BoundNotApplicable as exc:
             reasons.append(str(exc))
             continue
         if best is None or eps_c < best[0]:
-            best = (eps_c, bound.name)
+            best = (eps_c, candidate.name)
     if best is None:
-        raise BoundNotApplicable("no amplification bound applies: " + "; ".join(reasons))
+        raise _not_applicable(bound, "no amplification bound applies", reasons)
     return best
 
 
 def largest_local(
-    *, epsilon_central: float, n: int, delta: float, family: str, k: int = 2
+    *,
+    epsilon_central: float,
+    n: int,
+    delta: float,
+    family: str,
+    k: int = 2,
+    bound: str | None = None,
 ) -> tuple[float, str]:
     """Largest ε_l (least local noise) any applicable bound allows for target ε_c.
 
     The answer is checked with the same bound's forward map: a protocol built from it states
     the target ε_c, so forward(ε_l) ≤ ε_c must hold, and a bound whose numerical inverse
     overshoots (at large ε a root find can land on the wrong side) is passed over for the
-    next one.
+    next one. A forced ``bound`` gets the same check: having no next bound to fall back on,
+    an answer a rounding error above the target is stepped down (at most 10^-9 relative)
+    until its forward map holds; past that it fails with a :class:`BoundNotApplicable`
+    instead of configuring a protocol that states more than the target.
+
+    Args:
+        epsilon_central: target ε_c.
+        n: number of users.
+        delta: target δ.
+        family: randomizer family (``"krr"``, ``"generic"``, ...).
+        k: domain of the k-RR randomizer.
+        bound: force this registered bound (:func:`resolve_bound`); None takes the tightest.
 
     Raises:
-        BoundNotApplicable: if no registered bound reaches the target.
+        ParameterError: ``bound`` names no registered bound.
+        BoundNotApplicable: if no registered bound (or not the forced one) reaches the target.
     """
     candidates: list[tuple[float, AmplificationBound]] = []
     reasons = []
-    for bound in available_bounds(family):
+    for candidate in resolve_bound(bound, family):
         try:
-            eps_l = bound.epsilon_local(epsilon_central=epsilon_central, n=n, delta=delta, k=k)
+            eps_l = candidate.epsilon_local(epsilon_central=epsilon_central, n=n, delta=delta, k=k)
         except BoundNotApplicable as exc:
             reasons.append(str(exc))
             continue
-        candidates.append((eps_l, bound))
-    for eps_l, bound in sorted(candidates, key=lambda c: -c[0]):
+        candidates.append((eps_l, candidate))
+    for eps_l, candidate in sorted(candidates, key=lambda c: -c[0]):
         try:
-            proven = bound.epsilon_central(epsilon_local=eps_l, n=n, delta=delta, k=k)
+            proven = candidate.epsilon_central(epsilon_local=eps_l, n=n, delta=delta, k=k)
         except BoundNotApplicable as exc:
             reasons.append(str(exc))
             continue
         if proven <= epsilon_central:
-            return eps_l, bound.name
+            return eps_l, candidate.name
+        if bound is not None:
+            # A forced bound has no next candidate to fall back on: where its inverse lands
+            # a rounding error above the target, step down to the largest ε_l its forward
+            # map accepts (at most 10^-9 relative below the inverse); further, it fails.
+            settled = _settle(candidate, eps_l, epsilon_central, n=n, delta=delta, k=k)
+            if settled is not None:
+                return settled, candidate.name
         reasons.append(
-            f"{bound.name}'s inverse gave epsilon_local={eps_l:.10g}, whose forward map "
+            f"{candidate.name}'s inverse gave epsilon_local={eps_l:.10g}, whose forward map "
             f"proves only {proven:.10g}"
         )
-    raise BoundNotApplicable(
+    raise _not_applicable(
+        bound,
         f"no amplification bound reaches epsilon_central={epsilon_central:g} at n={n}, "
-        f"delta={delta:g}: " + "; ".join(reasons)
+        f"delta={delta:g}",
+        reasons,
     )

@@ -1,4 +1,4 @@
-"""Measure the ε a local randomizer really satisfies (PROTOCOLS.md "How each one is tested" 2).
+"""Measure the ε a local randomizer really satisfies: the audit every LDP mechanism is tested by.
 
 A randomizer R is ε-LDP iff for all inputs v, v' and outputs y, P[R(v) = y] ≤ e^ε P[R(v') = y]
 (densities for continuous outputs). So its true ε is
@@ -69,10 +69,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._base import MAX_EPSILON, MIN_EPSILON
-from ._errors import ParameterError
-from ._freq_oracles import _MAX_LAW_ENTRIES, FREQUENCY_ORACLES, SHE, _Unary
+from .._base import MAX_EPSILON, MIN_EPSILON
+from .._errors import ParameterError
+from ._freq_oracles import FREQUENCY_ORACLES, SHE, _Unary
 from ._mean import MEAN_MECHANISMS, PiecewiseMechanism, _Continuous, _TwoPoint
+from ._oracle import _MAX_LAW_ENTRIES
 
 __all__ = [
     "AUDITABLE",

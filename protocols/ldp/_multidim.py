@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._base import MIN_EPSILON, check_epsilon, check_n
-from ._errors import ParameterError
+from .._base import MIN_EPSILON, check_epsilon, check_n
+from .._errors import ParameterError
 from ._freq_oracles import FrequencyOracle, check_values
 from ._mean import MeanMechanism, check_unit_values
 
@@ -65,7 +65,7 @@ class SampledAttributes:
     sampled: int = 0
 
     def __post_init__(self) -> None:
-        # all checks here (STYLE.md): k = 2.0 or sampled = 2.0 were kept as floats and failed
+        # all checks here: k = 2.0 or sampled = 2.0 were kept as floats and failed
         # later in np.ones / slicing, None and NaN raised TypeError/ValueError, and an ε the
         # one-attribute mechanisms refuse (or an ε/m below their floor) surfaced only at
         # randomize time

@@ -6,7 +6,7 @@ sample mean of the reports, unbiased for the true mean because every report is a
 estimate of its input), ``variance(values)`` (exact per-user variance of a report) and
 ``mean_variance(values)`` = Σ_i Var_i / n². Continuous mechanisms give ``log_density(y, t)``
 and ``support(t)``; two-point ones (Duchi, Harmony) give ``output_distribution(t)``; the
-audit in :mod:`protocols._ldp_audit` uses them.
+audit in :mod:`protocols.ldp._audit` uses them.
 
 ``DCT`` — NOT ε-LDP. Seed 003 ("differential classified transformation") lost its formulas;
 reconstructed from its text (§3, Algorithm 3): around the input v it takes the window
@@ -33,8 +33,8 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ._base import check_epsilon
-from ._errors import ParameterError
+from .._base import check_epsilon
+from .._errors import ParameterError
 
 __all__ = [
     "DCT",

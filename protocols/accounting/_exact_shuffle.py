@@ -9,7 +9,7 @@ exactly on the grid of histograms, for two neighbouring datasets, and returns th
 Any neighbouring pair gives a *lower* bound on the ε of the mechanism; :func:`worst_pair_epsilon`
 searches the pairs where every other user holds one value (all values, all victim pairs) and,
 optionally, every composition of the others' data, and returns the largest. An implemented
-upper bound below this value is wrong (PROTOCOLS.md "How each one is tested", item 3).
+upper bound below this value is wrong: every accountant is tested against it.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._base import check_delta, check_epsilon, check_n
-from ._errors import ParameterError
-from ._tight import epsilon_for_pair
+from .._base import check_delta, check_epsilon, check_n
+from .._errors import ParameterError
+from ._laws import epsilon_for_pair
 
 __all__ = [
     "ExactPair",

@@ -1,9 +1,10 @@
 """Collusion scenarios: which ε one user keeps when parties collude with the analyzer.
 
-DESIGN.md "Privacy accounting and collusion audit". A configuration is n users with an
-ε_l-LDP randomizer, m shufflers in a chain each adding n_r uniform fake reports, k colluding
-users (their inputs and randomness known to the analyzer) and c colluding shufflers. The
-analyzer sees the shuffled multiset; what still protects one honest user (the victim) is:
+The privacy accounting of the collusion audit (see docs/design.md). A configuration is n
+users with an ε_l-LDP randomizer, m shufflers in a chain each adding n_r uniform fake
+reports, k colluding users (their inputs and randomness known to the analyzer) and c
+colluding shufflers. The analyzer sees the shuffled multiset; what still protects one
+honest user (the victim) is:
 
 * the reports of the honest users other than the victim that the adversary cannot remove
   (n − 1 − k of them), shuffled together by at least one honest shuffler, and
@@ -12,7 +13,7 @@ analyzer sees the shuffled multiset; what still protects one honest user (the vi
 
 Fakes are accounted as what they are: n_r extra uniform reports. For k-RR-type randomizers
 (``family="krr"``) a uniform report is exactly a blanket report, so the honest fakes enter
-the tight accountants of :mod:`protocols._tight` exactly. For generic ε_l-LDP randomizers a
+the tight accountants of :mod:`protocols.accounting` exactly. For generic ε_l-LDP randomizers a
 uniform message need not resemble any user's report, so fakes are not counted (conservative)
 and the explanation says so.
 
@@ -39,9 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._base import HonestUsersBound, check_delta, check_epsilon, check_n
-from ._errors import BoundNotApplicable, ParameterError
-from ._tight import krr_fakes_only_epsilon, shuffled_epsilon
+from .._base import HonestUsersBound, check_delta, check_epsilon, check_n
+from .._errors import BoundNotApplicable, ParameterError
+from ._blanket import krr_fakes_only_epsilon
+from ._shuffled import shuffled_epsilon
 
 __all__ = [
     "CollusionConfig",
@@ -267,7 +269,7 @@ def _claim_for(cfg: CollusionConfig, name: str, users: int) -> float | None:
 
 
 def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
-    """Every scenario of DESIGN.md for this configuration, in a fixed order.
+    """Every collusion scenario for this configuration, in a fixed order.
 
     Scenarios: ``none``; ``all shufflers``; ``m-1 shufflers``; ``k users``;
     ``c shufflers + k users`` (the configured collusion); ``m-1 shufflers + k users``;
