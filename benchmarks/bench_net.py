@@ -27,7 +27,7 @@ import trio
 
 import crypto
 import esa
-from esa._net import close_epoch, query, submit_reports
+from esa.net import close_epoch, query, submit_reports
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import running_chain, wait_processed
 
@@ -55,12 +55,12 @@ def one_run(
                 connections=args.connections,
                 frame_reports=frame_reports,
             )
-            first = await query(chain.first.address, crypto.QueryKind.STATUS)
+            first = await query(chain.first.address, esa.net.QueryKind.STATUS)
             t0 = time.perf_counter()
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=3600)
             pipeline = time.perf_counter() - t0
-            res = await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+            res = await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
             return {
                 "frame_reports": frame_reports,
                 "connections": args.connections,

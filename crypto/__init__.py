@@ -1,13 +1,16 @@
-"""Cryptography of the report path: keys, onion layers, padding, Split-Mix, randomness.
+"""Cryptography of the report path: keys, onion layers, padding, Split-Mix, randomness,
+signatures.
 
-Imports nothing else of ours (DESIGN.md, "Layers"). Every primitive comes from libsodium
-(pynacl), pyca/cryptography, hashlib or randomgen's ChaCha20; nothing here is home-made.
+Imports nothing else of ours (the bottom layer, beside :mod:`protocols`). Every primitive
+comes from libsodium (pynacl), pyca/cryptography, hashlib or randomgen's ChaCha20; nothing
+here is home-made. The wire format the parties speak is :mod:`esa.net`'s.
 """
 
 from ._errors import CryptoError as CryptoError
 from ._errors import CryptoParameterError as CryptoParameterError
 from ._errors import InvalidKey as InvalidKey
 from ._errors import InvalidReport as InvalidReport
+from ._errors import TLSConfigError as TLSConfigError
 from ._keys import KEY_SIZE as KEY_SIZE
 from ._keys import KeyDirectory as KeyDirectory
 from ._keys import LayerPrivateKey as LayerPrivateKey
@@ -35,39 +38,18 @@ from ._padding import unpad_rows as unpad_rows
 from ._random import csprng_generator as csprng_generator
 from ._random import secure_permutation as secure_permutation
 from ._random import secure_uniform_ints as secure_uniform_ints
+from ._signatures import is_valid_signature as is_valid_signature
+from ._signatures import sign as sign
 from ._splitmix import combine_shares as combine_shares
 from ._splitmix import split_mix as split_mix
-from ._wire import BATCH_ID_SIZE as BATCH_ID_SIZE
-from ._wire import FRAME_HEADER_SIZE as FRAME_HEADER_SIZE
-from ._wire import MAX_FRAME_SIZE as MAX_FRAME_SIZE
-from ._wire import WIRE_VERSION as WIRE_VERSION
-from ._wire import Ack as Ack
-from ._wire import BadSignature as BadSignature
-from ._wire import BatchChunk as BatchChunk
-from ._wire import ControlCommand as ControlCommand
-from ._wire import ControlFrame as ControlFrame
-from ._wire import CountsFrame as CountsFrame
-from ._wire import CountStatement as CountStatement
-from ._wire import FrameKind as FrameKind
-from ._wire import FrameTooLarge as FrameTooLarge
-from ._wire import MalformedFrame as MalformedFrame
-from ._wire import Query as Query
-from ._wire import QueryKind as QueryKind
-from ._wire import Reject as Reject
-from ._wire import RejectReason as RejectReason
-from ._wire import Reply as Reply
-from ._wire import SubmitFrame as SubmitFrame
-from ._wire import WireError as WireError
-from ._wire import encode_frame as encode_frame
-from ._wire import frame_length as frame_length
-from ._wire import parse_ack as parse_ack
-from ._wire import parse_query as parse_query
-from ._wire import parse_reject as parse_reject
-from ._wire import parse_reply as parse_reply
-from ._wire import parse_submit as parse_submit
-from ._wire import peek_kind as peek_kind
-from ._wire import reports_header as reports_header
-from ._wire import unverified_key_epoch as unverified_key_epoch
-from ._wire import verify_batch as verify_batch
-from ._wire import verify_control as verify_control
-from ._wire import verify_counts as verify_counts
+from ._tls import check_certificate as check_certificate
+from ._tls import client_ssl_context as client_ssl_context
+from ._tls import issue_client_certificate as issue_client_certificate
+from ._tls import issue_party_certificate as issue_party_certificate
+from ._tls import load_certificate as load_certificate
+from ._tls import load_private_key as load_private_key
+from ._tls import make_deployment_ca as make_deployment_ca
+from ._tls import peer_common_name as peer_common_name
+from ._tls import save_certificate as save_certificate
+from ._tls import save_private_key as save_private_key
+from ._tls import server_ssl_context as server_ssl_context

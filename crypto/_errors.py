@@ -1,6 +1,6 @@
 """Errors raised by the crypto layer.
 
-``crypto/`` may import nothing else of ours (DESIGN.md layers), so it has its own root,
+``crypto/`` may import nothing else of ours (the layers of docs/design.md), so it has its own root,
 :class:`CryptoError`; ``esa.ESAError`` is the root the roles and the CLI catch, and
 ``esa`` re-exports these leaves.
 """
@@ -26,3 +26,8 @@ class InvalidKey(CryptoError, ValueError):
 
 class CryptoParameterError(CryptoError, ValueError):
     """A crypto function was called with a bad parameter (programmer misuse)."""
+
+
+class TLSConfigError(CryptoError, ValueError):
+    """TLS material is unusable: a certificate missing, malformed, expired or not yet
+    valid, not issued by the deployment CA, not valid for its role, or not matching its key."""

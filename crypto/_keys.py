@@ -335,16 +335,34 @@ def _write_private(path: Path, keys: PartyKeys) -> None:
         "x25519": keys.layer.private_bytes_raw().hex(),
         "ed25519": keys.signing.private_bytes_raw().hex(),
     }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(doc) + "\n")
+    write_private_file(path, (json.dumps(doc) + "\n").encode())
 
 
 #: A private key file is ~200 bytes of JSON; anything much larger is not one.
 _MAX_PRIVATE_FILE = 1 << 16
 
 
-def _read_private(path: Path, name: str) -> PartyKeys:
+def write_private_file(path: Path, data: bytes) -> None:
+    """Create ``path`` with mode 0600 (never replacing a file) and write ``data`` to it.
+
+    Shared by every private key file of the package (party keys here, TLS keys in
+    :mod:`crypto._tls`).
+
+    Raises:
+        OSError: ``path`` already exists or cannot be created.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def read_private_file(path: Path, limit: int = _MAX_PRIVATE_FILE) -> bytes:
+    """The bytes of a private key file, refusing one that others can read.
+
+    Raises:
+        InvalidKey: ``path`` is missing or unreadable, is not a regular file, has a mode
+            wider than 0600, or is over ``limit`` bytes.
+    """
     try:
         # One open, then every check on that open file: a stat of the path followed by a
         # read of it could check one file and read another (a swap in between), and a FIFO
@@ -357,10 +375,17 @@ def _read_private(path: Path, name: str) -> PartyKeys:
             mode = stat.S_IMODE(st.st_mode)
             if mode & 0o077:
                 raise InvalidKey(f"{path} has mode {mode:04o}; private keys must be 0600")
-            text = f.read(_MAX_PRIVATE_FILE + 1)
-        if len(text) > _MAX_PRIVATE_FILE:
-            raise InvalidKey(f"{path} is over {_MAX_PRIVATE_FILE} bytes: not a private key file")
-        doc = json.loads(text)
+            text = f.read(limit + 1)
+    except OSError as exc:
+        raise InvalidKey(f"cannot read private key {path}: {type(exc).__name__}") from None
+    if len(text) > limit:
+        raise InvalidKey(f"{path} is over {limit} bytes: not a private key file")
+    return text
+
+
+def _read_private(path: Path, name: str) -> PartyKeys:
+    try:
+        doc = json.loads(read_private_file(path))
         return PartyKeys(
             name=name,
             layer=LayerPrivateKey(bytes.fromhex(doc["x25519"])),

@@ -1,6 +1,6 @@
 """Randomness that privacy depends on: the OS CSPRNG, never a seeded statistical PRNG.
 
-The project keeps two kinds of randomness apart (STYLE.md, "Randomness"):
+The project keeps two kinds of randomness apart (docs/design.md, "Randomness"):
 
 * statistics of a simulation (users' data, local randomizers in a sweep) use a seeded
   ``numpy.random.Generator`` passed in explicitly, so runs are reproducible;

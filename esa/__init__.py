@@ -1,5 +1,9 @@
 """The ESA roles: Encoder, Shuffler, Analyzer, the pipeline, and the network services.
 
+The in-process core (``_codec``, ``_roles``, ``_pipeline``) is here; the network services
+are the sub-package :mod:`esa.net`, whose main names are re-exported here too. Every error
+class of both is defined in one place and re-exported here.
+
 Layer: imports :mod:`crypto` and :mod:`protocols`; never :mod:`simulations`.
 """
 
@@ -12,26 +16,25 @@ from ._codec import HopCodec as HopCodec
 from ._codec import IdealCodec as IdealCodec
 from ._codec import OnionCodec as OnionCodec
 from ._codec import make_codec as make_codec
-
-# Network services (trio TCP, durable inboxes): see docs/network.md.
-from ._config import Address as Address
-from ._config import PartyConfig as PartyConfig
-from ._config import chain_route as chain_route
-from ._config import load_config as load_config
-from ._config import parse_address as parse_address
+from ._errors import BadSignature as BadSignature
 from ._errors import ConfigError as ConfigError
+from ._errors import ConflictingBatch as ConflictingBatch
+from ._errors import EpochAhead as EpochAhead
 from ._errors import ESAError as ESAError
+from ._errors import FrameRefused as FrameRefused
+from ._errors import FrameTooLarge as FrameTooLarge
+from ._errors import InboxDamaged as InboxDamaged
+from ._errors import InboxError as InboxError
+from ._errors import MalformedFrame as MalformedFrame
+from ._errors import PeerClosed as PeerClosed
+from ._errors import PeerRejected as PeerRejected
+from ._errors import ReadTimeout as ReadTimeout
 from ._errors import ReplayedReport as ReplayedReport
 from ._errors import ThresholdNotMet as ThresholdNotMet
-from ._net import SubmitStats as SubmitStats
-from ._net import TrapSet as TrapSet
-from ._net import close_epoch as close_epoch
-from ._net import close_epochs_together as close_epochs_together
-from ._net import commit_traps as commit_traps
-from ._net import make_traps as make_traps
-from ._net import open_traps as open_traps
-from ._net import query as query
-from ._net import submit_reports as submit_reports
+from ._errors import TrapsNotProcessed as TrapsNotProcessed
+from ._errors import UnknownKind as UnknownKind
+from ._errors import UnsupportedVersion as UnsupportedVersion
+from ._errors import WireError as WireError
 from ._pipeline import PipelineConfig as PipelineConfig
 from ._pipeline import RunResult as RunResult
 from ._pipeline import check_held as check_held
@@ -43,6 +46,22 @@ from ._roles import HopCounters as HopCounters
 from ._roles import Shuffler as Shuffler
 from ._roles import reports_per_fake as reports_per_fake
 from ._roles import split_messages as split_messages
-from ._service import PartyService as PartyService
-from ._service import load_protocol as load_protocol
-from ._service import serve as serve
+
+# Network services (trio TCP, durable inboxes): see docs/network.md.
+from .net import Address as Address
+from .net import PartyConfig as PartyConfig
+from .net import PartyService as PartyService
+from .net import SubmitStats as SubmitStats
+from .net import TrapSet as TrapSet
+from .net import chain_route as chain_route
+from .net import close_epoch as close_epoch
+from .net import close_epochs_together as close_epochs_together
+from .net import commit_traps as commit_traps
+from .net import load_config as load_config
+from .net import load_protocol as load_protocol
+from .net import make_traps as make_traps
+from .net import open_traps as open_traps
+from .net import parse_address as parse_address
+from .net import query as query
+from .net import serve as serve
+from .net import submit_reports as submit_reports

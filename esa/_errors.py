@@ -1,13 +1,23 @@
-"""Errors of the roles layer, and the integer check its parameters share.
+"""Every error class of :mod:`esa` (the roles and the network services), and the integer
+check the roles' parameters share.
 
 :class:`ESAError` is the root the roles and the CLI catch. The lower layers cannot import it
 (they import nothing of ours), so they have their own roots; their leaves are re-exported
 from :mod:`esa` so callers have one place to import every error from.
+
+The wire format's errors (:class:`WireError` and its leaves) derive from
+:class:`crypto.CryptoError`, not from :class:`ESAError`: the format began in :mod:`crypto`,
+and code that retries on an :class:`ESAError` (a lost ACK, a busy party) must keep
+treating a frame that does not parse as final.
 """
 
 from __future__ import annotations
 
+import enum
 import numbers
+from typing import ClassVar
+
+from crypto import CryptoError
 
 
 class ESAError(Exception):
@@ -31,6 +41,133 @@ class ThresholdNotMet(ESAError):
 
     The roles never raise it: a held crowd is counted (``HopCounters.held``), and a
     simulated run's estimate is marked lost (``esa.check_held``)."""
+
+
+# --------------------------------------------------------------------------- wire format
+
+
+class WireError(CryptoError):
+    """Bytes from the network that are not a valid frame. ``reason`` names its counter."""
+
+    reason: ClassVar[str] = "malformed_frame"
+
+
+class FrameTooLarge(WireError):
+    """A length prefix above the receiver's maximum frame size (or zero)."""
+
+    reason: ClassVar[str] = "oversized_frame"
+
+
+class MalformedFrame(WireError):
+    """A payload whose fields do not parse (wrong sizes, counts, trailing bytes)."""
+
+    reason: ClassVar[str] = "malformed_frame"
+
+
+class UnsupportedVersion(WireError):
+    """A payload whose version byte is not the wire version (``esa.net.WIRE_VERSION``)."""
+
+    reason: ClassVar[str] = "bad_version"
+
+
+class UnknownKind(WireError):
+    """A payload whose kind byte names no frame kind (``esa.net.FrameKind``)."""
+
+    reason: ClassVar[str] = "unknown_kind"
+
+
+class BadSignature(WireError):
+    """A signed frame whose Ed25519 signature is missing or does not verify."""
+
+    reason: ClassVar[str] = "bad_signature"
+
+
+# --------------------------------------------------------------------------- connections
+
+
+class ReadTimeout(ESAError):
+    """A peer did not deliver a whole frame within the read timeout."""
+
+    reason = "timeout"
+
+
+class PeerClosed(ESAError):
+    """The peer closed the connection (between frames or mid-frame)."""
+
+    reason = "half_open"
+
+
+class PeerRejected(ESAError):
+    """The peer answered with a REJECT frame.
+
+    Attributes:
+        reason: the REJECT's reason, as its counter name (e.g. ``"busy"``).
+        detail: the party's short explanation.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"peer rejected the frame: {reason} ({detail})")
+        self.reason = reason
+        self.detail = detail
+
+
+class FrameRefused(ESAError):
+    """A party refuses a well-framed request; it answers with a REJECT of ``code``.
+
+    Args:
+        code: the REJECT reason (an ``esa.net.RejectReason``).
+        detail: what the REJECT says.
+
+    Attributes:
+        code: as given.
+        reason: the counter the refusal is counted under (``code``'s name, lower case).
+    """
+
+    def __init__(self, code: enum.IntEnum, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.reason = code.name.lower()
+
+
+class _Abandoned(ESAError):
+    """Raised in a worker thread whose result nobody waits for any more (a shutdown).
+
+    Private: it never leaves the service (the thread's result is dropped)."""
+
+
+# --------------------------------------------------------------------------- inbox
+
+
+class InboxError(ESAError):
+    """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
+
+
+class InboxDamaged(InboxError):
+    """The inbox's stored data is damaged: SQLite's integrity check fails, or a stored
+    report no longer matches the digest recorded when it was acknowledged (a flipped bit, a
+    torn write). Nothing is processed from damaged data: an acknowledged report that reads
+    back different is not a client's invalid report, and counting it as one would be a
+    silently wrong answer."""
+
+
+class ConflictingBatch(InboxError):
+    """An upstream frame reuses a stored batch or epoch id with other content: the sender
+    numbers its epochs afresh (its inbox lost or rolled back). Taking it as a resend would
+    drop its reports silently; the frame is refused instead, and the sender keeps them."""
+
+
+class TrapsNotProcessed(InboxError):
+    """Trap reports of an opening reached the analyzer but their epoch is not processed
+    yet: counted now they would be removed from an estimate that does not hold them yet.
+    Nothing is recorded; open again once the epoch is processed."""
+
+
+class EpochAhead(ESAError):
+    """An operator asked to close an epoch id beyond the next one (see
+    ``esa.net.Inbox.close_epochs``)."""
+
+
+# --------------------------------------------------------------------------- checks
 
 
 def check_integer(value: object, name: str, lo: int, hi: int | None = None) -> int:

@@ -83,8 +83,8 @@ class PipelineConfig:
     representation: Literal["reports", "tally"] = "reports"
 
     def __post_init__(self) -> None:
-        # All checks here, before any work (STYLE.md "Errors"); integral fields are stored
-        # as Python ints (numpy integers would not serialize in ``RunResult.to_json``).
+        # All checks here, before any work (typed errors, raised up front); integral fields
+        # are stored as Python ints (numpy integers would not serialize in ``RunResult.to_json``).
         ints = {
             "shufflers": (1, MAX_SHUFFLERS),
             "fake_reports": (0, None),
@@ -241,7 +241,7 @@ def check_held(estimate: Estimate, hops: Sequence[HopCounters]) -> Estimate:
 def check_drops(hops: Sequence[HopCounters], sent: Sequence[int]) -> list[str]:
     """The in-process drop check: what is wrong with one run's counters (empty: nothing).
 
-    The rules of the services' signed count statements (``esa._service.check_chain``):
+    The rules of the services' signed count statements (``esa.net.check_chain``):
     every hop's counts add up (a shuffler's received − invalid − replayed − held +
     fakes_added = forwarded; the analyzer's received − invalid − replayed = forwarded), the
     first shuffler of chain c received the ``sent[c]`` reports the encoders sealed for it,

@@ -1,4 +1,4 @@
-"""The three roles of ESA: Encoder, Shuffler, Analyzer (DESIGN.md, "Report path").
+"""The three roles of ESA: Encoder, Shuffler, Analyzer (the report path).
 
 Each role is written once against :class:`~esa._codec.HopCodec`, so the same logic runs on
 real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split explicitly:

@@ -50,6 +50,7 @@ from esa import (
     query,
     submit_reports,
 )
+from esa.net import QueryKind
 from protocols import Estimate, ShuffleProtocol
 
 __all__ = ["Chain", "PartyProcess", "run_tcp", "start_chain"]
@@ -340,8 +341,8 @@ async def wait_processed(chain: Chain, *, timeout: float) -> dict[str, Any]:
     """
     with trio.fail_after(timeout):
         while True:
-            firsts = [await query(p.address, crypto.QueryKind.STATUS) for p in chain.firsts]
-            last = await query(chain.analyzer.address, crypto.QueryKind.STATUS)
+            firsts = [await query(p.address, QueryKind.STATUS) for p in chain.firsts]
+            last = await query(chain.analyzer.address, QueryKind.STATUS)
             closed = sum(sum(f["epochs"].values()) for f in firsts)  # durable: survives restarts
             done = last["epochs"]["processed"]
             if all(f["open_reports"] == 0 for f in firsts) and closed and done >= closed:
@@ -479,7 +480,7 @@ def run_tcp(
                     await wait_processed(chain, timeout=timeout)
                     res = await query(
                         chain.analyzer.address,
-                        crypto.QueryKind.RESULT,
+                        QueryKind.RESULT,
                         {"n": n, "messages": True},
                     )
                     pages = [bytes.fromhex(res.pop("messages_hex"))]
@@ -487,7 +488,7 @@ def run_tcp(
                     while got < res["messages_total"]:
                         page = await query(
                             chain.analyzer.address,
-                            crypto.QueryKind.RESULT,
+                            QueryKind.RESULT,
                             {"n": n, "messages": True, "messages_offset": got},
                         )
                         pages.append(bytes.fromhex(page["messages_hex"]))

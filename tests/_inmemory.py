@@ -1,4 +1,4 @@
-"""Drive a :class:`esa._service.PartyService` over in-memory streams (no sockets, no
+"""Drive a :class:`esa.net.PartyService` over in-memory streams (no sockets, no
 processes): what the service tests share."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable
 import trio
 import trio.testing
 
-from esa._net import FrameStream
-from esa._service import PartyService
+from esa.net import FrameStream, PartyService
 
 Connect = Callable[[], Awaitable[FrameStream]]
 

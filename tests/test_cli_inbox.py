@@ -21,7 +21,8 @@ import pytest
 import trio
 
 import crypto
-from esa._inbox import Inbox, InboxDamaged, InboxError, StoredEpoch, report_digest
+import esa.net
+from esa.net._inbox import Inbox, InboxDamaged, InboxError, StoredEpoch, report_digest
 from simulations.cli import main
 from simulations.commands import inbox as inbox_command
 from tests._cli import usage_error
@@ -504,7 +505,7 @@ def test_a_set_aside_epoch_is_processed_after_a_restart_without_those_reports(
         # The signed count statement the epoch forwards says 9, not 10.
         own = crypto.KeyDirectory.load(keydir / "keys").route()[0].verify_key()
         assert rec.counts is not None
-        (statement,) = crypto.verify_counts(rec.counts, [own]).statements
+        (statement,) = esa.net.verify_counts(rec.counts, [own]).statements
         assert (statement.received, statement.invalid, statement.forwarded) == (9, 0, 9)
 
     try:

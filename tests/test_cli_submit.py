@@ -19,8 +19,8 @@ import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
-from esa._config import config_from_dict
-from esa._service import PartyService
+from esa.net import PartyService
+from esa.net._config import config_from_dict
 from simulations.cli import main
 
 PROTOCOL = {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 300, "domain": 4}

@@ -1,7 +1,7 @@
 """Fuzzing every parser of :mod:`crypto` with hostile bytes.
 
-The contract under test (STYLE.md, "Errors" and "Wire formats"): untrusted bytes fail with
-the documented typed error — :class:`~crypto.WireError` for frames, the opaque
+The contract under test (docs/design.md, "Errors" and "Wire formats"): untrusted bytes fail with
+the documented typed error — :class:`~esa.WireError` for frames, the opaque
 :class:`~crypto.InvalidReport` for reports and padding, :class:`~crypto.InvalidKey` for key
 files — and nothing else; an accepted input is the canonical encoding of what it parses to;
 signatures and AEAD tags bind every byte.
@@ -45,9 +45,9 @@ from crypto import (
     unpad_rows,
     wrap_report,
 )
-from crypto import _wire as w
 from crypto._onion import _wrap_from_parts
 from crypto._splitmix import MAX_MODULUS
+from esa.net import _wire as w
 
 FUZZ = settings(
     max_examples=150,

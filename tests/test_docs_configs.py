@@ -10,8 +10,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from esa import load_protocol
-from esa._config import config_from_dict
-from esa._service import protocol_table
+from esa.net import protocol_table
+from esa.net._config import config_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ["README.md", "docs/network.md"]

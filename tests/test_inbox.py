@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esa._inbox import ConflictingBatch, Inbox, InboxDamaged, InboxError, report_digest
+from esa.net._inbox import ConflictingBatch, Inbox, InboxDamaged, InboxError, report_digest
 
 
 def _reports(n: int, tag: bytes = b"r") -> list[bytes]:
@@ -234,7 +234,7 @@ def test_open_since_is_the_first_open_reports_commit_time(tmp_path: Path) -> Non
 _CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    from esa._inbox import Inbox
+    from esa.net._inbox import Inbox
     inbox = Inbox(sys.argv[1], party="s")
     mode = sys.argv[2]
     reps = [b"r" + i.to_bytes(4, "big") for i in range(50)]

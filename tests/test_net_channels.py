@@ -19,10 +19,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from crypto import _wire as w
-from esa._config import config_from_dict
-from esa._net import FrameStream, close_epoch, query, submit_reports
-from esa._service import PartyService, batch_id_for
+from esa.net import FrameStream, PartyService, batch_id_for, close_epoch, query, submit_reports
+from esa.net import _wire as w
+from esa.net._config import config_from_dict
 from protocols import ProtocolSpec, RSumRM, build_protocol
 from simulations._tcp_run import run_tcp, running_chain, wait_processed
 from tests._inmemory import Connect, drive
@@ -108,7 +107,7 @@ def test_analyzer_sigkilled_between_chains_counts_everything_once(tmp_path: Path
             await deliver(0)
             with trio.fail_after(60):  # chain 1's batch is at the analyzer, waiting
                 while True:
-                    st = await query(chain.analyzer.address, crypto.QueryKind.STATUS)
+                    st = await query(chain.analyzer.address, esa.net.QueryKind.STATUS)
                     if st["epochs"]["closed"] == 1:
                         return st
                     await trio.sleep(0.05)
@@ -122,7 +121,7 @@ def test_analyzer_sigkilled_between_chains_counts_everything_once(tmp_path: Path
         async def second_half() -> dict[str, Any]:
             await deliver(1)
             await wait_processed(chain, timeout=60)
-            return await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+            return await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
 
         res = trio.run(second_half)
     assert res["drop_check"] == {"ok": True, "problems": []}
@@ -273,7 +272,7 @@ def test_crash_between_the_chains_commits_counts_each_report_once(keydir: Path) 
     assert res["epochs"] == 1
     assert res["estimate_extra"]["messages_per_precision"] == [30, 20]
     assert res["hops"][-1]["received"] == 50
-    with esa._inbox.Inbox(keydir / "state-crash" / "inbox.db", party="analyzer") as inbox:
+    with esa.net._inbox.Inbox(keydir / "state-crash" / "inbox.db", party="analyzer") as inbox:
         assert [e.state for e in inbox.epochs()] == ["processed", "processed"]
         assert inbox.epoch_reports(1) == []  # the member's input is gone too
 

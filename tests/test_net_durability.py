@@ -18,8 +18,8 @@ import trio.testing
 
 import crypto
 import esa
-from esa._inbox import Inbox
-from esa._service import PartyService
+from esa.net import PartyService
+from esa.net._inbox import Inbox
 from tests.test_net_faults import KEY_EPOCH, _reports, _service
 
 

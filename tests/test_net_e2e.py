@@ -23,8 +23,7 @@ import trio
 
 import crypto
 import esa
-from crypto import _wire as w
-from esa._net import (
+from esa.net import (
     PeerRejected,
     close_epoch,
     commit_traps,
@@ -33,6 +32,7 @@ from esa._net import (
     query,
     submit_reports,
 )
+from esa.net import _wire as w
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import run_tcp, running_chain, start_chain, wait_processed
 
@@ -101,8 +101,8 @@ def test_load_epochs_by_size_and_hostile_client_over_tcp(tmp_path: Path) -> None
                 )
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=60)
-            first = await query(chain.first.address, crypto.QueryKind.STATUS)
-            res = await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+            first = await query(chain.first.address, esa.net.QueryKind.STATUS)
+            res = await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
             return stats, first, res
 
         stats, first, res = trio.run(main)
@@ -172,7 +172,7 @@ def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
             with pytest.raises(PeerRejected, match="bad_trap_opening"):
                 # an opening must match a commitment
                 await open_traps(analyzer, forged, auditor=chain.auditor)
-            res = await query(analyzer, crypto.QueryKind.RESULT, {"n": n})
+            res = await query(analyzer, esa.net.QueryKind.RESULT, {"n": n})
             return ok, bad, res
 
         ok, bad, res = trio.run(main)
@@ -210,7 +210,7 @@ def test_split_mix_trap_values_count_once_among_the_fakes(tmp_path: Path) -> Non
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=60)
             opened = await open_traps(chain.analyzer.address, traps, auditor=chain.auditor)
-            res = await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+            res = await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
             return opened, res
 
         opened, res = trio.run(main)
@@ -379,7 +379,7 @@ def test_result_of_a_split_mix_protocol_says_whether_every_share_arrived(tmp_pat
                 await submit_reports(chain.first.address, reports, key_epoch=1)
                 await close_epoch(chain.first.address, chain.operator)
                 await wait_processed(chain, timeout=60)
-                return await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": n})
+                return await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
 
             return trio.run(epoch)
 

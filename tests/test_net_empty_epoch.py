@@ -29,11 +29,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from crypto import _wire as w
-from esa._config import Address, config_from_dict
-from esa._inbox import EpochAhead, Inbox
-from esa._net import _control_time_ms, query, request, submit_reports
-from esa._service import PartyService
+from esa.net import PartyService, query, request, submit_reports
+from esa.net import _wire as w
+from esa.net._client import _control_time_ms
+from esa.net._config import Address, config_from_dict
+from esa.net._inbox import EpochAhead, Inbox
 from protocols import ProtocolSpec, RSumRM, ShuffleProtocol, build_protocol
 
 KEY_EPOCH = 1
@@ -407,7 +407,7 @@ def test_empty_close_survives_sigkill_right_after_its_commit(tmp_path: Path) -> 
     code = textwrap.dedent(
         f"""
         import os, signal
-        from esa._inbox import Inbox
+        from esa.net._inbox import Inbox
         inbox = Inbox({str(db)!r}, party="shuffler-1")
         assert inbox.close_epochs([1], if_none_open=1) == [0]
         print("committed", flush=True)

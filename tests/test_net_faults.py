@@ -25,10 +25,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from crypto import _wire as w
-from esa._config import config_from_dict, load_config, parse_address
-from esa._net import FrameStream, query, submit_reports
-from esa._service import PartyService, batch_id_for, check_chain
+from esa.net import FrameStream, PartyService, batch_id_for, check_chain, query, submit_reports
+from esa.net import _wire as w
+from esa.net._config import config_from_dict, load_config, parse_address
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import running_chain, wait_processed
 
@@ -173,7 +172,7 @@ def test_garbage_then_valid_submit_on_same_connection(keydir: Path) -> None:
         "unknown_key_epoch": 1,
         "unexpected_kind": 1,
     }
-    with esa._inbox.Inbox(keydir / "state-0" / "inbox.db", party="shuffler-1") as inbox:
+    with esa.net._inbox.Inbox(keydir / "state-0" / "inbox.db", party="shuffler-1") as inbox:
         assert inbox.open_count() == {KEY_EPOCH: 5}
 
 
@@ -238,7 +237,7 @@ def test_concurrent_frames_share_commits(keydir: Path) -> None:
     _drive(svc, script)
     # Each ACK followed its frame's commit, but the frames shared a few commits (fsyncs).
     assert 1 <= svc.counters["commits"] <= 10
-    with esa._inbox.Inbox(keydir / "state-0h" / "inbox.db", party="shuffler-1") as inbox:
+    with esa.net._inbox.Inbox(keydir / "state-0h" / "inbox.db", party="shuffler-1") as inbox:
         assert inbox.open_count() == {KEY_EPOCH: 40}
 
 
@@ -395,7 +394,7 @@ def test_epoch_rule_size_and_deadline(keydir: Path) -> None:
         assert svc.last_epoch_closed_at - sent >= 2.0
 
     _drive(svc, script, background=(svc._epoch_loop,))
-    with esa._inbox.Inbox(keydir / "state-0f" / "inbox.db", party="shuffler-1") as inbox:
+    with esa.net._inbox.Inbox(keydir / "state-0f" / "inbox.db", party="shuffler-1") as inbox:
         assert [len(inbox.epoch_reports(e.epoch)) for e in inbox.epochs("closed")] == [8, 4]
 
 
@@ -514,13 +513,13 @@ def test_result_queries_out_of_range_or_before_any_epoch(keydir: Path) -> None:
 
 
 def test_an_epoch_held_at_hop_0_is_not_empty() -> None:
-    def record(first_received: int) -> esa._inbox.EpochRecord:
+    def record(first_received: int) -> esa.net._inbox.EpochRecord:
         first = {"hop": 0, "received": first_received, "held": first_received}
         stats = {"analyzer": {"received": 0}, "chain": [first, {"hop": 1, "received": 0}]}
-        return esa._inbox.EpochRecord(0, 1, "processed", None, None, stats)
+        return esa.net._inbox.EpochRecord(0, 1, "processed", None, None, stats)
 
-    assert esa._service._empty(record(0))
-    assert not esa._service._empty(record(10))  # ten reports, all held below the threshold
+    assert esa.net._chain.is_empty(record(0))
+    assert not esa.net._chain.is_empty(record(10))  # ten reports, all held below the threshold
 
 
 def test_storage_failures_are_refused_for_a_resend_and_lose_nothing(
@@ -555,7 +554,7 @@ def test_storage_failures_are_refused_for_a_resend_and_lose_nothing(
 
     _drive(svc, script)
     assert svc.rejected == {"busy": 1, "internal": 1}
-    with esa._inbox.Inbox(keydir / "state-0s" / "inbox.db", party="shuffler-1") as inbox:
+    with esa.net._inbox.Inbox(keydir / "state-0s" / "inbox.db", party="shuffler-1") as inbox:
         assert inbox.open_count() == {KEY_EPOCH: 6}
 
 
@@ -644,7 +643,7 @@ def test_port_in_use_is_one_config_error(keydir: Path) -> None:
         doc["protocol"] = {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000}
         config = config_from_dict(doc, base=keydir)
         with pytest.raises(esa.ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
-            esa._service.serve(config)
+            esa.net._service.serve(config)
 
 
 @pytest.mark.parametrize(
@@ -662,7 +661,7 @@ def test_protocol_table_errors(change: dict[str, Any], message: str) -> None:
     spec.update(change)
     spec = {k: v for k, v in spec.items() if v is not None}
     with pytest.raises(esa.ConfigError, match=message):
-        esa._service.load_protocol(spec)
+        esa.net.load_protocol(spec)
 
 
 def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> None:
@@ -705,7 +704,7 @@ def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> No
 
 
 def test_result_messages_come_in_pages(keydir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import esa._service as service_module
+    import esa.net._queries as service_module
 
     svc = _service(keydir, 2, state_dir="state-a2")
     rows = [bytes([i % 4]) for i in range(10)]
@@ -838,13 +837,13 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
         chain.parties[1].kill()  # the next hop is down when the epoch closes
 
         async def close_and_wait() -> dict[str, Any]:
-            from esa._net import close_epoch
+            from esa.net import close_epoch
 
             await close_epoch(chain.first.address, chain.operator)
             # Hop 0 processes the epoch, then fails to forward it and keeps retrying.
             with trio.fail_after(60):
                 while True:
-                    status = await query(chain.first.address, crypto.QueryKind.STATUS)
+                    status = await query(chain.first.address, esa.net.QueryKind.STATUS)
                     if status["counters"].get("forward_failures", 0) >= 1:
                         return status
                     await trio.sleep(0.05)
@@ -854,7 +853,7 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
 
         async def finish() -> dict[str, Any]:
             await wait_processed(chain, timeout=60)
-            return await query(chain.analyzer.address, crypto.QueryKind.RESULT, {"n": 600})
+            return await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": 600})
 
         res = trio.run(finish)
     assert res["drop_check"] == {"ok": True, "problems": []}

@@ -31,12 +31,20 @@ import trio.testing
 
 import crypto
 import esa
-from crypto import _wire as w
-from esa import _service
-from esa._config import Limits, config_from_dict
-from esa._inbox import Inbox
-from esa._net import ACCEPT_RETRY_SECONDS, FrameStream, close_epoch, query, serve_listeners
-from esa._service import PartyService, _address_group
+from esa.net import (
+    ACCEPT_RETRY_SECONDS,
+    FrameStream,
+    PartyService,
+    _party,
+    _processing,
+    close_epoch,
+    query,
+    serve_listeners,
+)
+from esa.net import _wire as w
+from esa.net._admission import address_group as _address_group
+from esa.net._config import Limits, config_from_dict
+from esa.net._inbox import Inbox
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import running_chain, wait_processed
 from tests._inmemory import Connect, drive
@@ -313,7 +321,7 @@ def test_an_abandoned_worker_thread_stops_at_its_next_progress_point(keydir: Pat
 
     async def main() -> float:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_service._compute, long_peeling)
+            nursery.start_soon(_processing.compute, long_peeling)
             while not running.is_set():
                 await trio.sleep(0.01)
             t0 = time.monotonic()
@@ -329,8 +337,8 @@ _SLOW_PARTY = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from esa import _service
-    from esa._config import load_config
+    from esa.net import _service
+    from esa.net._config import load_config
 
     shuffle = _service.PartyService._shuffle_epoch
 
@@ -521,7 +529,7 @@ def test_repeated_overload_is_logged_once_a_minute_with_a_count(
 ) -> None:
     svc = _service_at(keydir, "state-logging")
     now = [1000.0]
-    monkeypatch.setattr(_service.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(_party.time, "monotonic", lambda: now[0])
     try:
         for _ in range(960):  # two minutes of failures, eight a second (exact in binary)
             svc._accept_failed(OSError(errno.EMFILE, os.strerror(errno.EMFILE)))

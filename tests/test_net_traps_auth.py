@@ -27,10 +27,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from crypto import _wire as w
-from esa._config import config_from_dict
-from esa._net import FrameStream, TrapSet, make_traps, trap_statement
-from esa._service import PartyService
+from esa.net import FrameStream, PartyService, TrapSet, make_traps, trap_statement
+from esa.net import _wire as w
+from esa.net._config import config_from_dict
 from protocols import ProtocolSpec, build_protocol
 from simulations.cli import main as cli_main
 from tests._inmemory import Connect, drive

@@ -1,4 +1,4 @@
-"""The roles under hostile input and misuse (DESIGN.md, "Report path").
+"""The roles under hostile input and misuse (docs/design.md, "The report path").
 
 Each malformed report is dropped and counted at the first hop that can tell, and the rest
 of its batch goes on; every hop's counters add up; the threshold counts valid, distinct

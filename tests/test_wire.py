@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crypto import CryptoParameterError
-from crypto import _wire as w
+from esa.net import _wire as w
 
 from ._weak_keys import SMALL_ORDER_ED25519
 

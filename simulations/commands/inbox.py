@@ -4,7 +4,8 @@ A stored report whose bytes no longer match the digest recorded when it was ackn
 stops its epoch (docs/network.md, "Damaged storage is an error, not an answer"). ``check``
 finds every such report, read-only and safe next to a running party; ``set-aside`` moves a
 closed epoch's damaged reports out of its way, so that the restarted party processes the
-epoch without them. The data-level work is :class:`esa._inbox.Inbox`'s; this is its shell.
+epoch without them. The data-level work is :class:`esa.net.Inbox`'s, and whether a party
+holds the state_dir is :func:`esa.net.state_dir_in_use`; this is their shell.
 
 Exit codes: 0 clean (``check``) or done (``set-aside``); 1 ``check`` found damage; 2 a usage
 error, or an inbox that cannot be opened, or a ``set-aside`` refused (nothing changed).
@@ -13,16 +14,12 @@ error, or an inbox that cannot be opened, or a ``set-aside`` refused (nothing ch
 from __future__ import annotations
 
 import argparse
-import fcntl
 import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
-from esa import load_config
-
-# The inbox is the services' private storage and has no public name in esa; this command
-# is its one other user.
-from esa._inbox import Inbox, InboxCheck, InboxDamaged, InboxError, StoredEpoch
+from esa import InboxDamaged, InboxError, load_config
+from esa.net import INBOX_FILE, LOCK_FILE, Inbox, InboxCheck, StoredEpoch, state_dir_in_use
 
 from .._common import UsageError, emit_json, print_table
 
@@ -78,26 +75,10 @@ def inbox_file(path: str) -> Path:
     reads it), a state_dir, or the database file itself."""
     p = Path(path)
     if p.is_dir():
-        return p / "inbox.db"
+        return p / INBOX_FILE
     if p.suffix == ".toml":
         return load_config(p).inbox_path
     return p
-
-
-def _party_running(db: Path) -> bool:
-    """Whether a party holds the lock of the state_dir ``db`` is in (``esa serve`` holds
-    it as long as it runs). Asked only once the inbox was found open, to say by whom."""
-    try:
-        fh = open(db.parent / "lock", "rb")  # noqa: SIM115 - closed below
-    except OSError:
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return False
 
 
 def _count(n: int, noun: str) -> str:
@@ -196,9 +177,10 @@ def run_set_aside(args: argparse.Namespace) -> int:
     try:
         inbox = Inbox.open_existing(db, write=True, timeout=LOCK_WAIT)
     except InboxError:
-        if _party_running(db):
+        # Asked only once the inbox was found open, to say by whom.
+        if state_dir_in_use(db.parent):
             raise UsageError(
-                f"the party using {db.parent} is running (it holds {db.parent / 'lock'}); "
+                f"the party using {db.parent} is running (it holds {db.parent / LOCK_FILE}); "
                 "stop it first"
             ) from None
         raise

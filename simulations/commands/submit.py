@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import crypto
 import esa
 from esa import SubmitStats, close_epochs_together, parse_address, query, submit_reports
+from esa.net import QueryKind
 from protocols import ProtocolSpec, build_protocol
 
 from .._common import UsageError, emit_json, parse_options, print_table, seed
@@ -141,7 +142,7 @@ def _deployment(addresses: list[esa.Address]) -> tuple[dict[str, Any] | None, st
     states = []
     for address in addresses:
         try:
-            status = trio.run(query, address, crypto.QueryKind.STATUS)
+            status = trio.run(query, address, QueryKind.STATUS)
         except (OSError, trio.TooSlowError, esa.ESAError) as exc:
             raise UsageError(f"cannot read the status of {address}: {exc}") from None
         states.append((status.get("protocol"), status.get("crypto")))
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     if args.query:
         if len(addresses) != 1:
             raise UsageError("--query asks one party: give one --to HOST:PORT")
-        what = crypto.QueryKind.STATUS if args.query == "status" else crypto.QueryKind.RESULT
+        what = QueryKind.STATUS if args.query == "status" else QueryKind.RESULT
         params = {"n": args.n} if args.query == "result" and args.n is not None else {}
         try:
             emit_json(trio.run(query, address, what, params))

@@ -1,6 +1,10 @@
 """A party's durable inbox and outbox: SQLite in WAL mode (stdlib :mod:`sqlite3`).
 
-The durability contract (DESIGN.md "Network and durability"):
+One idea, one class (:class:`Inbox`), hence the length: every durable state of a party and
+every transaction that moves it, kept together so that each invariant below is checked in
+one place.
+
+The durability contract:
 
 * A party acknowledges a report (or a batch chunk) only after the transaction that stores
   it has committed; ``synchronous=FULL`` makes the commit survive a power cut, not only a
@@ -47,7 +51,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ._errors import ESAError
+from .._errors import (
+    ConflictingBatch,
+    EpochAhead,
+    InboxDamaged,
+    InboxError,
+    TrapsNotProcessed,
+)
 
 __all__ = [
     "ConflictingBatch",
@@ -132,34 +142,6 @@ _MATCHES_DIGEST: Final = (
 # Meta key prefix: "set_aside.<epoch>" holds {"reports": how many of the epoch's reports
 # were set aside in all, "at": when the last of them was (Unix seconds)} as JSON.
 _SET_ASIDE_META: Final = "set_aside."
-
-
-class InboxError(ESAError):
-    """The inbox database is unusable (wrong schema, wrong party, misuse of a state)."""
-
-
-class InboxDamaged(InboxError):
-    """The inbox's stored data is damaged: SQLite's integrity check fails, or a stored
-    report no longer matches the digest recorded when it was acknowledged (a flipped bit, a
-    torn write). Nothing is processed from damaged data: an acknowledged report that reads
-    back different is not a client's invalid report, and counting it as one would be a
-    silently wrong answer."""
-
-
-class ConflictingBatch(InboxError):
-    """An upstream frame reuses a stored batch or epoch id with other content: the sender
-    numbers its epochs afresh (its inbox lost or rolled back). Taking it as a resend would
-    drop its reports silently; the frame is refused instead, and the sender keeps them."""
-
-
-class TrapsNotProcessed(InboxError):
-    """Trap reports of an opening reached the analyzer but their epoch is not processed
-    yet: counted now they would be removed from an estimate that does not hold them yet.
-    Nothing is recorded; open again once the epoch is processed."""
-
-
-class EpochAhead(ESAError):
-    """An operator asked to close an epoch id beyond the next one (see ``close_epochs``)."""
 
 
 def _any_open(db: sqlite3.Connection) -> bool:
@@ -289,7 +271,7 @@ class TrapOpening:
     """An opened trap commitment, as the analyzer's inbox records it.
 
     Attributes:
-        commitment: the commitment (:func:`esa._service.trap_commitment`).
+        commitment: the commitment (:func:`esa.net.trap_commitment`).
         auditor: the Ed25519 key that signed the opening; None for an opening recorded
             before openings were signed, which anyone could have sent.
         traps: the trap reports counted under this commitment: those it lists that no

@@ -1,4 +1,5 @@
-"""Party configuration files for ``esa serve`` (TOML, read with stdlib :mod:`tomllib`).
+"""Party configuration files for ``esa serve`` (TOML, read with stdlib :mod:`tomllib`), and
+the protocol a config's ``[protocol]`` table names (:func:`load_protocol`).
 
 One file per party. Relative paths are relative to the file's directory. Example (the first
 of two shufflers)::
@@ -55,15 +56,19 @@ of two shufflers)::
 from __future__ import annotations
 
 import math
+import pickle
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from crypto import MAX_FRAME_SIZE, KeyDirectory, PartyPublic, is_weak_verify_key
+from crypto import KeyDirectory, PartyPublic, is_weak_verify_key
+from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 
-from ._errors import ConfigError
+from .._errors import ConfigError
+from ._statedir import INBOX_FILE
+from ._wire import MAX_FRAME_SIZE
 
 __all__ = [
     "Address",
@@ -71,8 +76,11 @@ __all__ = [
     "Limits",
     "PartyConfig",
     "chain_route",
+    "config_from_dict",
     "load_config",
+    "load_protocol",
     "parse_address",
+    "protocol_table",
 ]
 
 _ROLES: Final = ("shuffler", "analyzer")
@@ -179,7 +187,7 @@ class PartyConfig:
 
     @property
     def inbox_path(self) -> Path:
-        return self.state_dir / "inbox.db"
+        return self.state_dir / INBOX_FILE
 
     @property
     def port_file(self) -> Path:
@@ -407,3 +415,63 @@ def load_config(path: str | Path) -> PartyConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: invalid TOML: {exc}") from None
     return config_from_dict(doc, base=p.resolve().parent)
+
+
+def load_protocol(spec: dict[str, Any]) -> ShuffleProtocol:
+    """Build the protocol a config's ``[protocol]`` table names.
+
+    ``pickle = FILE`` (written by :func:`simulations._tcp_run.run_tcp` for its own child
+    processes) loads a configured protocol object; it is for local simulations only and the
+    file must be trusted like the config itself.
+
+    Args:
+        spec: the ``[protocol]`` table (``PartyConfig.protocol``).
+
+    Returns:
+        The configured protocol.
+
+    Raises:
+        ConfigError: the table is invalid, or the pickle holds no protocol.
+    """
+    if "pickle" in spec:
+        with open(spec["pickle"], "rb") as fh:
+            proto = pickle.load(fh)
+        if not isinstance(proto, ShuffleProtocol):
+            raise ConfigError(f"{spec['pickle']} does not hold a protocol")
+        return proto
+    table = protocol_table(spec)
+    fields = {k: v for k, v in table.items() if k != "name"}
+    return build_protocol(table["name"], ProtocolSpec(**fields))
+
+
+def protocol_table(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's ``[protocol]`` table checked, with its defaults filled in: what
+    :func:`load_protocol` builds, and what STATUS tells clients (``esa submit`` encodes for
+    it).
+
+    Args:
+        spec: the ``[protocol]`` table.
+
+    Returns:
+        The table with ``domain``, ``bound``, ``fake_reports`` and ``options`` filled in.
+
+    Raises:
+        ConfigError: an unknown or missing key, or a value of the wrong type.
+    """
+    known = {"name", "epsilon", "delta", "n", "domain", "bound", "fake_reports", "options"}
+    unknown = set(spec) - known
+    if unknown:
+        raise ConfigError(f"[protocol]: unknown keys {sorted(unknown)}; allowed {sorted(known)}")
+    missing = [k for k in ("name", "epsilon", "delta", "n") if k not in spec]
+    if missing:
+        raise ConfigError(f"[protocol] needs {', '.join(map(repr, missing))}")
+    table = {"domain": 2, "bound": None, "fake_reports": 0, "options": {}, **spec}
+    for key in ("epsilon", "delta", "n", "domain", "fake_reports"):
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"[protocol] {key} must be a number, got {value!r}")
+    if not isinstance(table["bound"], str | None):
+        raise ConfigError(f"[protocol] bound must be a bound's name, got {table['bound']!r}")
+    if not isinstance(table["options"], dict):
+        raise ConfigError(f"[protocol.options] must be a table, got {table['options']!r}")
+    return {**table, "name": str(table["name"]), "options": dict(table["options"])}

@@ -33,8 +33,10 @@ Signatures are Ed25519 (pyca/cryptography) over ``context ‖ signed bytes``, wi
 per-kind context string so a signature on one kind never verifies as another. A verify key
 of small order is refused before any check (OpenSSL would accept forgeries under it).
 
-Every parse failure raises a :class:`WireError` leaf whose ``reason`` names a counter; the
-services count rejections by that name.
+Every parse failure raises a :class:`~esa.WireError` leaf whose ``reason`` names a counter;
+the services count rejections by that name. A frame built with a bad field (programmer
+misuse) raises :class:`crypto.CryptoParameterError`, as it did when this format lived in
+:mod:`crypto`. The signatures are :func:`crypto.sign` / :func:`crypto.is_valid_signature`.
 """
 
 from __future__ import annotations
@@ -44,16 +46,24 @@ import enum
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
 
-from ._errors import CryptoError, CryptoParameterError
-from ._keys import is_weak_verify_key
+import crypto
+from crypto import CryptoParameterError
+
+from .._errors import (
+    BadSignature,
+    FrameTooLarge,
+    MalformedFrame,
+    UnknownKind,
+    UnsupportedVersion,
+    WireError,
+)
 
 __all__ = [
     "BATCH_ID_SIZE",
@@ -124,42 +134,6 @@ _CTX_CONTROL: Final = b"esa/wire/v1/control\x00"
 _U8: Final = 0xFF
 _U32: Final = 0xFFFFFFFF
 _U64: Final = 0xFFFFFFFFFFFFFFFF
-
-
-class WireError(CryptoError):
-    """Bytes from the network that are not a valid frame. ``reason`` names its counter."""
-
-    reason: ClassVar[str] = "malformed_frame"
-
-
-class FrameTooLarge(WireError):
-    """A length prefix above the receiver's maximum frame size (or zero)."""
-
-    reason: ClassVar[str] = "oversized_frame"
-
-
-class MalformedFrame(WireError):
-    """A payload whose fields do not parse (wrong sizes, counts, trailing bytes)."""
-
-    reason: ClassVar[str] = "malformed_frame"
-
-
-class UnsupportedVersion(WireError):
-    """A payload whose version byte is not :data:`WIRE_VERSION`."""
-
-    reason: ClassVar[str] = "bad_version"
-
-
-class UnknownKind(WireError):
-    """A payload whose kind byte names no :class:`FrameKind`."""
-
-    reason: ClassVar[str] = "unknown_kind"
-
-
-class BadSignature(WireError):
-    """A signed frame whose Ed25519 signature is missing or does not verify."""
-
-    reason: ClassVar[str] = "bad_signature"
 
 
 class FrameKind(enum.IntEnum):
@@ -426,19 +400,17 @@ parse_reject = _parse_unverified_reject
 
 
 def _sign(key: Ed25519PrivateKey, context: bytes, data: bytes) -> bytes:
-    return key.sign(context + data)
+    return crypto.sign(key, context + data)
 
 
 def _verify(key: Ed25519PublicKey, context: bytes, data: bytes, signature: bytes) -> None:
     # pyca/OpenSSL verifies under a small-order key, where (R, S = 0) forges any message;
     # refuse such a key here too, for verify keys that did not come through PartyPublic
     # (the operator's, from a party's config).
-    if is_weak_verify_key(key.public_bytes_raw()):
+    if crypto.is_weak_verify_key(key.public_bytes_raw()):
         raise BadSignature("verify key is not a valid Ed25519 key (small order)")
-    try:
-        key.verify(signature, context + data)
-    except InvalidSignature:
-        raise BadSignature("signature does not verify") from None
+    if not crypto.is_valid_signature(key, context + data, signature):
+        raise BadSignature("signature does not verify")
 
 
 # --------------------------------------------------------------------------- BATCH
