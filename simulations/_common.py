@@ -13,15 +13,19 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from crypto import CryptoError
 from esa import ESAError
+from protocols import ProtocolError
 
 __all__ = [
+    "ERROR_ROOTS",
     "MAX_DOMAIN",
     "MAX_USERS",
     "UsageError",
     "domain",
     "emit_json",
     "error_exit",
+    "is_misuse",
     "parameter_errors",
     "parse_options",
     "print_table",
@@ -97,12 +101,31 @@ def error_exit(prog: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+#: The root of each of our error hierarchies: crypto and protocols import nothing of ours,
+#: so each layer has its own (``esa`` re-exports the lower layers' errors).
+ERROR_ROOTS: tuple[type[Exception], ...] = (CryptoError, ProtocolError, ESAError, UsageError)
+
+
+def is_misuse(exc: BaseException) -> bool:
+    """Whether ``exc`` is a *misuse* error of ours: a ValueError that is also an instance of
+    one of :data:`ERROR_ROOTS` (a bad parameter, a malformed key or config).
+
+    The type decides, not the module that defines it: a ValueError raised by numpy or the
+    standard library on our behalf is no misuse of ours, but a bug to be shown in full.
+    """
+    return isinstance(exc, ValueError) and isinstance(exc, ERROR_ROOTS)
+
+
 @contextlib.contextmanager
 def parameter_errors() -> Iterator[None]:
-    """Turn every typed parameter error of the lower layers into a :class:`UsageError`.
+    """Turn the errors a user's input causes into a :class:`UsageError` (one line, exit 2).
 
-    Only *misuse* errors (ValueError subclasses of our own hierarchies) become usage
-    errors; anything else is a bug and keeps its traceback.
+    Those are the misuse errors of :func:`is_misuse`, and every :class:`esa.ESAError`: the
+    roles' failures at run time (a peer that closed, a damaged inbox) are the outcome of the
+    configuration and peers the user gave, not bugs. Anything else keeps its traceback.
+
+    Raises:
+        UsageError: from the error it replaces (its ``__cause__``).
     """
     try:
         yield
@@ -111,7 +134,7 @@ def parameter_errors() -> Iterator[None]:
     except ESAError as exc:
         raise UsageError(str(exc)) from exc
     except ValueError as exc:
-        if type(exc).__module__.split(".")[0] in {"protocols", "crypto", "esa", "simulations"}:
+        if is_misuse(exc):
             raise UsageError(str(exc)) from exc
         raise
 
@@ -140,7 +163,9 @@ def parse_options(items: list[str]) -> dict[str, float | str]:
     return out
 
 
-#: What proves the requested ε instead, for the protocols whose proven bound can exceed it.
+#: What proves the requested ε instead, for the protocols whose proven bound can exceed it
+#: (a hint, not a registry: any other protocol whose proven ε exceeds the request is warned
+#: about all the same, without one).
 _PROVEN_ALTERNATIVE = {
     "cnt_sgm": "--option encoding=splitmix proves it with δ (its sum alone is pure), "
     "--protocol cnt_pure proves it purely",

@@ -43,7 +43,7 @@ def _tiny(category: str) -> ExperimentPlan:
 
 @pytest.fixture
 def tiny_plans(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(experiments, "make_plan", lambda category, **_: _tiny(category))
+    monkeypatch.setattr(experiments.run, "make_plan", lambda category, **_: _tiny(category))
 
 
 def test_discovery_by_category() -> None:

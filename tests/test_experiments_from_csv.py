@@ -43,7 +43,7 @@ def original(tmp_path_factory: pytest.TempPathFactory) -> ExperimentResult:
     named (plotting dominates a tiny run); the rebuild test draws them."""
     out = tmp_path_factory.mktemp("run")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(experiments, "plot_category", _named_plots)
+        patch.setattr(experiments.run, "plot_category", _named_plots)
         return experiments.run_experiments(
             "histogram", out_dir=out, plan=TINY, only=["hist_kr", "hist_mm"], seed=5
         )
@@ -112,8 +112,8 @@ def test_cli_rebuild_json(
     original: ExperimentResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     # The CLI takes the grid from make_plan with the CSV's repeats: here the tiny one.
-    monkeypatch.setattr(experiments, "make_plan", lambda category, *, quick, repeats: TINY)
-    monkeypatch.setattr(experiments, "plot_category", _named_plots)
+    monkeypatch.setattr(experiments.run, "make_plan", lambda category, *, quick, repeats: TINY)
+    monkeypatch.setattr(experiments.run, "plot_category", _named_plots)
     argv = ["experiments", "histogram", "--out", str(tmp_path), "--from-csv"]
     assert main([*argv, str(original.csv_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -131,8 +131,8 @@ def test_cli_rebuild_json(
 def test_cli_rebuild_table_says_nothing_ran(
     original: ExperimentResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    monkeypatch.setattr(experiments, "make_plan", lambda category, *, quick, repeats: TINY)
-    monkeypatch.setattr(experiments, "plot_category", _named_plots)
+    monkeypatch.setattr(experiments.run, "make_plan", lambda category, *, quick, repeats: TINY)
+    monkeypatch.setattr(experiments.run, "plot_category", _named_plots)
     argv = ["experiments", "histogram", "--out", str(tmp_path), "--from-csv"]
     assert main([*argv, str(original.csv_path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
@@ -200,7 +200,7 @@ def test_bad_csv_is_one_line_exit_2(
     edit,
     expected: str,
 ) -> None:
-    monkeypatch.setattr(experiments, "make_plan", lambda category, *, quick, repeats: TINY)
+    monkeypatch.setattr(experiments.run, "make_plan", lambda category, *, quick, repeats: TINY)
     path = _edited(original, tmp_path, edit)
     argv = ["experiments", "histogram", "--out", str(tmp_path / "o"), "--from-csv", str(path)]
     assert expected in _error(argv, capsys)

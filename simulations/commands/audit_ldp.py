@@ -1,7 +1,7 @@
 """``esa audit-ldp``: measure the ε a local randomizer really satisfies.
 
 Discrete randomizers get their exact output law on a small domain; continuous ones a density
-ratio on a grid plus a support check (see :mod:`protocols._ldp_audit`). The exit code is 0
+ratio on a grid plus a support check (see :func:`protocols.audit_mechanism`). The exit code is 0
 whenever the audit ran, whatever its verdict (``holds`` says it); bad names or parameters
 print one line and exit 2. So does an ε outside the mechanism's auditable range (where
 double precision, or the memory an exact law needs, could not back the verdict): the line

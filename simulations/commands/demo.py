@@ -15,6 +15,11 @@ from .._common import emit_json, print_table
 from .._data import DISTRIBUTIONS, generate_values
 from .simulate import add_run_arguments, execute, show, warn
 
+#: The one protocol the demo runs, and explains sentence by sentence (k-ary randomized
+#: response, compared with plain k-RR): the demo's design, not a list of the registered
+#: protocols, which ``esa simulate --protocol`` takes from the registry.
+_PROTOCOL = "hist_kr"
+
 _DEFAULTS = {"n": 20_000, "domain": 16, "shufflers": 3, "fake_reports": 200}
 
 #: How the explanation names each synthetic distribution (of categorical values).
@@ -116,7 +121,7 @@ def _ratio(local_rmse: float, shuffled_rmse: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = execute(args, "hist_kr")
+    result = execute(args, _PROTOCOL)
     j = result.to_json()
     eps_compare = _comparison_epsilon(args, j)
     local = _local_only(args, result.truth, eps_compare)
@@ -168,7 +173,7 @@ def explain(args: argparse.Namespace, j: dict[str, Any], local: dict[str, float]
     lost = not math.isfinite(float(j["rmse"]))
     data = _DATA.get(args.distribution, DISTRIBUTIONS.get(args.distribution, args.distribution))
     sends = "one report" if per_user == 1 else f"{per_user:g} messages"
-    notes = [] if j["protocol"] == "hist_kr" else [str(j["protocol"])]
+    notes = [] if j["protocol"] == _PROTOCOL else [str(j["protocol"])]
     if args.option:
         notes.append(f"--option {', '.join(args.option)}")
     options = f" ({'; '.join(notes)})" if notes else ""

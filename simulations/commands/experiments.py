@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from .._common import UsageError, emit_json, print_table, progress, seed
-from ..experiments import CATEGORIES, ExperimentResult, rebuild_experiments, run_experiments
+from ..experiments import (
+    CATEGORIES,
+    ExperimentResult,
+    default_rows,
+    rebuild_experiments,
+    run_experiments,
+)
 
 #: options that choose what a run does; a rebuild runs nothing, so it refuses them
 _RUN_ONLY = ("seed", "repeats", "crypto", "protocols")
@@ -108,8 +114,6 @@ def _report(args: argparse.Namespace, result: ExperimentResult) -> int:
     if args.json:
         emit_json(result.to_json())
         return 0
-    from ..experiments import default_rows
-
     source = (
         f"rows read from {result.csv_path} (nothing run)"
         if result.from_csv

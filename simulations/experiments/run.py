@@ -1,0 +1,357 @@
+"""Running the survey's §5 grid (:func:`run_experiments`), or rebuilding its outputs from
+the CSV of an earlier run (:func:`rebuild_experiments`); the synthetic data and baselines.
+
+Both look up :func:`~simulations.experiments.plan.make_plan` and
+:func:`~simulations.experiments.plots.plot_category` in this module's namespace at call
+time, so a test replaces them here (``monkeypatch.setattr(experiments.run, ...)``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import esa
+from protocols import KRR, OLH, Harmony, ParameterError, build_protocol, laplace
+
+from .csv import ExperimentsCSVError, check_grid, csv_repeats, read_csv, write_csv
+from .plan import (
+    ExperimentPlan,
+    ExperimentResult,
+    Log,
+    Row,
+    baselines,
+    category_protocols,
+    grid_points,
+    make_plan,
+    point_spec,
+)
+from .plots import plot_category
+from .summary import write_summary
+
+__all__ = ["generate", "rebuild_experiments", "run_experiments"]
+
+
+def generate(
+    category: str, n: int, domain: int, skew: float, *, rng: np.random.Generator
+) -> npt.NDArray[Any]:
+    """Synthetic data of survey §5: Ber(q) bits, a discretized normal on [d], a normal on [0,1].
+
+    ``skew`` is q for counting and the normal's d/sd (resp. 1/sd) ratio otherwise.
+    """
+    if category == "counting":
+        return (rng.random(n) < skew).astype(np.int64)
+    if category == "histogram":
+        x = np.rint(rng.normal((domain - 1) / 2.0, domain / skew, size=n))
+        return np.clip(x, 0, domain - 1).astype(np.int64)
+    return np.clip(rng.normal(0.5, 1.0 / skew, size=n), 0.0, 1.0)
+
+
+def _truth(category: str, x: npt.NDArray[Any], domain: int) -> npt.NDArray[np.float64]:
+    if category == "counting":
+        return np.array([float(x.sum())])
+    if category == "histogram":
+        return np.bincount(x, minlength=domain).astype(np.float64)
+    return np.array([float(x.sum())])
+
+
+def _run_baseline(
+    method: str, category: str, x: npt.NDArray[Any], domain: int, eps: float, rng: Any
+) -> tuple[npt.NDArray[np.float64], float, float]:
+    """(estimate, analyzer seconds, Σ closed-form variances) of one baseline run at ε.
+
+    The privacy ε is applied locally (LDP) or once to the exact statistic (CDP).
+    """
+    n = x.shape[0]
+    truth = _truth(category, x, domain)
+    if method == "cdp_laplace":
+        t = time.perf_counter()
+        # Replacement neighbours: a histogram has L1 sensitivity 2; a count or a sum on [0,1]
+        # has sensitivity 1.
+        sens = 2.0 if category == "histogram" else 1.0
+        est = truth + laplace(sens / eps, truth.shape, rng=rng)
+        var = truth.size * 2.0 * (sens / eps) ** 2
+        return np.asarray(est, dtype=np.float64), time.perf_counter() - t, var
+    if method == "ldp_harmony":
+        mech = Harmony(epsilon=eps)
+        signed = 2.0 * x - 1.0
+        reports = mech.randomize(signed, rng=rng)
+        t = time.perf_counter()
+        est = n * (mech.estimate(reports) + 1.0) / 2.0
+        sec = time.perf_counter() - t
+        return np.array([est]), sec, n * n / 4.0 * mech.mean_variance(signed)
+    if method == "ldp_rr":
+        oracle: KRR | OLH = KRR(d=2, epsilon=eps)
+        counts_true = np.array([n - truth[0], truth[0]])
+    else:
+        oracle = KRR(d=domain, epsilon=eps) if method == "ldp_krr" else OLH(d=domain, epsilon=eps)
+        counts_true = truth
+    oreports = oracle.randomize(x, rng=rng)
+    t = time.perf_counter()
+    counts = np.asarray(oracle.aggregate(oreports), dtype=np.float64)
+    sec = time.perf_counter() - t
+    ovar = np.asarray(oracle.variance(counts_true, n), dtype=np.float64)
+    if method == "ldp_rr":
+        return counts[1:], sec, float(ovar[1])
+    return counts, sec, float(ovar.sum())
+
+
+def run_experiments(
+    category: str,
+    *,
+    out_dir: Path,
+    quick: bool = False,
+    crypto: str = "ideal",
+    seed: int = 0,
+    repeats: int | None = None,
+    only: Sequence[str] | None = None,
+    progress: Any = None,
+    log: Log | None = None,
+    plan: ExperimentPlan | None = None,
+) -> ExperimentResult:
+    """Run the category's grid, write CSV, plots and summary into ``out_dir``.
+
+    Args:
+        category: ``counting``, ``histogram`` or ``sum``.
+        out_dir: created if missing.
+        quick: the scaled-down grid.
+        crypto: ``ideal`` (default) or ``onion`` for the pipeline runs.
+        seed: root seed of the statistics.
+        repeats: override the plan's repeats.
+        only: restrict to these protocol names (default: every registered one).
+        progress: a rich Progress (or stand-in) from :func:`simulations._common.progress`.
+        log: called with one line per skipped point or protocol.
+        plan: run this grid instead of :func:`make_plan`'s (tests use a tiny one).
+    """
+    if crypto not in ("ideal", "onion"):
+        raise ParameterError(f"crypto must be 'ideal' or 'onion', got {crypto!r}")
+    plan = plan if plan is not None else make_plan(category, quick=quick, repeats=repeats)
+    if plan.category != category:
+        raise ParameterError(f"plan is for {plan.category!r}, not {category!r}")
+    say: Log = log if log is not None else (lambda _line: None)
+    names = category_protocols(category)
+    if only is not None:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise ParameterError(
+                f"not {category} protocols: {', '.join(unknown)}; "
+                f"registered: {', '.join(names) or 'none'}"
+            )
+        names = [n for n in names if n in set(only)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    points = list(grid_points(plan))
+    methods = [(name, "shuffle") for name in names] + baselines(category)
+    task = None
+    if progress is not None:
+        task = progress.add_task(f"{category} experiments", total=len(points) * len(methods))
+    root = np.random.default_rng(seed)
+    rows: list[Row] = []
+    skipped: list[str] = []
+    for (sweep, value, point), point_rng in zip(points, root.spawn(len(points)), strict=True):
+        n, d = int(point["n"]), int(point["domain"])
+        data_rng, *method_rngs = point_rng.spawn(1 + len(methods))
+        data = [
+            generate(category, n, d, point["skew"], rng=r) for r in data_rng.spawn(plan.repeats)
+        ]
+        for (method, family), mrng in zip(methods, method_rngs, strict=True):
+            row = Row(
+                category=category,
+                sweep=sweep,
+                value=value,
+                method=method,
+                family=family,
+                n=n,
+                domain=d,
+                epsilon=point["epsilon"],
+                delta=point["delta"],
+                skew=point["skew"],
+                crypto=crypto if family == "shuffle" else "none",
+            )
+            if family == "shuffle":
+                _run_shuffle(row, method, point, data, plan, crypto, mrng)
+            else:
+                _run_baseline_row(row, method, category, data, mrng)
+            if row.status != "ok":
+                line = f"{method} @ {sweep}={value:g}: {row.reason}"
+                skipped.append(line)
+                say(f"skipped {line}")
+            rows.append(row)
+            if progress is not None:
+                progress.advance(task)
+    csv_path = out_dir / f"{category}.csv"
+    write_csv(rows, csv_path)
+    plots = plot_category(rows, plan, out_dir)
+    seconds = time.perf_counter() - t_start
+    result = ExperimentResult(
+        plan=plan,
+        rows=rows,
+        protocols=names,
+        csv_path=csv_path,
+        plots=plots,
+        summary_path=out_dir / f"{category}_summary.md",
+        seconds=seconds,
+        crypto=crypto,
+        skipped=skipped,
+    )
+    write_summary(result)
+    return result
+
+
+def _run_shuffle(
+    row: Row,
+    name: str,
+    point: dict[str, float],
+    data: list[npt.NDArray[Any]],
+    plan: ExperimentPlan,
+    crypto: str,
+    rng: np.random.Generator,
+) -> None:
+    try:
+        spec, fakes = point_spec(name, point)
+        proto = build_protocol(name, spec)
+        _ = proto.privacy  # derive every parameter now (Cnt_PURE calibrates lazily)
+    except ParameterError as exc:
+        row.status, row.reason = "skipped", f"ParameterError: {exc}"
+        return
+    budget = row.n * proto.messages_per_user + fakes
+    representation = "reports"
+    if budget > plan.max_messages:
+        if crypto != "ideal" or not proto.supports_tally:
+            row.status = "skipped"
+            row.reason = (
+                f"n x messages_per_user = {budget:.3g} exceeds this grid's budget of "
+                f"{plan.max_messages:.3g} messages per run"
+            )
+            return
+        # Too many reports, but the estimator reads only an additive summary of the
+        # message multiset: the hops carry that instead (esa.PipelineConfig.representation).
+        representation = "tally"
+    row.representation = representation
+    config = esa.PipelineConfig(
+        shufflers=1,
+        fake_reports=fakes,
+        crypto=crypto,  # type: ignore[arg-type]
+        representation=representation,  # type: ignore[arg-type]
+    )
+    sq_err, exp_var, entries = 0.0, 0.0, 0
+    analyze, total, msgs = 0.0, 0.0, 0.0
+    try:
+        for x, r in zip(data, rng.spawn(len(data)), strict=True):
+            res = esa.run_pipeline(proto, x, config, rng=r)
+            err = np.asarray(res.estimate.values - res.truth, dtype=np.float64)
+            sq_err += float(np.sum(err**2))
+            exp_var += float(np.sum(np.asarray(res.estimate.expected_std) ** 2))
+            entries += err.size
+            analyze += res.seconds["analyze"]
+            total += res.seconds["total"]
+            msgs += res.hops[-1].received / row.n  # reports or tally: what reached it
+    except ParameterError as exc:
+        row.status, row.reason = "skipped", f"ParameterError: {exc}"
+        return
+    k = len(data)
+    row.repeats = k
+    row.rmse = math.sqrt(sq_err / entries)
+    row.expected_rmse = math.sqrt(exp_var / entries)
+    row.analyzer_seconds = analyze / k
+    row.total_seconds = total / k
+    row.messages_per_user = msgs / k
+    row.epsilon_central = proto.privacy.epsilon_central
+
+
+def _run_baseline_row(
+    row: Row, method: str, category: str, data: list[npt.NDArray[Any]], rng: np.random.Generator
+) -> None:
+    sq_err, exp_var, entries, analyze, total = 0.0, 0.0, 0, 0.0, 0.0
+    for x, r in zip(data, rng.spawn(len(data)), strict=True):
+        t = time.perf_counter()
+        est, sec, var = _run_baseline(method, category, x, row.domain, row.epsilon, r)
+        exp_var += var
+        total += time.perf_counter() - t
+        err = est - _truth(category, x, row.domain)
+        sq_err += float(np.sum(err**2))
+        entries += err.size
+        analyze += sec
+    k = len(data)
+    row.repeats = k
+    row.rmse = math.sqrt(sq_err / entries)
+    row.expected_rmse = math.sqrt(exp_var / entries)
+    row.analyzer_seconds = analyze / k
+    row.total_seconds = total / k
+    row.messages_per_user = 1.0
+    row.epsilon_central = row.epsilon
+
+
+def rebuild_experiments(
+    category: str,
+    *,
+    csv_path: Path,
+    out_dir: Path,
+    quick: bool = False,
+    plan: ExperimentPlan | None = None,
+) -> ExperimentResult:
+    """Write the plots and the summary of an earlier run again from its CSV; run nothing.
+
+    The rows are :func:`read_csv`'s; everything else the summary states comes from them:
+    the protocols (the shuffle methods, in the CSV's order), the crypto they ran with, the
+    runs per point (the rows' ``repeats``), the skipped points and their reasons. Only the
+    run's wall time is not in the CSV: the summary says where its rows came from instead.
+
+    Args:
+        category: ``counting``, ``histogram`` or ``sum``.
+        csv_path: a ``<category>.csv`` written by :func:`run_experiments`; it is neither
+            rewritten nor copied into ``out_dir``.
+        out_dir: where the plots and ``<category>_summary.md`` go (created if missing).
+        quick: whether the CSV is of the ``--quick`` grid (a CSV does not say).
+        plan: read the CSV as of this grid instead of :func:`make_plan`'s.
+
+    Returns:
+        The result, with ``from_csv`` set and ``seconds`` the time the rebuild took.
+
+    Raises:
+        ExperimentsCSVError: the CSV is not readable as :func:`read_csv` says, or its grid
+            points, their coordinates, the methods at each point, its runs per point or
+            its crypto are not what a run of the plan writes.
+        ParameterError: unknown category, or ``plan`` is for another category.
+    """
+    t_start = time.perf_counter()
+    rows = read_csv(csv_path, category=category)
+    if plan is None:
+        plan = make_plan(category, quick=quick, repeats=csv_repeats(rows, csv_path))
+    elif plan.category != category:
+        raise ParameterError(f"plan is for {plan.category!r}, not {category!r}")
+    check_grid(rows, plan, csv_path)
+    shuffle = [r for r in rows if r.family == "shuffle"]
+    cryptos = sorted({r.crypto for r in shuffle})
+    if len(cryptos) > 1 or cryptos == ["none"]:
+        raise ExperimentsCSVError(
+            f"{csv_path}: the shuffle rows ran with crypto {', '.join(cryptos)}; "
+            "a run uses one of ideal, onion"
+        )
+    if any(r.crypto != "none" for r in rows if r.family != "shuffle"):
+        raise ExperimentsCSVError(f"{csv_path}: a baseline row with a crypto other than none")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = plot_category(rows, plan, out_dir)
+    result = ExperimentResult(
+        plan=plan,
+        rows=rows,
+        protocols=list(dict.fromkeys(r.method for r in shuffle)),
+        csv_path=csv_path,
+        plots=plots,
+        summary_path=out_dir / f"{category}_summary.md",
+        seconds=0.0,
+        crypto=cryptos[0] if cryptos else "ideal",
+        skipped=[
+            f"{r.method} @ {r.sweep}={r.value:g}: {r.reason}" for r in rows if r.status != "ok"
+        ],
+        from_csv=True,
+    )
+    write_summary(result)
+    result.seconds = time.perf_counter() - t_start
+    return result
