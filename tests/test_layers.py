@@ -1,10 +1,16 @@
-"""The import graph follows DESIGN.md's layers: simulations → esa → {crypto, protocols}.
+"""The import graph follows the layers of docs/design.md: simulations → esa → {crypto, protocols}.
 
-Forbidden edges: ``crypto`` and ``protocols`` import neither each other nor ``esa`` or
-``simulations``; ``esa`` never imports ``simulations``. Every ``import``/``from … import``
-statement counts, wherever it sits (function bodies, ``if TYPE_CHECKING:`` blocks), and
-relative imports are resolved against the importing module's package. Dynamic imports
-(``importlib.import_module("…")``) are not visible to this check.
+Two rules, both over every ``import``/``from … import`` statement wherever it sits (function
+bodies, ``if TYPE_CHECKING:`` blocks), relative imports resolved against the importing
+module's package:
+
+- forbidden edges: ``crypto`` and ``protocols`` import neither each other nor ``esa`` or
+  ``simulations``; ``esa`` never imports ``simulations``;
+- no circle: no module reaches itself by following imports, inside a package or across
+  packages (a submodule that imports its own package's ``__init__`` closes a circle too,
+  since the ``__init__`` imports the submodule).
+
+Dynamic imports (``importlib.import_module("…")``) are not visible to this check.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class Edge:
     source: str  # path relative to the root, e.g. "crypto/_onion.py"
     line: int
     target: str  # fully qualified module imported, e.g. "protocols._base"
+    names: tuple[str, ...] = ()  # for `from target import a, b`: the names taken
 
     def __str__(self) -> str:
         return f"{self.source}:{self.line} imports {self.target}"
@@ -72,9 +79,10 @@ def imports_of(path: Path, root: Path) -> list[Edge]:
                     continue
                 anchor = package[: len(package) - (node.level - 1)]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            # `from pkg import name` may import the submodule pkg.name: record both forms,
-            # the top-level package is what the layer check looks at.
-            edges.append(Edge(source, node.lineno, base))
+            # `from pkg import name` may import the submodule pkg.name: the names are kept so
+            # the circle check can tell; the layer check looks at the top-level package.
+            names = tuple(alias.name for alias in node.names)
+            edges.append(Edge(source, node.lineno, base, names))
     return edges
 
 
@@ -94,6 +102,61 @@ def violations(root: Path) -> list[str]:
     return bad
 
 
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (``from pkg import mod`` names ``pkg.mod``)."""
+    paths = {
+        ".".join(_module_parts(path, root)): path
+        for package in PACKAGES
+        for path in sorted((root / package).rglob("*.py"))
+    }
+    graph: dict[str, set[str]] = {module: set() for module in paths}
+    for module, path in paths.items():
+        for edge in imports_of(path, root):
+            submodules = {f"{edge.target}.{name}" for name in edge.names} & paths.keys()
+            graph[module] |= submodules
+            # names that are not submodules come from the target module itself
+            if edge.target in paths and len(submodules) < max(1, len(edge.names)):
+                graph[module].add(edge.target)
+        graph[module].discard(module)
+    return graph
+
+
+def circles(root: Path) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    graph = import_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
 def test_packages_exist_and_are_walked() -> None:
     for package in PACKAGES:
         files = list((ROOT / package).rglob("*.py"))
@@ -107,6 +170,14 @@ def test_packages_exist_and_are_walked() -> None:
 
 def test_no_import_against_the_layers() -> None:
     assert violations(ROOT) == []
+
+
+def test_no_import_circle() -> None:
+    graph = import_graph(ROOT)
+    # the graph is the real one: the roles import the codec, the registry is imported
+    assert "esa._codec" in graph["esa._roles"]
+    assert any("protocols._registry" in targets for targets in graph.values())
+    assert circles(ROOT) == []
 
 
 # --------------------------------------------------------------------------- self-test
@@ -170,6 +241,44 @@ def test_checker_flags_a_synthetic_bad_edge(
     assert len(found) == 1, found
     assert expected in found[0]
     assert found[0].startswith(name)
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # two siblings that import each other, one of them inside a function
+        (
+            {
+                "protocols/_a.py": "from ._b import x\n",
+                "protocols/_b.py": "def f():\n    from . import _a\n",
+            },
+            [["protocols._a", "protocols._b"]],
+        ),
+        # a submodule that takes a name from its own package's __init__, which imports it
+        (
+            {
+                "esa/__init__.py": "from .net import serve\n",
+                "esa/net/__init__.py": "from ._svc import serve\n",
+                "esa/net/_svc.py": "from esa import Encoder\n",
+            },
+            [["esa", "esa.net", "esa.net._svc"]],
+        ),
+        # three modules in a loop across packages' layers
+        (
+            {
+                "esa/_x.py": "import esa._y\n",
+                "esa/_y.py": "from esa._z import q\n",
+                "esa/_z.py": "from esa import _x\n",
+            },
+            [["esa._x", "esa._y", "esa._z"]],
+        ),
+    ],
+)
+def test_circle_check_finds_a_synthetic_circle(
+    tmp_path: Path, files: dict[str, str], expected: list[list[str]]
+) -> None:
+    assert circles(_tree(tmp_path, GOOD)) == []
+    assert circles(_tree(tmp_path, {**GOOD, **files})) == expected
 
 
 def test_relative_imports_resolve_against_the_package(tmp_path: Path) -> None:
