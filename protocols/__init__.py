@@ -11,6 +11,7 @@ registering its protocols by name on import (:func:`register_protocol`). A new p
 one new module plus its import line here.
 """
 
+from ._base import Calibration as Calibration
 from ._base import Estimate as Estimate
 from ._base import HonestUsersBound as HonestUsersBound
 from ._base import InputKind as InputKind
@@ -29,6 +30,7 @@ from ._disele import DisEle as DisEle
 from ._disele import DisEleParams as DisEleParams
 from ._errors import BoundNotApplicable as BoundNotApplicable
 from ._errors import InvalidMessage as InvalidMessage
+from ._errors import NeedsPositiveDelta as NeedsPositiveDelta
 from ._errors import ParameterError as ParameterError
 from ._errors import ProtocolError as ProtocolError
 from ._fragmenting import AttributeFragmenting as AttributeFragmenting
@@ -38,6 +40,11 @@ from ._fragmenting import ReportFragmenting as ReportFragmenting
 from ._hist_mm import HistMM as HistMM
 from ._krr import CntRR as CntRR
 from ._krr import HistKR as HistKR
+from ._matrix import MatrixOracle as MatrixOracle
+from ._matrix import load_protocol_file as load_protocol_file
+from ._matrix import matrix_epsilon as matrix_epsilon
+from ._matrix import matrix_of as matrix_of
+from ._matrix import register_matrix_oracle as register_matrix_oracle
 from ._noise import binomial_noise as binomial_noise
 from ._noise import discrete_laplace as discrete_laplace
 from ._noise import distributed_geometric_shares as distributed_geometric_shares
@@ -47,6 +54,8 @@ from ._noise import polya as polya
 from ._noise import polya_variance as polya_variance
 from ._noise import symmetric_geometric as symmetric_geometric
 from ._noise import symmetric_geometric_variance as symmetric_geometric_variance
+from ._plugins import PLUGIN_GROUP as PLUGIN_GROUP
+from ._plugins import load_plugins as load_plugins
 from ._prhr import PRHR as PRHR
 from ._prhr import PUCM as PUCM
 from ._prrq import PRRQ as PRRQ

@@ -23,9 +23,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ParameterError
+from ._errors import NeedsPositiveDelta, ParameterError
 
 __all__ = [
+    "Calibration",
     "CountNoise",
     "Estimate",
     "HonestUsersBound",
@@ -85,6 +86,22 @@ class PrivacyGuarantee:
     epsilon_local: float
     delta: float
     bound: str
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The run a protocol's :attr:`~ShuffleProtocol.privacy` was calibrated for.
+
+    Attributes:
+        n: honest users the guarantee counts on.
+        fake_reports_total: uniform fake values (over every shuffler) it counts on.
+        shufflers: shufflers of the calibration (``None`` when the protocol was configured
+            without one, e.g. by its constructor).
+    """
+
+    n: int
+    fake_reports_total: int
+    shufflers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +198,21 @@ class ShareSpec:
         Summation from Shuffling", arXiv 1909.11225): with
         ``users`` ≥ 3 honest users each splitting a value of Z_q into m shares, the shuffled
         multiset is 2^{−σ}-close in total variation to one determined by the sum alone when
+
             m ≥ (2σ + log₂ q)/(log₂ users − log₂ e) + 1
+
         (at least 2).
+
+        Args:
+            sigma: the statistical security parameter σ.
+            modulus: the share modulus q.
+            users: the honest users, at least 3.
+
+        Returns:
+            The number of shares m, at least 2.
+
+        Raises:
+            ParameterError: fewer than 3 users.
         """
         users = check_n(users, "users", 3)
         need = (2.0 * sigma + math.log2(modulus)) / (math.log2(users) - math.log2(math.e)) + 1
@@ -215,7 +245,11 @@ class MessageTally:
         return MessageTally(self.counts + other.counts, self.messages + other.messages)
 
     def empty_like(self) -> MessageTally:
-        """The tally of no message, same shape."""
+        """The tally of no message, same shape.
+
+        Returns:
+            A tally of zeros of this one's shape, and no message.
+        """
         return MessageTally(np.zeros_like(self.counts), 0)
 
 
@@ -253,7 +287,12 @@ class ShuffleProtocol(abc.ABC):
     def randomizer_family(self) -> RandomizerFamily:
         """How an audit accounts this protocol's randomizer: a declared ``family = "krr"`` is
         k-RR over the domain; anything else is generic (override where the randomizer is
-        k-RR on something else, as local hashing is on hashed values)."""
+        k-RR on something else, as local hashing is on hashed values).
+
+        Returns:
+            The family and domain an audit accounts the randomizer with (and, for a generic one,
+            why).
+        """
         if self.family == "krr":
             return RandomizerFamily("krr", self.domain)
         return RandomizerFamily(
@@ -284,13 +323,84 @@ class ShuffleProtocol(abc.ABC):
     def privacy(self) -> PrivacyGuarantee:
         """The guarantee of this configuration (no collusion)."""
 
+    # --- the guarantee of one run ----------------------------------------------------------
+    @property
+    def calibration(self) -> Calibration | None:
+        """The run :attr:`privacy` was calibrated for, or ``None`` when it is not known.
+
+        :func:`protocols.build_protocol` records its spec's (n, total fakes, shufflers);
+        protocols whose constructors take n record it themselves."""
+        found = self.__dict__.get("_calibration")
+        return found if isinstance(found, Calibration) else None
+
+    def record_calibration(self, calibration: Calibration) -> None:
+        """Record the run :attr:`privacy` was calibrated for (see :attr:`calibration`).
+
+        Args:
+            calibration: the users, total fakes and shufflers the guarantee was computed for.
+
+        Raises:
+            ParameterError: ``calibration`` is not a :class:`Calibration`.
+        """
+        if not isinstance(calibration, Calibration):
+            raise ParameterError(f"calibration must be a Calibration, got {calibration!r}")
+        self.__dict__["_calibration"] = calibration
+
+    def privacy_for_run(self, n_users: int, fake_reports_total: int) -> PrivacyGuarantee | None:
+        """The guarantee of THIS configured randomizer (its fixed ε_l and parameters) when
+        ``n_users`` honest users' reports and ``fake_reports_total`` uniform fake values are
+        shuffled together; ``None`` when it is not known.
+
+        Default: :attr:`privacy` when the run has at least the calibrated users and fakes,
+        else ``None``. Sound by post-processing: a run with more honest users or more fakes
+        than calibrated shuffles the calibrated multiset together with further reports that
+        are independent of the victim's data (the extra users' reports are drawn from their
+        own values, the fakes from the uniform law), so its output is a randomized function
+        of the calibrated run's output (add the independent reports, then shuffle), and a
+        randomized function of an (ε, δ)-DP output is (ε, δ)-DP. Fewer users or fewer fakes
+        are a different mechanism, whose guarantee this default does not know.
+
+        Args:
+            n_users: honest users whose reports were shuffled (0 allowed).
+            fake_reports_total: uniform fake values added, over every shuffler.
+
+        Returns:
+            The guarantee for that run, or ``None`` (unknown).
+
+        Raises:
+            ParameterError: a count is not an integer >= 0.
+        """
+        n_users = check_n(n_users, "n_users", 0)
+        fakes = check_n(fake_reports_total, "fake_reports_total", 0)
+        calibration = self.calibration
+        if calibration is None:
+            return None
+        if n_users >= calibration.n and fakes >= calibration.fake_reports_total:
+            return self.privacy
+        return None
+
     @abc.abstractmethod
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """Run every user's local randomizer; returns the messages (first axis = message)."""
+        """Run every user's local randomizer; returns the messages (first axis = message).
+
+        Args:
+            values: one value per user (:meth:`validate_values` states the kinds).
+            rng: the randomizers' generator.
+
+        Returns:
+            The messages of every user.
+        """
 
     @abc.abstractmethod
     def encode(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-        """Encode messages to a ``(k, message_size)`` ``uint8`` array."""
+        """Encode messages to a ``(k, message_size)`` ``uint8`` array.
+
+        Args:
+            messages: the messages (:meth:`randomize`'s, or fakes).
+
+        Returns:
+            One row of :attr:`message_size` bytes per message.
+        """
 
     @abc.abstractmethod
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
@@ -298,23 +408,60 @@ class ShuffleProtocol(abc.ABC):
 
         Invalid rows (bytes no honest encoder produces) are reported in the mask, never
         raised: one malicious user must not take the batch down.
+
+        Args:
+            rows: the ``(k, message_size)`` payloads the analyzer received.
+
+        Returns:
+            ``(messages, valid)``: the decoded messages (one per row) and the mask of valid rows.
         """
 
     @abc.abstractmethod
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """Draw ``count`` fake messages uniformly over the message space (MURS)."""
+        """Draw ``count`` fake messages uniformly over the message space (MURS).
+
+        Args:
+            count: the number of fakes.
+            rng: the generator.
+
+        Returns:
+            The fake messages.
+        """
 
     @abc.abstractmethod
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
-        """Estimate the statistic from the shuffled messages of ``n`` users + ``n_fakes``."""
+        """Estimate the statistic from the shuffled messages of ``n`` users + ``n_fakes``.
+
+        Args:
+            messages: the decoded valid messages, in any order.
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The estimate and its closed-form standard deviation.
+        """
 
     @abc.abstractmethod
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """The exact statistic the estimator targets, computed from the raw values."""
+        """The exact statistic the estimator targets, computed from the raw values.
+
+        Args:
+            values: one value per user.
+
+        Returns:
+            The statistic, shaped as the estimate's values.
+        """
 
     def categorical_counts(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The exact histogram of 0-based categorical values over [0, :attr:`domain`): the
-        :meth:`truth` of every histogram protocol."""
+        :meth:`truth` of every histogram protocol.
+
+        Args:
+            values: one value in [0, domain) per user.
+
+        Returns:
+            The :attr:`domain` counts.
+        """
         x = self.validate_values(values)
         return np.bincount(x, minlength=self.domain).astype(np.float64)
 
@@ -330,7 +477,14 @@ class ShuffleProtocol(abc.ABC):
         """The protocol's own accountant when only ``honest_others`` users besides the victim
         run the randomizer honestly (the others' messages are known to the analyzer), at
         least one shuffler is honest, and no fake is counted; ``None`` (the default) when it
-        has none and the collusion audit uses the generic ε_l-LDP bounds."""
+        has none and the collusion audit uses the generic ε_l-LDP bounds.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
         return None
 
     # --- optional: the tally representation (see MessageTally) ---------------------------
@@ -354,13 +508,31 @@ class ShuffleProtocol(abc.ABC):
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
         """The additive summary of decoded ``messages`` the estimator reads.
 
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+
         Raises:
             ParameterError: the protocol's estimator is not a function of such a summary.
         """
         raise ParameterError(f"{self.name}: no message tally (its estimator reads messages)")
 
     def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
-        """:meth:`estimate` from the tally of the received messages."""
+        """:meth:`estimate` from the tally of the received messages.
+
+        Args:
+            tally: the tally of the received messages.
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The estimate.
+
+        Raises:
+            ParameterError: the protocol's estimator is not a function of a tally.
+        """
         raise ParameterError(f"{self.name}: no message tally (its estimator reads messages)")
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
@@ -368,6 +540,13 @@ class ShuffleProtocol(abc.ABC):
 
         Equal in distribution to ``tally(randomize(values))``. The default randomizes block
         by block; protocols with a direct sampler of the summary override it.
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally.
         """
         x = self.validate_values(values)
         block = max(1, int(TALLY_MESSAGES // max(self.messages_per_user, 1.0)))
@@ -379,7 +558,15 @@ class ShuffleProtocol(abc.ABC):
 
     def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
         """The tally of ``count`` uniform fakes; equal in distribution to
-        ``tally(sample_fakes(count))``."""
+        ``tally(sample_fakes(count))``.
+
+        Args:
+            count: the number of fake values.
+            rng: the generator.
+
+        Returns:
+            Their tally.
+        """
         count = check_n(count, "count", 0)
         parts = [
             self.tally(self.sample_fakes(min(TALLY_MESSAGES, count - s), rng=rng))
@@ -394,7 +581,14 @@ class ShuffleProtocol(abc.ABC):
         return 1
 
     def channel_of(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """The channel in [0, :attr:`channels`) of each message."""
+        """The channel in [0, :attr:`channels`) of each message.
+
+        Args:
+            messages: the messages.
+
+        Returns:
+            One channel index per message.
+        """
         return np.zeros(np.asarray(messages).shape[0], dtype=np.int64)
 
     def sample_channel_fakes(
@@ -402,7 +596,19 @@ class ShuffleProtocol(abc.ABC):
     ) -> npt.NDArray[Any]:
         """``count`` fakes for the shuffler chain of ``channel``: uniform over the messages
         that chain carries (a fake must look like that chain's honest traffic). With one
-        channel this is :meth:`sample_fakes`."""
+        channel this is :meth:`sample_fakes`.
+
+        Args:
+            count: the number of fakes.
+            channel: the chain, in [0, channels).
+            rng: the generator.
+
+        Returns:
+            The fake messages.
+
+        Raises:
+            ParameterError: ``channel`` out of range.
+        """
         if not 0 <= channel < self.channels:
             raise ParameterError(
                 f"{self.name}: channel must lie in [0, {self.channels}), got {channel}"
@@ -411,6 +617,12 @@ class ShuffleProtocol(abc.ABC):
 
     def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
         """Check users' values against :attr:`input_kind` and return them as an array.
+
+        Args:
+            values: one value per user.
+
+        Returns:
+            The values as an array (floats for the REAL kinds, booleans for SET).
 
         Raises:
             ParameterError: not a 1-D array (``(n, domain)`` for SET) of numbers of the kind's
@@ -516,11 +728,41 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     return eps
 
 
-def check_delta(delta: float, name: str = "delta") -> float:
-    """Return ``delta`` as float if it lies in (0, 1), else raise ParameterError."""
+#: Why a guarantee needs δ > 0, where its caller gives no reason of its own.
+APPROXIMATE_DP = "its guarantee is approximate DP"
+
+
+def check_delta(
+    delta: float,
+    name: str = "delta",
+    *,
+    pure: bool = False,
+    who: str | None = None,
+    why: str = APPROXIMATE_DP,
+) -> float:
+    """Return ``delta`` as float if it lies in (0, 1), or in [0, 1) when ``pure``.
+
+    Args:
+        delta: the δ to check.
+        name: its name in messages.
+        pure: the caller's guarantee is pure DP, so δ = 0 is a valid request.
+        who: the protocol or bound asking (named in the refusal of δ = 0).
+        why: why it needs δ > 0 (``"its amplification bounds are approximate DP"``).
+
+    Raises:
+        NeedsPositiveDelta: δ = 0 and not ``pure`` ("hist_kr needs delta > 0: ...").
+        ParameterError: δ outside [0, 1), or NaN.
+    """
     d = _real(delta, name)
-    if not 0.0 < d < 1.0:  # false for NaN
-        raise ParameterError(f"{name} must lie in (0, 1), got {delta!r}")
+    if d == 0.0 and not pure:
+        raise NeedsPositiveDelta(
+            f"{who} needs {name} > 0: {why}"
+            if who
+            else f"{name} = 0 (pure DP) is not proven here: {why}; give {name} in (0, 1)",
+            why,
+        )
+    if not 0.0 <= d < 1.0:  # false for NaN
+        raise ParameterError(f"{name} must lie in {'[0, 1)' if pure else '(0, 1)'}, got {delta!r}")
     return d
 
 

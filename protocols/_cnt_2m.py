@@ -166,7 +166,17 @@ class Cnt2M(ShuffleProtocol):
         )
 
     def error_bound(self, beta: float) -> float:
-        """|estimate − Σx| ≤ this with probability ≥ 1 − β (Bernstein; see module doc)."""
+        """``|estimate − Σx|`` ≤ this with probability ≥ 1 − β (Bernstein; see module doc).
+
+        Args:
+            beta: the failure probability β, in (0, 1).
+
+        Returns:
+            The error bound.
+
+        Raises:
+            ParameterError: β outside (0, 1).
+        """
         b = float(beta)
         if not 0.0 < b < 1.0:
             raise ParameterError(f"beta must lie in (0, 1), got {beta!r}")

@@ -372,7 +372,14 @@ class CntBN(ShuffleProtocol):
         the robust guarantee's ε; below, the guarantee degrades gracefully instead of being
         lost. ``None`` where no ε ≤ :data:`_BN_AUDIT_MAX_EPSILON` reaches δ (too few honest
         users: with no noise bit, which has probability e^{−μ(h+1)}, the victim's bit is
-        exposed). Fakes are not counted (they would only add noise bits)."""
+        exposed). Fakes are not counted (they would only add noise bits).
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
         h = check_n(honest_others, "honest others", 0) + 1
         p = self.params
         return _bn_honest_bound(p.mu * h, p.delta)
@@ -413,7 +420,15 @@ class CntBN(ShuffleProtocol):
         )
 
     def variance(self, *, n: int, n_fakes: int = 0) -> float:
-        """Exact Var ĉ = E[N]/4 = (n μ + n_f)/4 (independent of the data)."""
+        """Exact Var ĉ = E[N]/4 = (n μ + n_f)/4 (independent of the data).
+
+        Args:
+            n: the number of users.
+            n_fakes: the fake bits among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         return (n * self.params.mu + n_fakes) / 4.0
 
     @property

@@ -86,9 +86,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy import fft as sfft
-from scipy.optimize import brentq, minimize_scalar
-from scipy.special import logsumexp
 
 from ._base import (
     CountNoise,
@@ -226,6 +223,8 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
     Tilts are placed along the support until every c is covered by a tilt where both laws
     are at least :data:`_TRUST` of their peak.
     """
+    from scipy import fft as sfft
+
     others = check_n(others, "others", 0)
     laws = _log_laws(lam, tau, alpha)
     if laws is None:
@@ -293,6 +292,8 @@ def _fft_width(span: int, tau: int) -> int:
     """The FFT length for a window of ``span`` outcomes: at least the span (no outcome of
     the window folds onto another) and at least τ + 1 (rfft truncates, does not fold, a
     longer input), rounded up to a length scipy transforms fast (2^a 3^b 5^c …)."""
+    from scipy import fft as sfft
+
     return int(sfft.next_fast_len(max(span, tau + 1), real=True))
 
 
@@ -318,6 +319,8 @@ def _logsumexp(w: npt.NDArray[np.float64]) -> float:
 
 def _tilt_for_mean(lq: npt.NDArray[np.float64], mean: float) -> float:
     """θ with E_θ[o] = mean under the law ∝ e^{lq(o) + θ·o}."""
+    from scipy.optimize import brentq
+
     o = np.arange(lq.size, dtype=np.float64)
 
     def gap(theta: float) -> float:
@@ -339,6 +342,9 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
     the other users' law is locally e^{θ·}-tilted, so the ratio there tends to
     M_0(θ)/M_1(θ)). By the reduction in the module doc the exact ε decreases in the crowd
     size, so it is ≥ ε_∞ for every n: no λ with ε_∞(λ) > ε is ε-DP for large n."""
+    from scipy.optimize import minimize_scalar
+    from scipy.special import logsumexp
+
     laws = _log_laws(lam, tau, alpha)
     if laws is None:
         return math.inf  # λ·ω underflows to 0 somewhere: nothing can be certified
@@ -361,6 +367,8 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
 def _limit_lambda(epsilon: float, tau: int, scale: float = 1.0) -> float:
     """λ_∞: the λ with ε_∞(λ) = ε for ω of scale Δ (10⁻¹² if every λ down to 10⁻¹² has a
     smaller ε_∞; the local λ_l if none below it has)."""
+    from scipy.optimize import brentq
+
     alpha = math.exp(-epsilon / scale)
     lam_local = local_lambda(epsilon, tau, scale)
     target = epsilon - _SLACK
@@ -579,7 +587,7 @@ class PureBitCounter:
 
         h = check_n(honest_others, "honest others", 0)
         f = check_n(fakes, "fakes", 0)
-        d = check_delta(delta)
+        d = check_delta(delta, pure=True)  # a lower bound holds at δ = 0 too
         laws = pure_count_laws(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h, fakes=f)
         if laws is None:
             return None
@@ -707,7 +715,7 @@ def composed_lower_epsilon(
     at most t·10⁻³ below it, plus what the truncation costs). The rounded losses' law is
     convolved t times directly (non-negative terms).
     """
-    d = check_delta(delta)
+    d = check_delta(delta, pure=True)
     t = check_n(times, "times", 1)
     pp = np.clip(np.asarray(p, dtype=np.float64).ravel(), 0.0, None)
     qq = np.clip(np.asarray(q, dtype=np.float64).ravel(), 0.0, None)
@@ -825,13 +833,30 @@ class CntPURE(ShuffleProtocol):
         )
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
-        """The exact accountant of the module doc for ``honest_others`` honest users."""
+        """The exact accountant of the module doc for ``honest_others`` honest users.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
         return self.bit.honest_users_bound(honest_others)
 
     def honest_users_lower(
         self, honest_others: int, *, fakes: int = 0, delta: float
     ) -> tuple[float, str] | None:
-        """The exact ε(δ) of the count when the honest others hold 0 (with the fakes)."""
+        """The exact ε(δ) of the count when the honest others hold 0 (with the fakes).
+
+        Args:
+            honest_others: the honest users besides the victim.
+            fakes: the fake values the adversary cannot tell apart.
+            delta: δ.
+
+        Returns:
+            ``(epsilon, pair)``: the lower bound and a description of the neighbouring pair, or
+            ``None``.
+        """
         return self.bit.honest_users_lower(honest_others, fakes=fakes, delta=delta)
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
@@ -851,13 +876,28 @@ class CntPURE(ShuffleProtocol):
         return (rng.random(check_n(count, "count", 0)) < 0.5).astype(np.uint8)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
-        """The number of ones (all the estimator reads besides the message count)."""
+        """The number of ones (all the estimator reads besides the message count).
+
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+        """
         m = np.asarray(messages).reshape(-1)
         return MessageTally(np.array([np.count_nonzero(m == 1)], dtype=np.int64), int(m.size))
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
         """Each user's number of ones is drawn as :meth:`randomize` does; the nτ one-bit
-        messages are never written out."""
+        messages are never written out.
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally, equal in distribution to ``tally(randomize(values))``.
+        """
         x = self.validate_values(values).astype(np.int64, copy=False)
         ones = int(self.bit.ones(x, rng=rng).sum())
         return MessageTally(np.array([ones], dtype=np.int64), int(x.size) * self.bit.tau)
@@ -880,6 +920,15 @@ class CntPURE(ShuffleProtocol):
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
+        """Exact variance of the estimate for these inputs (``n_fakes`` fake bits).
+
+        Args:
+            values: the users' bits.
+            n_fakes: the fake bits among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         x = self.validate_values(values)
         return self.bit.variance(n=x.size, count=float(x.sum()), fakes=n_fakes)
 

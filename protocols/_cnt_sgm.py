@@ -45,7 +45,8 @@ Where the claim does hold: the sum. The survey's λ and ε make the SUM T = Σ y
 inversion), and it is at most 3ε/γ on every grid point we tried (ε_c from 0.01 to 20, n
 from 3 to 10^8, γ from 0.01 to 1; :attr:`CntSGM.sum_epsilon`), usually 2ε = (2/3)ε_c. What
 breaks the claim is the unary encoding, which shows the two counts #(+1), #(−1) and not just
-their difference. ``--option encoding=splitmix`` (:class:`CntSGMSplitMix`) keeps the
+their difference. ``--option encoding=splitmix`` (:class:`CntSGMSplitMix`, the registered
+``cnt_sgm``'s default; ``--option encoding=unary`` runs the survey's messages) keeps the
 randomizer and sends y_i mod q as Split-Mix shares instead, so the analyzer learns T and,
 up to the shares' statistical distance, nothing else: robust (ε_T, δ, γ)-DP with ε_T ≤ the
 survey's 3ε/γ — its pure claim, up to a δ.
@@ -156,7 +157,16 @@ class CntSGM(ShuffleProtocol):
 
     @classmethod
     def from_central(cls, *, epsilon_central: float, n: int, gamma: float = 1.0) -> CntSGM:
-        """Configure so that the robust guarantee 3ε/γ equals ``epsilon_central``."""
+        """Configure so that the robust guarantee 3ε/γ equals ``epsilon_central``.
+
+        Args:
+            epsilon_central: the target robust ε_c.
+            n: the number of users.
+            gamma: the fraction γ of users assumed honest, in (0, 1].
+
+        Returns:
+            The configured protocol.
+        """
         eps_c = check_epsilon(epsilon_central, "epsilon_central")
         g = check_gamma(gamma)
         return cls(epsilon=g * eps_c / 3.0, n=n, gamma=g)
@@ -225,7 +235,14 @@ class CntSGM(ShuffleProtocol):
 
     def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
         """Upper: the local bound (:attr:`privacy`), pure, so it holds at every δ. No lower
-        bound here (it would carry no δ): :meth:`honest_users_lower` gives one at δ."""
+        bound here (it would carry no δ): :meth:`honest_users_lower` gives one at δ.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
         check_n(honest_others, "honest others", 0)
         return HonestUsersBound(self.epsilon_local, "cnt_sgm_local_pure")
 
@@ -236,14 +253,24 @@ class CntSGM(ShuffleProtocol):
         (#(+1), #(−1)) when the ``honest_others`` honest others hold 0 and ``fakes`` honest
         fair ±1 fakes are mixed in, victim 0 against 1 (:func:`sgm_view_laws`,
         :func:`~protocols.pair_lower_epsilon`), as (ε, that pair); ``None`` where
-        the laws are too wide to compute directly (tiny ε)."""
+        the laws are too wide to compute directly (tiny ε).
+
+        Args:
+            honest_others: the honest users besides the victim.
+            fakes: the fake values the adversary cannot tell apart.
+            delta: δ.
+
+        Returns:
+            ``(epsilon, pair)``: the lower bound and a description of the neighbouring pair, or
+            ``None``.
+        """
 
         h = check_n(honest_others, "honest others", 0)
         f = check_n(fakes, "fakes", 0)
         laws = sgm_view_laws(epsilon=self.params.epsilon, lam=self.params.lam, others=h, fakes=f)
         if laws is None:
             return None
-        eps = pair_lower_epsilon(laws[0], laws[1], check_delta(delta))
+        eps = pair_lower_epsilon(laws[0], laws[1], check_delta(delta, pure=True))
         crowd = f"all {h} honest others hold 0" if h else "no honest other user"
         return eps, f"{crowd}, {f} honest fakes (unary view, exact)"
 
@@ -325,7 +352,15 @@ class CntSGM(ShuffleProtocol):
         )
 
     def variance(self, *, n: int, n_fakes: int = 0) -> float:
-        """Exact Var ĉ = (n λ Var η + n_f) / 4 (independent of the data)."""
+        """Exact Var ĉ = (n λ Var η + n_f) / 4 (independent of the data).
+
+        Args:
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         p = self.params
         return (n * p.lam * symmetric_geometric_variance(p.alpha) + n_fakes) / 4.0
 
@@ -360,14 +395,16 @@ def sgm_sum_epsilon(*, epsilon: float, lam: float, honest: int) -> float:
     T = s + M + c: s = ±1 the victim's mapped bit, c the other users' known part (dishonest
     users' messages, honest users' bits) and M = Σ_{i ≤ h} B_i η_i the honest users' noise
     (victim included), B_i ~ Ber(λ), η_i ~ SG(α), α = e^{−ε}. Neighbouring datasets shift T
-    by 2, so ε_T = sup_u |ln P(M = u)/P(M = u − 2)|. Write P(M = u) = P₀[u = 0] + Q(u),
+    by 2, so ε_T = sup_u ``|ln P(M = u)/P(M = u − 2)|``. Write P(M = u) = P₀[u = 0] + Q(u),
     P₀ = (1 − λ)^h, Q(u) = Σ_{k ≥ 1} P(K = k) P(S_k = u) with K ~ Bin(h, λ) noisy users
     and S_k a sum of k SG(α) — a difference of two NB(k, 1 − α), hence discrete
     log-concave and symmetric. For such a law P(u)/P(u + 1) does not decrease in u and tends
     to 1/α, so every ratio P(S_k = u)/P(S_k = u − 2) lies in [α², α^{−2}] and tends to
     α^{−2} as u → ∞ (k = h dominates the tail); mixtures keep the range. The atom P₀ only
     moves the two ratios that involve u = 0, the larger being (P₀ + Q(0))/Q(2). Hence
+
         ε_T = max{2ε, ln((P₀ + Q(0))/Q(2))}   (2ε alone when λ = 1).
+
     Q(0) and Q(2) come from the exact inversion of M's lattice characteristic function
     ψ(θ)^h, ψ = 1 − λ + λ(1 − α)²/(1 − 2α cos θ + α²), at N points: the mean of
     (ψ^h − P₀)·cos(uθ) is Σ_j Q(u + jN), whose aliased part is at most
@@ -387,6 +424,9 @@ def sgm_sum_epsilon(*, epsilon: float, lam: float, honest: int) -> float:
     Returns:
         ε_T, never below the exact value and above it by at most 10^{−9}·ε_T + 3·10^{−10}
         (or the closed-form bound where the quadrature cannot certify, as stated).
+
+    Raises:
+        ParameterError: ε out of range, λ outside (0, 1], or fewer than one honest user.
     """
     eps = check_epsilon(epsilon)
     h = check_n(honest, "honest", 1)
@@ -606,10 +646,12 @@ def sgm_sum_laws(*, epsilon: float, lam: float, honest: int) -> npt.NDArray[np.f
 
 
 class CntSGMSplitMix(ModularMessages, CntSGM):
-    """``Cnt_SGM`` whose y_i travel as Split-Mix shares, so the analyzer learns only Σ y_i.
+    """``Cnt_SGM`` as registered by default: the analyzer learns only Σ y_i (the survey's
+    unary ±1 messages also show their two counts, so y_i mod q travels as Split-Mix shares
+    instead).
 
     ``--option encoding=splitmix``. The randomizer is Cnt_SGM's: y_i = s_i + B_i η_i with
-    the survey's λ and α = e^{−ε}, ε = γε_c/3. Instead of |y_i| unary ±1 messages, the
+    the survey's λ and α = e^{−ε}, ε = γε_c/3. Instead of ``|y_i|`` unary ±1 messages, the
     encoder splits y_i mod q into m uniform shares (:attr:`share_spec`); the analyzer sums
     them mod q and unwraps, T = z − q if z > q/2, so it sees T (and the fakes, whose values
     sum to 0 mod q) and nothing else up to the Split-Mix distance. The estimator and its
@@ -631,7 +673,11 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
     def __init__(self, *, epsilon: float, n: int, delta: float, gamma: float = 1.0) -> None:
         super().__init__(epsilon=epsilon, n=n, gamma=gamma)
         p = self.params
-        self._delta = check_delta(delta)
+        self._delta = check_delta(
+            delta,
+            why="its Split-Mix shares are 2^-sigma-close, approximate DP "
+            "(--option encoding=unary is pure)",
+        )
         if self.honest_users < 3:
             raise ParameterError(
                 f"cnt_sgm (encoding=splitmix): Split-Mix needs at least 3 honest users, "
@@ -651,7 +697,17 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
     def from_central(  # type: ignore[override]
         cls, *, epsilon_central: float, n: int, delta: float, gamma: float = 1.0
     ) -> CntSGMSplitMix:
-        """Configure as the survey does (ε = γε_c/3); the proven ε_T is at most ε_c."""
+        """Configure as the survey does (ε = γε_c/3); the proven ε_T is at most ε_c.
+
+        Args:
+            epsilon_central: the target ε_c.
+            n: the number of users.
+            delta: the target δ (the Split-Mix shares' closeness).
+            gamma: the fraction γ of users assumed honest, in (0, 1].
+
+        Returns:
+            The configured protocol.
+        """
         eps_c = check_epsilon(epsilon_central, "epsilon_central")
         g = check_gamma(gamma)
         return cls(epsilon=g * eps_c / 3.0, n=n, delta=delta, gamma=g)
@@ -683,7 +739,14 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
         """Upper: the exact pure ε_T for ``honest_others`` + 1 honest users (the view is
         δ-close to a function of T); only while they are at least the ⌈γn⌉ the shares were
         sized for — below that the audit falls back on ε_l. No lower bound here (a pure
-        ε_T is none at δ > 0): :meth:`honest_users_lower` gives one at δ."""
+        ε_T is none at δ > 0): :meth:`honest_users_lower` gives one at δ.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
         h = check_n(honest_others, "honest others", 0) + 1
         if h < self.honest_users:
             return None
@@ -697,7 +760,17 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
         analyzer computes from the view (so it is a post-processing of it, whatever the
         number of shares), for ``honest_others`` + 1 honest users, the others holding 0,
         victim 0 against 1 (:func:`sgm_sum_laws`). Fakes sum to 0 mod q and do not change
-        T. ``None`` where the law is too wide to compute directly (tiny ε)."""
+        T. ``None`` where the law is too wide to compute directly (tiny ε).
+
+        Args:
+            honest_others: the honest users besides the victim.
+            fakes: the fake values the adversary cannot tell apart.
+            delta: δ.
+
+        Returns:
+            ``(epsilon, pair)``: the lower bound and a description of the neighbouring pair, or
+            ``None``.
+        """
 
         h = check_n(honest_others, "honest others", 0) + 1
         check_n(fakes, "fakes", 0)
@@ -735,13 +808,22 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
         )
 
     def variance(self, *, n: int, n_fakes: int = 0) -> float:
-        """Exact Var ĉ = nλ Var η / 4: fakes sum to 0 mod q and add nothing."""
+        """Exact Var ĉ = nλ Var η / 4: fakes sum to 0 mod q and add nothing.
+
+        Args:
+            n: the number of users.
+            n_fakes: the fake values (ignored: they add nothing).
+
+        Returns:
+            The variance of the estimate.
+        """
         return super().variance(n=n, n_fakes=0)
 
 
-#: Cnt_SGM's encodings (``--option encoding=NAME``): the survey's unary ±1 messages, or
-#: Split-Mix shares of y_i, which prove the survey's robust bound up to a δ.
-SGM_ENCODINGS: tuple[str, ...] = ("unary", "splitmix")
+#: Cnt_SGM's encodings (``--option encoding=NAME``): Split-Mix shares of y_i, which prove
+#: the survey's robust bound up to a δ (the default: it meets the requested ε), or the
+#: survey's unary ±1 messages, which cannot (their two counts reveal more than the sum).
+SGM_ENCODINGS: tuple[str, ...] = ("splitmix", "unary")
 
 
 @register_protocol("cnt_sgm")

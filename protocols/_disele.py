@@ -306,6 +306,12 @@ class DisEle(ShuffleProtocol):
     def robust_epsilon(self, gamma: float) -> float:
         """2ε(γ): ε of the released parities when only a fraction γ of users is honest.
 
+        Args:
+            gamma: the fraction γ of honest users, in (0, 1].
+
+        Returns:
+            The ε of the released parities.
+
         Raises:
             ParameterError: γ outside (0, 1].
         """
@@ -354,7 +360,14 @@ class DisEle(ShuffleProtocol):
 
     # --- analyzer ------------------------------------------------------------------------
     def parities(self, messages: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-        """Per-label sums of shares mod 2, and per-label message counts."""
+        """Per-label sums of shares mod 2, and per-label message counts.
+
+        Args:
+            messages: the decoded ``(label, share)`` messages.
+
+        Returns:
+            ``(parities, counts)``, one entry per label.
+        """
         counts = self.tally(messages).counts
         return counts[:, 1] % 2, counts.sum(axis=1)
 
@@ -372,7 +385,14 @@ class DisEle(ShuffleProtocol):
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
         """Counts of decoded ``(label, share)`` messages, shape ``(d, 2)``: [j, b] = shares
-        of label j equal to b."""
+        of label j equal to b.
+
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+        """
         msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
         d = self._p.domain
         cells = np.bincount(msgs[:, 0] * 2 + msgs[:, 1], minlength=2 * d)[: 2 * d]
@@ -409,6 +429,13 @@ class DisEle(ShuffleProtocol):
         number of odd values is k_j = Bin(h_j, 1/2) + Bin(n − h_j, p) with h_j holders; and
         each value's m shares hold a number of ones distributed as Bin(m, 1/2) restricted
         to the value's parity (:meth:`_share_ones`).
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally, equal in distribution to ``tally(randomize(values))``.
         """
         x = self.validate_values(values).astype(np.int64, copy=False)
         n_users = int(x.shape[0])
@@ -418,7 +445,15 @@ class DisEle(ShuffleProtocol):
 
     def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
         """The tally of the shares of ``count`` uniform fake values (uniform label, uniform
-        bit), equal in distribution to splitting ``sample_fakes(count)`` and tallying."""
+        bit), equal in distribution to splitting ``sample_fakes(count)`` and tallying.
+
+        Args:
+            count: the number of fake values.
+            rng: the generator.
+
+        Returns:
+            Their tally.
+        """
         count = check_n(count, "count", 0)
         d = self._p.domain
         per_label = rng.multinomial(count, np.full(d, 1.0 / d))
@@ -461,7 +496,15 @@ class DisEle(ShuffleProtocol):
     def variance(self, distinct: float, n_fakes: int = 0) -> float:
         """Exact Var[D̂] when ``distinct`` of the d bins are occupied (module docstring),
         written as Σ_j (E[u_j²]/s − o_j²) so that a tiny s gives a large (or infinite)
-        variance rather than 0/0."""
+        variance rather than 0/0.
+
+        Args:
+            distinct: the number of occupied bins.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The variance of the estimated number of distinct values (``inf`` if unbounded).
+        """
         p = self._p
         r = p.empty_parity
         inv_s = self._inverse_clean_probability(n_fakes)
@@ -494,5 +537,5 @@ def _build_disele(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         delta=spec.delta,
         shares=integer_option(spec, "shares", minimum=1),
-        fake_reports=spec.fake_reports,
+        fake_reports=spec.total_fake_reports,
     )

@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    Calibration,
     Estimate,
     InputKind,
     PrivacyGuarantee,
@@ -57,7 +58,7 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._krr import HistKR
+from ._krr import HistKR, krr_run_guarantee
 from ._messages import decode_uints, encode_uints, randomized_round, uint_codec_size
 from ._registry import (
     ProtocolSpec,
@@ -107,6 +108,10 @@ class ReportFragmenting(ShuffleProtocol):
         n: number of users (for the central bound).
         delta: δ of the central bound.
         bound: force an amplification bound by name (default: the tightest k-RR bound).
+
+    For one run (:meth:`privacy_for_run`): the same k-RR bound forward at the fixed ε_lb and
+    the run's honest users (ε_lb itself where it does not apply there), capped at the
+    local min(ε_lb, ω·ε_lf); fakes are not counted.
     """
 
     name: ClassVar[str] = "report_fragmenting"
@@ -148,6 +153,30 @@ class ReportFragmenting(ShuffleProtocol):
             k=self._k,
             bound=bound,
         )
+        self.record_calibration(Calibration(self._n, 0))
+
+    def privacy_for_run(self, n_users: int, fake_reports_total: int) -> PrivacyGuarantee | None:
+        """The backstop's k-RR bound at the run's users (class docstring).
+
+        Args:
+            n_users: honest users whose reports were shuffled (0 allowed).
+            fake_reports_total: uniform fake values added, over every shuffler.
+
+        Returns:
+            The guarantee for that run, or ``None`` (unknown).
+        """
+        n_users = check_n(n_users, "n_users", 0)
+        check_n(fake_reports_total, "fake_reports_total", 0)
+        run = krr_run_guarantee(
+            epsilon_local=self._eps_lb,
+            n_users=n_users,
+            delta=self._delta,
+            k=self._k,
+            bound=self._bound,
+            note=" on the eps_lb backstop (post-processing)",
+        )
+        local = min(self._eps_lb, self._omega * self._eps_lf)
+        return PrivacyGuarantee(min(run.epsilon_central, local), local, run.delta, run.bound)
 
     @property
     def inner(self) -> ShuffleProtocol:
@@ -193,7 +222,15 @@ class ReportFragmenting(ShuffleProtocol):
         return self._inner.validate_values(values)
 
     def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """The permanent k-RR x̃ (a real client memoizes it across collections)."""
+        """The permanent k-RR x̃ (a real client memoizes it across collections).
+
+        Args:
+            values: one value per user.
+            rng: the generator.
+
+        Returns:
+            The users' backstop values.
+        """
         return self._permanent_rr(self.validate_values(values), rng=rng)
 
     def _permanent_rr(
@@ -233,7 +270,16 @@ class ReportFragmenting(ShuffleProtocol):
     def variance(
         self, counts: npt.ArrayLike, *, n: int, inner_std: npt.ArrayLike
     ) -> npt.NDArray[np.float64]:
-        """Var[ĥ_j] given true counts and the inner estimator's std on ω·n fragments."""
+        """Var[ĥ_j] given true counts and the inner estimator's std on ω·n fragments.
+
+        Args:
+            counts: the true counts of the k values.
+            n: the number of users.
+            inner_std: the inner estimator's std per value.
+
+        Returns:
+            The k variances.
+        """
         lam, k = self._lam, self._k
         h = np.asarray(counts, dtype=np.float64)
         p = 1.0 - lam + lam / k
@@ -260,10 +306,15 @@ class RealReportFragmenting(ReportFragmenting):
 
     Estimator: the inner estimate on the ω·n fragments, S̃, estimates ω Σ x̃; with
     E x̃ = (1 − λ_b)x + λ_b/2,
-        ŝ = (S̃/ω − λ_b n/2) / (1 − λ_b)                         (unbiased).
+
+        ŝ = (S̃/ω − λ_b n/2) / (1 − λ_b)   (unbiased).
+
     Stated variance (a bound, like ``rsum_kr``'s): per user
+
         Var x̃ ≤ λ_b(c₂ − λ_b/4) + (1 − λ_b)/(4(L−1)²),  c₂ = (2L−1)/(6(L−1)),
+
     the maximum over x (reached at x ∈ {0, 1} but for the rounding term), so
+
         Var ŝ ≤ (n·that + Var S̃/ω²) / (1 − λ_b)².
     """
 
@@ -271,13 +322,25 @@ class RealReportFragmenting(ReportFragmenting):
     _inner_kinds: ClassVar[tuple[InputKind, ...]] = (InputKind.REAL01,)
 
     def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """x̃ = L-RR_{ε_lb}(R_{L−1}(x))/(L − 1) (a real client memoizes it)."""
+        """x̃ = L-RR_{ε_lb}(R_{L−1}(x))/(L − 1) (a real client memoizes it).
+
+        Args:
+            values: one value in [0, 1] per user.
+            rng: the generator.
+
+        Returns:
+            The users' backstop values x̃, on the grid.
+        """
         top = self._k - 1
         levels = randomized_round(self.validate_values(values), top, rng=rng)
         return np.asarray(self._permanent_rr(levels, rng=rng) / top, dtype=np.float64)
 
     def per_user_variance_bound(self) -> float:
-        """max over x ∈ [0, 1] of Var x̃ (see class doc)."""
+        """max over x ∈ [0, 1] of Var x̃ (see class doc).
+
+        Returns:
+            The bound.
+        """
         lam, top = self._lam, self._k - 1
         c2 = (2.0 * self._k - 1.0) / (6.0 * top)
         return lam * (c2 - lam / 4.0) + (1.0 - lam) / (4.0 * top * top)
@@ -343,9 +406,34 @@ class AttributeFragmenting(ShuffleProtocol):
     def privacy(self) -> PrivacyGuarantee:
         return self._composed(self._inners)
 
+    def privacy_for_run(self, n_users: int, fake_reports_total: int) -> PrivacyGuarantee | None:
+        """Basic composition of every attribute protocol's guarantee for the run.
+
+        Every user sends one report per attribute, so each attribute's protocol shuffled
+        ``n_users`` honest reports; the fakes are spread over the attributes at random, so
+        none is counted (each attribute protocol is asked with 0 fakes). ``None`` if any
+        attribute's guarantee for the run is unknown.
+
+        Args:
+            n_users: honest users whose reports were shuffled (0 allowed).
+            fake_reports_total: uniform fake values added, over every shuffler.
+
+        Returns:
+            The guarantee for that run, or ``None`` (unknown).
+        """
+        n_users = check_n(n_users, "n_users", 0)
+        check_n(fake_reports_total, "fake_reports_total", 0)
+        runs = [p.privacy_for_run(n_users, 0) for p in self._inners]
+        if any(r is None for r in runs):
+            return None
+        return self._compose([r for r in runs if r is not None])
+
     @staticmethod
     def _composed(parts: Sequence[ShuffleProtocol]) -> PrivacyGuarantee:
-        privs = [p.privacy for p in parts]
+        return AttributeFragmenting._compose([p.privacy for p in parts])
+
+    @staticmethod
+    def _compose(privs: Sequence[PrivacyGuarantee]) -> PrivacyGuarantee:
         return PrivacyGuarantee(
             epsilon_central=sum(g.epsilon_central for g in privs),
             epsilon_local=sum(g.epsilon_local for g in privs),
@@ -375,6 +463,18 @@ class AttributeFragmenting(ShuffleProtocol):
         return np.stack(self._columns(values), axis=1)
 
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+        """Every attribute protocol's messages, each labeled with its attribute's index.
+
+        Args:
+            values: the users' ``(n, attributes)`` values.
+            rng: the randomizers' generator.
+
+        Returns:
+            ``(attribute, message)`` rows, attribute by attribute.
+
+        Raises:
+            ParameterError: an attribute protocol emits messages that are not 1-D integers.
+        """
         parts = []
         for a, (inner, col) in enumerate(zip(self._inners, self._columns(values), strict=True)):
             msgs = np.asarray(inner.randomize(col, rng=rng))
@@ -468,7 +568,26 @@ class OneHotFragmenting(AttributeFragmenting):
 
     @property
     def privacy(self) -> PrivacyGuarantee:
-        g = self._inners[0].privacy
+        return self._doubled(self._inners[0].privacy)
+
+    def privacy_for_run(self, n_users: int, fake_reports_total: int) -> PrivacyGuarantee | None:
+        """Twice the per-bit protocol's guarantee for ``n_users`` (fakes not counted: they
+        are spread over the bits); ``None`` if that is unknown.
+
+        Args:
+            n_users: honest users whose reports were shuffled (0 allowed).
+            fake_reports_total: uniform fake values added, over every shuffler.
+
+        Returns:
+            The guarantee for that run, or ``None`` (unknown).
+        """
+        n_users = check_n(n_users, "n_users", 0)
+        check_n(fake_reports_total, "fake_reports_total", 0)
+        g = self._inners[0].privacy_for_run(n_users, 0)
+        return None if g is None else self._doubled(g)
+
+    @staticmethod
+    def _doubled(g: PrivacyGuarantee) -> PrivacyGuarantee:
         return PrivacyGuarantee(
             epsilon_central=2.0 * g.epsilon_central,
             epsilon_local=2.0 * g.epsilon_local,
@@ -592,7 +711,7 @@ def _build_hist_kr_frag(spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon_local=eps_lf,
         n=spec.n * max(omega, 1),
         delta=spec.delta,
-        fake_reports=spec.fake_reports,
+        total_fakes=spec.total_fake_reports,
     )
     return HistKRFrag(
         inner,

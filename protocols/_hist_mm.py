@@ -32,8 +32,17 @@ Error bound (paper §3, histogram theorem (ii)-(iii): simultaneous error O(ln(1/
 frequency, i.e. O(ln(1/δ)/ε²) in counts, for β ≥ δ^{25}). The paper's constant is not
 restated in the survey; we state and test the explicit instance its proof gives: a bin is off
 by at most W_j = Bin(n, γ) when truncated and by |nγ − W_j| otherwise, so with W_j ≤ 2nγ (Chernoff,
-failure ≤ exp(−nγ/3) per bin) every bin satisfies |ĉ_j − c_j| ≤ 2 n γ = 100 ln(4/δ)/ε_c²,
-and bins with true count 0 are exactly 0 (with no fakes).
+failure ≤ exp(−nγ/3) per bin) every bin satisfies |ĉ_j − c_j| ≤ 2 n γ = 400 ln(4/δ)/ε_c²
+(γ = 50 ln(4/δ)/((ε_c/2)² n), so n γ = 200 ln(4/δ)/ε_c²), and bins with true count 0 are
+exactly 0 (with no fakes).
+
+Truncation loss. A bin whose count is below the threshold W_j (mean n γ = 200 ln(4/δ)/ε_c²,
+≈ 3 040 at ε_c = 1, δ = 10⁻⁶) is output as 0: its whole count is lost. The estimate states it
+apart from the noise: ``extra["noise_std"]`` is √(nγ(1−γ)) (+ fakes), the std of a bin above
+the threshold; ``extra["truncation_threshold"]`` is n γ; ``extra["truncated_bins"]`` how many
+bins were zeroed and ``extra["truncation_loss"]`` the sum of their unbiased count estimates
+max(C'_j − pn, 0) — the mass the truncation removed, as far as the analyzer can tell.
+``expected_std`` is the per-bin RMS error, truncation loss included (module text above).
 """
 
 from __future__ import annotations
@@ -156,7 +165,7 @@ class HistMM(ShuffleProtocol):
 
     @property
     def error_bound(self) -> float:
-        """2 n γ = 100 ln(4/δ)/ε_c²: simultaneous error bound (module docstring)."""
+        """2 n γ = 400 ln(4/δ)/ε_c²: simultaneous error bound (module docstring)."""
         return 2.0 * self._p.n * self._p.gamma
 
     def __repr__(self) -> str:
@@ -194,14 +203,29 @@ class HistMM(ShuffleProtocol):
         return rng.integers(0, self._p.domain, size=check_n(count, "count", 0))
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
-        """Messages per label: all the estimator reads."""
+        """Messages per label: all the estimator reads.
+
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+        """
         m = np.asarray(messages, dtype=np.int64)
         return MessageTally(np.bincount(m, minlength=self._p.domain)[: self._p.domain], m.size)
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
         """Label j is sent by its c_j holders, plus once by each user whose z_j = 1: the
         z_{ij} are independent, so bin j holds c_j + Bin(n, p) — the law of
-        ``tally(randomize(values))`` without the n·d draws."""
+        ``tally(randomize(values))`` without the n·d draws.
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally, equal in distribution to ``tally(randomize(values))``.
+        """
         x = self.validate_values(values)
         counts = np.bincount(x, minlength=self._p.domain).astype(np.int64)
         counts += rng.binomial(x.shape[0], self._p.p, size=self._p.domain)
@@ -211,6 +235,20 @@ class HistMM(ShuffleProtocol):
         return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
 
     def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
+        """Per bin, ĉ_j = C'_j − pn above the threshold, else 0 (module docstring).
+
+        ``expected_std`` is each bin's RMS error, its truncation loss included; the noise
+        alone and the truncation loss are stated apart in ``extra`` (``"noise_std"``,
+        ``"truncation_threshold"``, ``"truncated_bins"``, ``"truncation_loss"``).
+
+        Args:
+            tally: the tally of the received messages.
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The estimate.
+        """
         d, p = self._p.domain, self._p.p
         c = tally.counts - n_fakes / d
         est = np.where(c > n, c - p * n, 0.0)
@@ -229,6 +267,9 @@ class HistMM(ShuffleProtocol):
             extra={
                 "gamma": gamma,
                 "truncated_bins": int((c <= n).sum()),
+                "truncation_threshold": n * gamma,
+                "truncation_loss": float(bias.sum()),
+                "noise_std": math.sqrt(var),
                 "error_bound": 2.0 * n * gamma,
             },
         )

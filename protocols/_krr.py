@@ -15,13 +15,14 @@ fakes, is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    Calibration,
     CountNoise,
     Estimate,
     InputKind,
@@ -31,7 +32,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._registry import ProtocolSpec, register_protocol
 from .accounting import krr_lambda, largest_local, tightest_central
@@ -45,7 +46,7 @@ class _KRRParams:
     epsilon_local: float
     n: int
     delta: float
-    fake_reports: int
+    total_fakes: int
     bound: str
     epsilon_central: float
 
@@ -56,6 +57,14 @@ class HistKR(ShuffleProtocol):
     Privacy (survey Thm 4, Balle et al. Crypto'19 Thm 3.1, or the tightest registered
     bound for the ``krr`` family): ε_l is chosen as the largest local ε whose shuffle of n
     reports is (ε_c, δ)-DP. One message per user of ``ceil(log256 d)`` bytes.
+
+    ``total_fakes`` (uniform fakes over every shuffler) is recorded as the calibration; the
+    k-RR bounds do not count fakes (more uniform reports only help, by post-processing).
+
+    For one run (:meth:`privacy_for_run`): the bound of the calibration evaluated forward
+    at the fixed ε_l and the run's honest users; where it does not apply there, or gives no
+    less than ε_l, ε_l itself (pure, δ = 0: the local guarantee holds whatever the shuffle
+    did). Fakes are not counted.
     """
 
     name: ClassVar[str] = "hist_kr"
@@ -69,20 +78,21 @@ class HistKR(ShuffleProtocol):
         epsilon_local: float,
         n: int,
         delta: float,
-        fake_reports: int = 0,
+        total_fakes: int = 0,
         bound: str | None = None,
     ) -> None:
         k = check_n(domain, "domain", 2)
         eps_l = check_epsilon(epsilon_local, "epsilon_local")
         n = check_n(n)
-        delta = check_delta(delta)
-        fakes = check_n(fake_reports, "fake_reports", 0)
+        delta = check_delta(delta, why="its amplification bounds are approximate DP")
+        fakes = check_n(total_fakes, "total_fakes", 0)
         eps_c, bound_name = tightest_central(
             epsilon_local=eps_l, n=n, delta=delta, family=self.family, k=k, bound=bound
         )
         self._p = _KRRParams(k, eps_l, n, delta, fakes, bound_name, eps_c)
         self._lam = krr_lambda(eps_l, k)
         self._size = uint_codec_size(k)
+        self.record_calibration(Calibration(n, fakes))
 
     @classmethod
     def from_central(
@@ -92,16 +102,33 @@ class HistKR(ShuffleProtocol):
         epsilon_central: float,
         n: int,
         delta: float,
-        fake_reports: int = 0,
+        total_fakes: int = 0,
         bound: str | None = None,
     ) -> HistKR:
-        """Configure for a target ε_c: the largest ε_l any applicable bound allows."""
+        """Configure for a target ε_c: the largest ε_l any applicable bound allows.
+
+        Args:
+            domain: the number k of bins, at least 2.
+            epsilon_central: the target ε_c.
+            n: the number of users.
+            delta: the target δ.
+            total_fakes: the uniform fake reports of every shuffler together.
+            bound: force this registered amplification bound.
+
+        Returns:
+            The configured protocol.
+        """
         k = check_n(domain, "domain", 2)
-        eps_l, bound = largest_local(
+        eps_l, chosen = largest_local(
             epsilon_central=epsilon_central, n=n, delta=delta, family=cls.family, k=k, bound=bound
         )
         return cls(
-            domain=k, epsilon_local=eps_l, n=n, delta=delta, fake_reports=fake_reports, bound=bound
+            domain=k,
+            epsilon_local=eps_l,
+            n=n,
+            delta=delta,
+            total_fakes=total_fakes,
+            bound=chosen,
         )
 
     # --- parameters -------------------------------------------------------------------
@@ -133,6 +160,28 @@ class HistKR(ShuffleProtocol):
             epsilon_local=self._p.epsilon_local,
             delta=self._p.delta,
             bound=self._p.bound,
+        )
+
+    def privacy_for_run(self, n_users: int, fake_reports_total: int) -> PrivacyGuarantee | None:
+        """The k-RR bound forward at the fixed ε_l and ``n_users`` (class docstring).
+
+        Args:
+            n_users: honest users whose reports were shuffled (0 allowed).
+            fake_reports_total: uniform fake values added, over every shuffler.
+
+        Returns:
+            The guarantee for that run, or ``None`` (unknown).
+        """
+        n_users = check_n(n_users, "n_users", 0)
+        check_n(fake_reports_total, "fake_reports_total", 0)
+        p = self._p
+        return krr_run_guarantee(
+            epsilon_local=p.epsilon_local,
+            n_users=n_users,
+            delta=p.delta,
+            k=p.k,
+            family=self.family,
+            bound=p.bound,
         )
 
     def __repr__(self) -> str:
@@ -174,7 +223,16 @@ class HistKR(ShuffleProtocol):
     def variance(
         self, counts: npt.ArrayLike, *, n: int, n_fakes: int = 0
     ) -> npt.NDArray[np.float64]:
-        """Exact variance of :meth:`estimate` per bin, given the true counts."""
+        """Exact variance of :meth:`estimate` per bin, given the true counts.
+
+        Args:
+            counts: the true counts of the d values.
+            n: the number of users.
+            n_fakes: the fake reports among the messages.
+
+        Returns:
+            The d variances.
+        """
         k, lam = self._p.k, self._lam
         x = np.asarray(counts, dtype=np.float64)
         p = 1.0 - lam + lam / k
@@ -184,6 +242,59 @@ class HistKR(ShuffleProtocol):
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
         return self.categorical_counts(values)
+
+
+def krr_run_guarantee(
+    *,
+    epsilon_local: float,
+    n_users: int,
+    delta: float,
+    k: int,
+    family: str = "krr",
+    bound: str | None = None,
+    note: str = "",
+) -> PrivacyGuarantee:
+    """The guarantee of shuffling ``n_users`` k-RR reports at a fixed ε_l.
+
+    The bound (``bound``: the one the protocol was calibrated with; None: the tightest
+    registered one for ``family``) is evaluated forward at ``n_users``; where it does not
+    apply there, or proves no less than ε_l, the local guarantee (ε_l, 0) is stated
+    instead: it holds whatever the shuffle did.
+
+    Args:
+        epsilon_local: ε_l of every report.
+        n_users: honest users whose reports were shuffled (0 allowed).
+        delta: δ of the central guarantee.
+        k: domain of the randomized response.
+        family: randomizer family for the bound registry.
+        bound: force this registered bound (None: the tightest).
+        note: appended to the bound's name (e.g. what it is applied to).
+
+    Returns:
+        The smaller of the bound's forward value and ε_l, with its δ and name.
+    """
+    local = PrivacyGuarantee(
+        epsilon_central=epsilon_local,
+        epsilon_local=epsilon_local,
+        delta=0.0,
+        bound=f"local guarantee eps_l (k-RR bound does not apply at n={n_users})",
+    )
+    if n_users < 1:
+        return local
+    try:
+        eps_c, name = tightest_central(
+            epsilon_local=epsilon_local, n=n_users, delta=delta, family=family, k=k, bound=bound
+        )
+    except BoundNotApplicable:
+        return local
+    if not eps_c < epsilon_local:
+        return replace(local, bound=f"local guarantee eps_l ({name} gives no less)")
+    return PrivacyGuarantee(
+        epsilon_central=eps_c,
+        epsilon_local=epsilon_local,
+        delta=delta,
+        bound=name + note,
+    )
 
 
 class CntRR(HistKR):
@@ -203,7 +314,7 @@ class CntRR(HistKR):
         epsilon_local: float,
         n: int,
         delta: float,
-        fake_reports: int = 0,
+        total_fakes: int = 0,
         bound: str | None = None,
         domain: int = 2,
     ) -> None:
@@ -214,7 +325,7 @@ class CntRR(HistKR):
             epsilon_local=epsilon_local,
             n=n,
             delta=delta,
-            fake_reports=fake_reports,
+            total_fakes=total_fakes,
             bound=bound,
         )
 
@@ -251,7 +362,7 @@ def _build_hist_kr(spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon_central=spec.epsilon,
         n=spec.n,
         delta=spec.delta,
-        fake_reports=spec.fake_reports,
+        total_fakes=spec.total_fake_reports,
         bound=spec.bound,
     )
 
@@ -270,6 +381,6 @@ def _build_cnt_rr(spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon_local=eps_l,
         n=spec.n,
         delta=spec.delta,
-        fake_reports=spec.fake_reports,
+        total_fakes=spec.total_fake_reports,
         bound=bound,
     )

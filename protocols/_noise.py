@@ -133,7 +133,7 @@ def laplace(scale: float, size: Size = None, *, rng: np.random.Generator) -> Any
 def symmetric_geometric(alpha: float, size: Size = None, *, rng: np.random.Generator) -> Any:
     """Symmetric geometric (discrete Laplace) noise DLap(α) on ℤ, sampled on integers.
 
-    P[Z = k] = (1−α)/(1+α) · α^{|k|}; E Z = 0, Var Z = 2α/(1−α)² (Ghosh, Roughgarden,
+    P[Z = k] = (1−α)/(1+α) · ``α^{|k|}``; E Z = 0, Var Z = 2α/(1−α)² (Ghosh, Roughgarden,
     Sundararajan, STOC'09; survey §3.1). Drawn as G₁ − G₂ with G₁, G₂ iid geometric on
     {0, 1, …} with P[G = k] = (1−α) α^k — their difference has exactly this law.
 
@@ -185,7 +185,17 @@ def discrete_laplace(
 
 
 def symmetric_geometric_variance(alpha: float) -> float:
-    """Var DLap(α) = 2α/(1−α)²."""
+    """Var DLap(α) = 2α/(1−α)².
+
+    Args:
+        alpha: the parameter α in (0, 1).
+
+    Returns:
+        The variance.
+
+    Raises:
+        ParameterError: α outside (0, 1).
+    """
     a = _check_alpha(alpha)
     return 2.0 * a / (1.0 - a) ** 2
 
@@ -275,7 +285,18 @@ def polya(r: float, alpha: float, size: Size = None, *, rng: np.random.Generator
 
 
 def polya_variance(r: float, alpha: float) -> float:
-    """Var Pólya(r, α) = rα/(1−α)²."""
+    """Var Pólya(r, α) = rα/(1−α)².
+
+    Args:
+        r: the shape r > 0.
+        alpha: the parameter α in (0, 1).
+
+    Returns:
+        The variance.
+
+    Raises:
+        ParameterError: r not a finite number > 0, or α outside (0, 1).
+    """
     rr = _check_positive(r, "r")
     a = _check_alpha(alpha)
     return rr * a / (1.0 - a) ** 2

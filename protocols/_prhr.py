@@ -495,12 +495,27 @@ class PRHR(ShuffleProtocol):
 
     # --- analyzer ------------------------------------------------------------------------
     def row_counts(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """T_{x+1} for x ∈ [d]."""
+        """T_{x+1} for x ∈ [d].
+
+        Args:
+            messages: the decoded tuples.
+
+        Returns:
+            The d row counts.
+        """
         L = self._p.L
         return hadamard_row_counts(messages, L)[1 : self._p.domain + 1]
 
     def estimate_from_counts(self, counts: npt.ArrayLike, *, messages: int) -> Estimate:
-        """ĉ from the row counts of ``messages`` received tuples (users' and fakes')."""
+        """ĉ from the row counts of ``messages`` received tuples (users' and fakes').
+
+        Args:
+            counts: the row counts (:meth:`row_counts`'s).
+            messages: the number of tuples received.
+
+        Returns:
+            The estimate.
+        """
         est, var = self._space.debias(counts, messages=messages)
         return Estimate(
             values=est,
@@ -510,7 +525,14 @@ class PRHR(ShuffleProtocol):
         )
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
-        """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
+        """Row counts T_r over every r ∈ [2^L] and the number of tuples K.
+
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+        """
         return self._space.tally(messages)
 
     def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
@@ -523,7 +545,15 @@ class PRHR(ShuffleProtocol):
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
         """True tuples drawn per user (block by block); the nρ blanket tuples, which are
-        uniform, through :func:`uniform_tuple_row_counts` (same law, no tuple drawn)."""
+        uniform, through :func:`uniform_tuple_row_counts` (same law, no tuple drawn).
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally, equal in distribution to ``tally(randomize(values))``.
+        """
         x = self.validate_values(values)
         p = self._p
         tally = self._space.uniform_tally(x.shape[0] * p.rho, rng=rng)
@@ -536,14 +566,31 @@ class PRHR(ShuffleProtocol):
         return self._space.uniform_tally(count, rng=rng)
 
     def variance(self, counts: npt.ArrayLike, *, messages: int) -> npt.NDArray[np.float64]:
-        """Exact variance of the estimate per value given true counts and K tuples."""
+        """Exact variance of the estimate per value given true counts and K tuples.
+
+        Args:
+            counts: the true counts of the d values.
+            messages: the number of tuples K.
+
+        Returns:
+            The d variances.
+        """
         return self._space.variance(counts, messages=messages)
 
     def simulate(
         self, values: npt.ArrayLike, *, rng: np.random.Generator, n_fakes: int = 0
     ) -> Estimate:
         """``estimate(shuffle(randomize(values) ∪ fakes))`` in distribution, through the
-        tally (:meth:`tally_users`, :meth:`tally_fakes`): no message set in memory."""
+        tally (:meth:`tally_users`, :meth:`tally_fakes`): no message set in memory.
+
+        Args:
+            values: one value per user.
+            rng: the generator of the users' randomizers and of the fakes.
+            n_fakes: the number of fake tuples.
+
+        Returns:
+            The estimate.
+        """
         x = self.validate_values(values)
         tally = self.tally_users(x, rng=rng) + self.tally_fakes(n_fakes, rng=rng)
         return self.estimate_tally(tally, n=int(x.shape[0]), n_fakes=n_fakes)
@@ -708,14 +755,29 @@ class PUCM(ShuffleProtocol):
         return rng.integers(0, self._p.tau * self._p.s, size=check_n(count, "count", 0))
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
-        """The count-min table C[t, ℓ] (flattened, τs cells) and the number of messages."""
+        """The count-min table C[t, ℓ] (flattened, τs cells) and the number of messages.
+
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+        """
         p = self._p
         m = np.asarray(messages, dtype=np.int64)
         return MessageTally(np.bincount(m, minlength=p.tau * p.s)[: p.tau * p.s], int(m.shape[0]))
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
         """The true cells, plus Bin(n, λ) blanket messages per cell: the same law as
-        ``tally(randomize(values))`` (which draws the blanket the same way)."""
+        ``tally(randomize(values))`` (which draws the blanket the same way).
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally, equal in distribution to ``tally(randomize(values))``.
+        """
         x = self.validate_values(values)
         p = self._p
         cells = (np.arange(p.tau)[None, :] * p.s + self._hashes[:, x].T).reshape(-1)
@@ -744,6 +806,14 @@ class PUCM(ShuffleProtocol):
         mean. ``extra`` holds that bias E[M] (``"bias"``, < 0 at τ ≥ 2) and one row's noise
         std (``"row_std"``), which the estimate stated before and which its RMSE exceeds
         (×1.25 at τ = 4).
+
+        Args:
+            tally: the tally of the received messages.
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The estimate.
         """
         p = self._p
         q = 1.0 / (p.tau * p.s)
@@ -776,6 +846,13 @@ class PUCM(ShuffleProtocol):
         P[N > upper] ≤ β/2 (error ≤ K_{t,j} + N_t in the row with fewest collisions), N one
         cell's centred noise (module docstring, "Error law"). For all d bins at once use β/d.
 
+        Args:
+            beta: the failure probability β, in (0, 1).
+            n_fakes: the number of uniform fakes.
+
+        Returns:
+            ``(lower, upper)``.
+
         Raises:
             ParameterError: β outside (0, 1), or below the mass the tabulated law cuts off.
         """
@@ -799,7 +876,14 @@ class PUCM(ShuffleProtocol):
 
     def collisions(self, values: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """K[t, j] = Σ_{j' ≠ j, h_t(j') = h_t(j)} c_{j'}, shape (τ, d): the users of other
-        values sharing j's row-t cell, the count-min's only upward error (module docstring)."""
+        values sharing j's row-t cell, the count-min's only upward error (module docstring).
+
+        Args:
+            values: the users' values.
+
+        Returns:
+            The ``(τ, d)`` collision counts.
+        """
         p = self._p
         c = np.bincount(self.validate_values(values), minlength=p.domain).astype(np.int64)
         K = np.empty((p.tau, p.domain), dtype=np.int64)

@@ -207,12 +207,27 @@ class PRRQ(ShuffleProtocol):
         return self._space.uniform(count, rng=rng)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
-        """Row counts T_r over every r ∈ [2^L] and the number of tuples K."""
+        """Row counts T_r over every r ∈ [2^L] and the number of tuples K.
+
+        Args:
+            messages: the decoded messages.
+
+        Returns:
+            Their tally.
+        """
         return self._space.tally(messages)
 
     def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
         """True node tuples drawn per user (block by block); the padding and blanket tuples,
-        which are uniform, through :meth:`TupleSpace.uniform_tally` (same law, not drawn)."""
+        which are uniform, through :meth:`TupleSpace.uniform_tally` (same law, not drawn).
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The tally, equal in distribution to ``tally(randomize(values))``.
+        """
         x = self.validate_values(values)
         p = self._p
         tally = MessageTally(np.zeros(1 << p.L, dtype=np.int64), 0)
@@ -229,7 +244,14 @@ class PRRQ(ShuffleProtocol):
     def node_estimates(
         self, messages: npt.NDArray[Any] | MessageTally
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(ŷ, Var[ŷ]) for the D node indices, by the PRHR estimator."""
+        """(ŷ, Var[ŷ]) for the D node indices, by the PRHR estimator.
+
+        Args:
+            messages: the decoded tuples, or their tally.
+
+        Returns:
+            ``(estimates, variances)``, one entry per node.
+        """
         tally = messages if isinstance(messages, MessageTally) else self.tally(messages)
         return self._space.debias(tally.counts[1 : (1 << self._p.h) + 1], messages=tally.messages)
 
@@ -250,7 +272,19 @@ class PRRQ(ShuffleProtocol):
     def range_counts(
         self, messages: npt.NDArray[Any] | MessageTally, lo: npt.ArrayLike, hi: npt.ArrayLike
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Estimated counts of [lo, hi) and their standard deviations (matrix mechanism)."""
+        """Estimated counts of [lo, hi) and their standard deviations (matrix mechanism).
+
+        Args:
+            messages: the decoded tuples, or their tally.
+            lo: the ranges' first values.
+            hi: the ranges' ends (exclusive), with 0 ≤ lo ≤ hi ≤ domain.
+
+        Returns:
+            ``(counts, stds)``, one entry per range.
+
+        Raises:
+            ParameterError: a range outside [0, domain] or with lo > hi.
+        """
         lo_a, hi_a = np.atleast_1d(lo), np.atleast_1d(hi)
         if (lo_a < 0).any() or (hi_a > self._p.domain).any() or (lo_a > hi_a).any():
             raise ParameterError(f"prrq: ranges must satisfy 0 <= lo <= hi <= {self._p.domain}")

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import overload
 
-from ._base import ShuffleProtocol, check_delta, check_epsilon, check_n
-from ._errors import BoundNotApplicable, ParameterError
+from ._base import Calibration, ShuffleProtocol, check_delta, check_epsilon, check_n
+from ._errors import BoundNotApplicable, NeedsPositiveDelta, ParameterError
 
 __all__ = [
     "MAX_INTEGER_OPTION",
@@ -38,8 +38,10 @@ class ProtocolSpec:
         n: number of users.
         domain: input domain size (histogram bins; 2 for counting; buckets for sums).
         bound: force this amplification bound by name (default: the tightest that applies).
-        fake_reports: total number of fake reports the shufflers add (for accounting).
+        fake_reports: uniform fake reports EACH shuffler adds (MURS), as
+            :class:`esa.PipelineConfig` and ``esa simulate --fake-reports`` count them.
         options: protocol-specific parameters (e.g. ``gamma``, ``precision``).
+        shufflers: m >= 1 shufflers that each add ``fake_reports``.
     """
 
     epsilon: float
@@ -49,16 +51,25 @@ class ProtocolSpec:
     bound: str | None = None
     fake_reports: int = 0
     options: Mapping[str, float | str] = field(default_factory=dict)
+    shufflers: int = 1
 
     def __post_init__(self) -> None:
         # Stored as checked (epsilon=1 as 1.0, n=1e3 as 1000), so no factory sees a numpy
         # scalar or an integral float where it expects an int.
         set_field = object.__setattr__
         set_field(self, "epsilon", check_epsilon(self.epsilon))
-        set_field(self, "delta", check_delta(self.delta))
+        # δ = 0 asks for pure DP: each protocol that cannot give it refuses when built.
+        set_field(self, "delta", check_delta(self.delta, pure=True))
         set_field(self, "n", check_n(self.n))
         set_field(self, "domain", check_n(self.domain, "domain", 2))
         set_field(self, "fake_reports", check_n(self.fake_reports, "fake_reports", 0))
+        set_field(self, "shufflers", check_n(self.shufflers, "shufflers", 1))
+
+    @property
+    def total_fake_reports(self) -> int:
+        """Fake reports over every shuffler: ``shufflers * fake_reports`` (what the
+        protocols' accounting and estimators count)."""
+        return self.shufflers * self.fake_reports
 
 
 Factory = Callable[[ProtocolSpec], ShuffleProtocol]
@@ -136,7 +147,17 @@ def integer_option(
 
 
 def register_protocol(name: str) -> Callable[[Factory], Factory]:
-    """Decorator registering ``factory(spec) -> ShuffleProtocol`` under ``name``."""
+    """Decorator registering ``factory(spec) -> ShuffleProtocol`` under ``name``.
+
+    Args:
+        name: the new protocol's name.
+
+    Returns:
+        The decorator; it returns the factory unchanged.
+
+    Raises:
+        ParameterError: (when the decorator is applied) the name is already registered.
+    """
 
     def deco(factory: Factory) -> Factory:
         if name in _PROTOCOLS:
@@ -171,6 +192,11 @@ def register_wrapper(
     lists ``option`` for the protocols ``applies_to`` accepts. ``wrap`` refuses (with
     :class:`ParameterError`) a protocol it cannot wrap.
 
+    Args:
+        option: the option's name in ``ProtocolSpec.options``.
+        wrap: ``wrap(protocol, spec)`` returns the wrapped protocol.
+        applies_to: whether the option applies to a protocol.
+
     Raises:
         ParameterError: ``option`` is already registered.
     """
@@ -180,15 +206,43 @@ def register_wrapper(
 
 
 def protocol_names() -> list[str]:
-    """Names of every registered protocol, sorted."""
+    """Names of every registered protocol, sorted.
+
+    Returns:
+        The names :func:`build_protocol` accepts.
+    """
     return sorted(_PROTOCOLS)
 
 
 def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
     """Configure protocol ``name`` from ``spec``.
 
+    A ``spec.delta`` of 0 asks for pure DP: a protocol whose guarantee is approximate
+    refuses it with :class:`NeedsPositiveDelta` naming the protocol.
+
+    Args:
+        name: a registered protocol (:func:`protocol_names`).
+        spec: the target privacy, the number of users, the domain and the options.
+
+    Returns:
+        The configured protocol, calibrated for ``spec``.
+
     Raises:
-        ParameterError: unknown name, or parameters outside the protocol's valid range.
+        NeedsPositiveDelta: δ = 0 for a protocol that does not prove pure DP.
+        ParameterError: unknown name or option, parameters outside the protocol's valid
+            range, or more messages than one machine can create.
+        BoundNotApplicable: ``spec.bound`` is forced on a protocol that no amplification
+            bound accounts.
+
+    Example:
+        A 4-bin histogram of 10 000 users at (ε, δ) = (1, 10⁻⁶), with k-ary randomized
+        response:
+
+        >>> from protocols import ProtocolSpec, build_protocol
+        >>> spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=10_000, domain=4)
+        >>> protocol = build_protocol("hist_kr", spec)
+        >>> protocol.name, protocol.privacy.epsilon_central <= 1.0
+        ('hist_kr', True)
     """
     try:
         factory = _PROTOCOLS[name]
@@ -201,7 +255,13 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         read = RecordedOptions(spec.options)
         spec = dataclasses.replace(spec, options=read)
     wrappers = [w for w in _WRAPPERS.values() if w.option in spec.options]
-    protocol = factory(spec)
+    try:
+        protocol = factory(spec)
+    except NeedsPositiveDelta as exc:  # δ = 0 asked of an approximate-DP protocol
+        raise NeedsPositiveDelta(f"{name} needs delta > 0: {exc.why}", exc.why) from None
+    if spec.delta == 0.0 and protocol.privacy.delta != 0.0:
+        why = f"it states delta = {protocol.privacy.delta:g} ({protocol.privacy.bound})"
+        raise NeedsPositiveDelta(f"{name} needs delta > 0: {why}", why)
     for wrapper in wrappers:
         protocol = wrapper.wrap(protocol, spec)
     if spec.bound is not None and spec.bound not in protocol.privacy.bound:
@@ -218,19 +278,28 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
             f"{name}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
             + (f"{name} reads: {', '.join(known)}" if known else f"{name} takes no options")
         )
-    total = protocol.messages_per_user * spec.n + spec.fake_reports
+    total = protocol.messages_per_user * spec.n + spec.total_fake_reports
     if not total <= MAX_MESSAGES:
         raise ParameterError(
             f"{name}: n * messages_per_user + fake_reports = {spec.n} * "
-            f"{protocol.messages_per_user:.4g} + {spec.fake_reports} = {total:.3g} messages, "
-            f"over the {MAX_MESSAGES:.0e} any run can create or tally on one machine"
+            f"{protocol.messages_per_user:.4g} + {spec.total_fake_reports} = {total:.3g} "
+            f"messages, over the {MAX_MESSAGES:.0e} any run can create or tally on one machine"
         )
+    protocol.record_calibration(Calibration(spec.n, spec.total_fake_reports, spec.shufflers))
     return protocol
 
 
 def option_keys(protocol: ShuffleProtocol, read: RecordedOptions) -> list[str]:
     """The ``options`` keys a protocol built with ``read`` takes: those its factory asked
-    for, then each wrapper option (``report_fragments``) that applies to it, last."""
+    for, then each wrapper option (``report_fragments``) that applies to it, last.
+
+    Args:
+        protocol: the built protocol.
+        read: the options its factory read (:func:`build_protocol`'s record of them).
+
+    Returns:
+        The option keys.
+    """
     keys = sorted(read.asked - set(_WRAPPERS))
     keys += [w.option for w in _WRAPPERS.values() if w.applies_to(protocol)]
     return keys

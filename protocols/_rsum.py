@@ -244,7 +244,9 @@ class RSumKR(ShuffleProtocol):
     Each user sends one message R_k(x_i) passed through k-RR over L = k + 1 levels with the
     λ of the tightest k-RR amplification bound (survey Thm 4 = Balle et al. Thm 3.1 and
     its successors). Estimate Σx ≈ Ŝ/k (module doc), unbiased, with
+
         MSE ≤ n/(4k²) + n(λ s₂ − λ²μ²)/((1−λ)k)².
+
     Balle et al. pick k ∝ (ε² n / log(1/δ))^{1/3} to balance the two terms (error
     O(n^{1/6} log^{1/3}(1/δ)/ε^{2/3})); by default we take the integer k minimizing this
     worst-case MSE with the λ of the closed-form bounds (Thm 2–4: fast enough to search),
@@ -337,7 +339,15 @@ class RSumKR(ShuffleProtocol):
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
-        """Exact variance of the estimate for these inputs (rounding + k-RR + fakes)."""
+        """Exact variance of the estimate for these inputs (rounding + k-RR + fakes).
+
+        Args:
+            values: the users' values.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         x = _check_reals(self, values)
         v_sum, v2_sum = _rounded_moments(x, self.k)
         var = self.group.variance(v2_sum=v2_sum, v_sum=v_sum, n=x.size, fakes=n_fakes)
@@ -468,7 +478,15 @@ class RSumRR(ShuffleProtocol):
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
-        """Exact variance for these inputs (binary RR has data-free per-bit variance)."""
+        """Exact variance for these inputs (binary RR has data-free per-bit variance).
+
+        Args:
+            values: the users' values.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         x = _check_reals(self, values)
         r = self.r
         return (
@@ -496,10 +514,12 @@ class RSumRM(ShuffleProtocol):
     Σ_j Ŝ_j / q_j, unbiased, variance Σ_j Var Ŝ_j / q_j² + Σ f(1−f)/q_m².
 
     Precisions (the paper's generic choice; survey: p_j = n^{3^{j−m−1}} up to constants, and
-    m = log₃(log₂ n) messages): with ε_j = ε/m,
-        p_max = ⌊(n−1) ε_j / max{14 ln(2m/δ)/ε_j, 27}⌋ − 1  (λ ≤ 1 in Thm 3.1 at δ/m for p + 1
-                                                            levels)
+    m = log₃(log₂ n) messages): with ε_j = ε/m, p_max is the largest precision with λ ≤ 1 in
+    Thm 3.1 at δ/m for p + 1 levels, and::
+
+        p_max = ⌊(n−1) ε_j / max{14 ln(2m/δ)/ε_j, 27}⌋ − 1
         a = ((3^m − 1) n ε² / m³)^{3^{−m−1}},   p_j = min{⌈a^{3^j}⌉, p_max},  j = 1..m.
+
     Messages are rows (j, level): the precision index j travels with every message so each
     precision can have its own shuffler (:meth:`channel_of`), and the analyzer splits by j.
     """
@@ -551,6 +571,20 @@ class RSumRM(ShuffleProtocol):
     def default_precisions(
         *, epsilon: float, delta: float, n: int, messages: int
     ) -> tuple[int, ...]:
+        """The paper's precisions p_1..p_m for these parameters (class docstring).
+
+        Args:
+            epsilon: the target ε.
+            delta: the target δ.
+            n: the number of users.
+            messages: the number m of messages (precisions), at least 1.
+
+        Returns:
+            The m precisions.
+
+        Raises:
+            ParameterError: n too small for the blanket bound at the largest allowed precision.
+        """
         m = check_n(messages, "messages", 1)
         eps_j = epsilon / m
         # Thm 3.1 needs λ = max{14k ln(2m/δ)/((n−1)ε_j²), 27k/((n−1)ε_j)} ≤ 1 for k levels;
@@ -572,7 +606,14 @@ class RSumRM(ShuffleProtocol):
         return len(self.precisions)
 
     def channel_of(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """The precision index of each message (column 0)."""
+        """The precision index of each message (column 0).
+
+        Args:
+            messages: the ``(precision index, level)`` messages.
+
+        Returns:
+            The channel of each message.
+        """
         return np.asarray(messages, dtype=np.int64).reshape(-1, 2)[:, 0]
 
     @property
@@ -644,7 +685,19 @@ class RSumRM(ShuffleProtocol):
         self, count: int, *, channel: int, rng: np.random.Generator
     ) -> npt.NDArray[Any]:
         """Fakes for precision ``channel``'s own shuffler chain: that precision's index and a
-        uniform level of it (what the chain's honest messages look like)."""
+        uniform level of it (what the chain's honest messages look like).
+
+        Args:
+            count: the number of fakes.
+            channel: the precision index, in [0, channels).
+            rng: the generator.
+
+        Returns:
+            The ``(count, 2)`` fake messages.
+
+        Raises:
+            ParameterError: ``channel`` out of range, or a negative count.
+        """
         count = check_n(count, "count", 0)
         if not 0 <= channel < self.channels:
             raise ParameterError(
@@ -656,7 +709,15 @@ class RSumRM(ShuffleProtocol):
     def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
         """Uniform precision index, then a uniform level of that precision (fakes of a
         single chain carrying every precision; per-precision chains use
-        :meth:`sample_channel_fakes`)."""
+        :meth:`sample_channel_fakes`).
+
+        Args:
+            count: the number of fakes.
+            rng: the generator.
+
+        Returns:
+            The ``(count, 2)`` fake messages.
+        """
         count = check_n(count, "count", 0)
         j = rng.integers(0, len(self.levels), size=count)
         v = np.floor(rng.random(count) * np.asarray(self.levels)[j]).astype(np.int64)
@@ -682,7 +743,15 @@ class RSumRM(ShuffleProtocol):
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
-        """Exact variance for these inputs (fakes: ``n_fakes`` per precision)."""
+        """Exact variance for these inputs (fakes: ``n_fakes`` per precision).
+
+        Args:
+            values: the users' values.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         x = _check_reals(self, values)
         m = len(self.precisions)
         # Digits j < m are deterministic; the last is rounded from the remainder.

@@ -99,15 +99,17 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
 
     Wrap-around. The analyzer reads z in the window [np + M + 1 − q, np + M],
     M = ⌊(q − np)/2⌋: z > np + M means S was negative, z ← z − q (survey: the wrap-around
-    correction). Since 0 ≤ Σ R_p(x_i) ≤ np, the window holds S whenever |N| ≤ r,
+    correction). Since 0 ≤ Σ R_p(x_i) ≤ np, the window holds S whenever ``|N|`` ≤ r,
     r = ⌊(q − np − 1)/2⌋ (the room on the tighter side), so the estimate z/p equals S/p
-    except with probability w = P[|N| > r] = 2α^{r+1}/(1 + α) (:attr:`wrap_probability`).
+    except with probability w = P[``|N|`` > r] = 2α^{r+1}/(1 + α) (:attr:`wrap_probability`).
     q is the smallest power of two ≥ max(2(np + 1), np + 2t + 1), t = the smallest integer
-    with P[|N| > t] ≤ β = :data:`DSG_WRAP_PROBABILITY` = 2^{−40} (exact DLap tail,
+    with P[``|N|`` > t] ≤ β = :data:`DSG_WRAP_PROBABILITY` = 2^{−40} (exact DLap tail,
     :func:`dlap_room`), so r ≥ t and w ≤ β. Estimate z/p: S/p is unbiased with
+
         Var = (Σ f(1−f) + 2α/(1−α)²)/p²   (rounding ≤ n/4/p², noise 2α/(1−α)²/p²),
-    and z/p differs from it only on that event: a wrap by k·q needs |N| > r + (|k| − 1)q,
-    so |E z/p − Σx| ≤ (q/p)·w/(1 − α^q) ≤ (q/p)·β/(1 − α^q). With p = ⌈√n⌉ (the paper's
+
+    and z/p differs from it only on that event: a wrap by k·q needs ``|N| > r + (|k| − 1)q``,
+    so ``|E z/p − Σx|`` ≤ (q/p)·w/(1 − α^q) ≤ (q/p)·β/(1 − α^q). With p = ⌈√n⌉ (the paper's
     choice) the MSE is O(1/ε²), independent of n.
     Where this differs from the paper: Balle et al.'s messages have O(log n) bits (arXiv
     1906.09116, abstract): q depends on n and p only, as this module's did until
@@ -178,7 +180,7 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
 
     @property
     def wrap_probability(self) -> float:
-        """w = P[|N| > ⌊(q − np − 1)/2⌋] ≤ β: the chance the estimate is off by a multiple
+        """w = P[``|N|`` > ⌊(q − np − 1)/2⌋] ≤ β: the chance the estimate is off by a multiple
         of q/p (class docstring), exact for n honest users."""
         return dlap_tail(self.alpha, (self.q - self._n * self.p - 1) // 2)
 
@@ -242,7 +244,15 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:
-        """Exact variance for these inputs: rounding plus one DLap(α)."""
+        """Exact variance for these inputs: rounding plus one DLap(α).
+
+        Args:
+            values: the users' values.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The variance of the estimate.
+        """
         x = _check_reals(self, values)
         return (rounding_variance(x, self.p) + symmetric_geometric_variance(self.alpha)) / self.p**2
 

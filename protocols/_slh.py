@@ -57,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import (
+    Calibration,
     Estimate,
     InputKind,
     PrivacyGuarantee,
@@ -108,7 +109,7 @@ class SLHParams:
         p: p' = e^{ε_l}/(e^{ε_l} + d' − 1), probability of reporting H(x).
         n: number of users.
         delta: δ.
-        fake_reports: n_r, total uniform fakes the shufflers add (0 for SLH).
+        total_fakes: n_r, uniform fakes over every shuffler (0 for SLH).
         epsilon_central: ε_c = max{√(14 ln(2/δ)/β), 27/β}, β = (n−1)/(e^{ε_l}+d'−1) + n_r/d'.
     """
 
@@ -118,7 +119,7 @@ class SLHParams:
     p: float
     n: int
     delta: float
-    fake_reports: int
+    total_fakes: int
     epsilon_central: float
 
 
@@ -127,6 +128,10 @@ class SLH(ShuffleProtocol):
 
     One message per user: (64-bit hash seed, y ∈ [d']). Construct from ε_l, or from a target
     ε_c with :meth:`from_central` (the largest ε_l whose blanket bound meets ε_c).
+
+    For one run (:meth:`privacy_for_run`): the same blanket bound at the fixed ε_l and d'
+    with the run's honest users and the fakes actually added; where it does not hold there
+    (ε_c > 1), or gives no less than ε_l, the local guarantee ε_l (pure, δ = 0).
     """
 
     name: ClassVar[str] = "slh"
@@ -143,24 +148,25 @@ class SLH(ShuffleProtocol):
         epsilon_local: float,
         n: int,
         delta: float,
-        fake_reports: int = 0,
+        total_fakes: int = 0,
     ) -> None:
         d = check_n(domain, "domain", 2)
         if d > 1 << 32:
             raise ParameterError(f"{self.name}: domain must be <= 2^32 (32-bit hash), got {d}")
         eps_l = check_epsilon(epsilon_local, "epsilon_local")
         n = check_n(n, "n", 2)
-        delta = check_delta(delta)
-        fakes = check_n(fake_reports, "fake_reports", 0)
+        delta = check_delta(delta, why="its blanket bound (survey Thm 4) is approximate DP")
+        fakes = check_n(total_fakes, "total_fakes", 0)
         g = _hash_range(eps_l)
         e = math.exp(eps_l)
         eps_c = murs_epsilon_central(epsilon_local=eps_l, g=g, n=n, delta=delta, n_fakes=fakes)
         self._p = SLHParams(d, eps_l, g, e / (e + g - 1), n, delta, fakes, eps_c)
         self._y_size = uint_codec_size(g)
+        self.record_calibration(Calibration(n, fakes))
 
     @classmethod
     def from_central(
-        cls, *, domain: int, epsilon_central: float, n: int, delta: float, fake_reports: int = 0
+        cls, *, domain: int, epsilon_central: float, n: int, delta: float, total_fakes: int = 0
     ) -> SLH:
         """The largest ε_l whose blanket bound gives ``epsilon_central`` (bisection).
 
@@ -168,13 +174,23 @@ class SLH(ShuffleProtocol):
         admissible ε_l is found by bracketing; the rounding of d' makes it a step function,
         hence bisection on the predicate rather than root finding on a smooth curve.
 
+        Args:
+            domain: the number d of values.
+            epsilon_central: the target ε_c, at most 1.
+            n: the number of users.
+            delta: the target δ.
+            total_fakes: the uniform fake reports of every shuffler together.
+
+        Returns:
+            The configured protocol.
+
         Raises:
             ParameterError: ε_c > 1 (outside Thm 4), or n too small to reach ε_c at all.
         """
         target = check_epsilon(epsilon_central, "epsilon_central")
         n = check_n(n, "n", 2)
-        delta = check_delta(delta)
-        fakes = check_n(fake_reports, "fake_reports", 0)
+        delta = check_delta(delta, why="its blanket bound (survey Thm 4) is approximate DP")
+        fakes = check_n(total_fakes, "total_fakes", 0)
         if target > 1.0:
             raise ParameterError(
                 f"{cls.name}: survey Thm 4 holds for epsilon_central <= 1, got {target:g}"
@@ -206,11 +222,15 @@ class SLH(ShuffleProtocol):
                 lo = mid
             else:
                 hi = mid
-        return cls(domain=domain, epsilon_local=lo, n=n, delta=delta, fake_reports=fakes)
+        return cls(domain=domain, epsilon_local=lo, n=n, delta=delta, total_fakes=fakes)
 
     def randomizer_family(self) -> RandomizerFamily:
         """k-RR over the hash range d' = ``params.g``: each report is g-ary randomized
-        response on the hashed value."""
+        response on the hashed value.
+
+        Returns:
+            The family ``"krr"`` over d' values, and why.
+        """
         g = self._p.g
         return RandomizerFamily(
             "krr",
@@ -251,6 +271,13 @@ class SLH(ShuffleProtocol):
 
         The collusion scenarios of MURS: with m − 1 shufflers colluding, only the honest
         shuffler's fakes (n_r/m) remain in the blanket; colluding users drop out of n.
+
+        Args:
+            honest_users: the users whose reports stay hidden, at least 1.
+            honest_fakes: the fakes that stay hidden.
+
+        Returns:
+            ε_c.
         """
         p = self._p
         return murs_epsilon_central(
@@ -261,11 +288,41 @@ class SLH(ShuffleProtocol):
             n_fakes=check_n(honest_fakes, "honest_fakes", 0),
         )
 
+    def privacy_for_run(self, n_users: int, fake_reports_total: int) -> PrivacyGuarantee | None:
+        """The blanket bound at the run's users and fakes (class docstring).
+
+        Args:
+            n_users: honest users whose reports were shuffled (0 allowed).
+            fake_reports_total: uniform fake values added, over every shuffler.
+
+        Returns:
+            The guarantee for that run, or ``None`` (unknown).
+        """
+        n_users = check_n(n_users, "n_users", 0)
+        fakes = check_n(fake_reports_total, "fake_reports_total", 0)
+        p = self._p
+        if n_users >= 1:
+            try:
+                eps_c = murs_epsilon_central(
+                    epsilon_local=p.epsilon_local, g=p.g, n=n_users, delta=p.delta, n_fakes=fakes
+                )
+            except BoundNotApplicable:
+                pass
+            else:
+                if eps_c < p.epsilon_local:
+                    return PrivacyGuarantee(eps_c, p.epsilon_local, p.delta, self.bound_name)
+        return PrivacyGuarantee(
+            p.epsilon_local,
+            p.epsilon_local,
+            0.0,
+            f"local guarantee eps_l (the blanket bound does not hold at n={n_users}, n_r={fakes})",
+        )
+
     def __repr__(self) -> str:
         p = self._p
         return (
             f"{type(self).__name__}(domain={p.domain}, epsilon_local={p.epsilon_local:.6g}, "
-            f"g={p.g}, n={p.n}, delta={p.delta:g}, fake_reports={p.fake_reports})"
+            f"g={p.g}, n={p.n}, delta={p.delta:g}, total_fakes={p.total_fakes})"
         )
 
     # --- client ------------------------------------------------------------------------
@@ -303,7 +360,14 @@ class SLH(ShuffleProtocol):
 
     # --- analyzer ------------------------------------------------------------------------
     def support_counts(self, messages: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """C_v = #{i : H_i(v) = y_i} for every v ∈ [d], over blocks of users (O(block·d))."""
+        """C_v = #{i : H_i(v) = y_i} for every v ∈ [d], over blocks of users (O(block·d)).
+
+        Args:
+            messages: the decoded ``(seed, hashed value)`` messages.
+
+        Returns:
+            The d support counts.
+        """
         m = np.asarray(messages, dtype=np.uint64).reshape(-1, 2)
         return lh_support_counts(m[:, 0], m[:, 1], d=self._p.domain, g=self._p.g)
 
@@ -321,7 +385,16 @@ class SLH(ShuffleProtocol):
     def variance(
         self, counts: npt.ArrayLike, *, n: int, n_fakes: int = 0
     ) -> npt.NDArray[np.float64]:
-        """Exact variance of :meth:`estimate` per value, given the true counts."""
+        """Exact variance of :meth:`estimate` per value, given the true counts.
+
+        Args:
+            counts: the true counts of the d values.
+            n: the number of users.
+            n_fakes: the fake reports among the messages.
+
+        Returns:
+            The d variances.
+        """
         p, g = self._p.p, self._p.g
         c = np.asarray(counts, dtype=np.float64)
         var = c * p * (1 - p) + (n - c + n_fakes) * (1 / g) * (1 - 1 / g)
@@ -353,15 +426,15 @@ class MURS(SLH):
         epsilon_local: float,
         n: int,
         delta: float,
-        fake_reports: int = 0,
+        total_fakes: int = 0,
     ) -> None:
-        if check_n(fake_reports, "fake_reports", 0) < 1:
+        if check_n(total_fakes, "total_fakes", 0) < 1:
             raise ParameterError(
-                "murs: fake_reports (total over the shufflers) must be >= 1, got "
-                f"{fake_reports}; without fakes use slh (the survey's experiment uses 1 % of n)"
+                "murs: total_fakes (fake reports over every shuffler) must be >= 1, got "
+                f"{total_fakes}; without fakes use slh (the survey's experiment uses 1 % of n)"
             )
         super().__init__(
-            domain=domain, epsilon_local=epsilon_local, n=n, delta=delta, fake_reports=fake_reports
+            domain=domain, epsilon_local=epsilon_local, n=n, delta=delta, total_fakes=total_fakes
         )
 
 
@@ -372,7 +445,7 @@ def _build_slh(spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon_central=spec.epsilon,
         n=spec.n,
         delta=spec.delta,
-        fake_reports=spec.fake_reports,
+        total_fakes=spec.total_fake_reports,
     )
 
 
@@ -383,5 +456,5 @@ def _build_murs(spec: ProtocolSpec) -> ShuffleProtocol:
         epsilon_central=spec.epsilon,
         n=spec.n,
         delta=spec.delta,
-        fake_reports=spec.fake_reports,
+        total_fakes=spec.total_fake_reports,
     )

@@ -32,8 +32,9 @@ coordinate's counter is configured at (ε/2, δ/2) and the labeled union is (ε,
 composition (and (2ε', 2δ', γ)-robust when the counter is (ε', δ', γ)-robust); the
 partition is public and data-independent. :attr:`privacy` is always twice what the
 counter's own ``privacy`` proves, so PUT states only what ``cnt_sgm`` can prove for its
-reconstruction (see that module), which may exceed the target ε. Two ways meet the target:
-``--option encoding=splitmix`` keeps Cnt_SGM but sends each group's value as labeled
+reconstruction (see that module). Two ways meet the target:
+``--option encoding=splitmix`` (the default; ``encoding=unary``, the survey's messages, may
+prove more than the target ε) keeps Cnt_SGM but sends each group's value as labeled
 Split-Mix shares, so the analyzer sees each group's sum only, whose exact ε is at most the
 survey's (:func:`protocols._cnt_sgm.sgm_sum_epsilon`): (ε, δ)-DP with m shares per user
 and group; ``--option counter=cnt_pure`` runs PUT on ``Cnt_PURE``, whose central pure ε is
@@ -564,6 +565,9 @@ def uniformity_min_samples(
         noise: each group's count noise: a :class:`GroupNoise`, or a variance σ² (Gaussian
             fourth moment), held fixed as n varies.
         groups: k' (default k: the ungrouped tester).
+
+    Returns:
+        The smallest such n.
     """
     k = check_n(k, "k", 2)
     _check_alpha_beta(alpha, beta)
@@ -678,7 +682,7 @@ class UniformityTester(ShuffleProtocol):
         if k > MAX_DOMAIN:
             raise ParameterError(f"{self.name}: domain={k} exceeds {MAX_DOMAIN}")
         eps = check_epsilon(epsilon)
-        delta = check_delta(delta)
+        delta = check_delta(delta, pure=True)  # δ = 0: the counter decides (pure or not)
         n = check_n(n, "n", 2)
         _check_alpha_beta(alpha, beta)
         if groups is not None:
@@ -824,7 +828,14 @@ class UniformityTester(ShuffleProtocol):
 
     def threshold(self, n: int) -> float:
         """τ = 2κ(n − 1)α²(k' − 1)/(k − 1): half the least mean of Z at TV distance α
-        when the partition keeps κ of the expected signal."""
+        when the partition keeps κ of the expected signal.
+
+        Args:
+            n: the number of users.
+
+        Returns:
+            τ.
+        """
         return float(_threshold(n, self._k, self._groups, self._alpha, self._kappa))
 
     def statistic_moments(self, p: npt.ArrayLike, n: int) -> tuple[float, float]:
@@ -835,6 +846,16 @@ class UniformityTester(ShuffleProtocol):
         plus the noise parts (module doc, "Error bounds"), from the counter's own error law.
         At p = uniform it is at most
         :func:`null_variance`.
+
+        Args:
+            p: a distribution over the k values.
+            n: the number of samples, at least 2.
+
+        Returns:
+            ``(mean, variance)`` of Z.
+
+        Raises:
+            ParameterError: ``p`` is not a distribution over k values, or n < 2.
         """
         prob = np.asarray(p, dtype=np.float64)
         if prob.shape != (self._k,) or np.any(prob < 0) or not math.isclose(prob.sum(), 1.0):
@@ -863,7 +884,15 @@ class UniformityTester(ShuffleProtocol):
         """Chebyshev bound Var[Z]/(E[Z] − τ)² on accepting uniformity for samples from
         ``p`` (1 where E[Z] ≤ τ): the false-acceptance error for *this* alternative under
         *this* partition (:meth:`statistic_moments`). :attr:`error_bounds` bounds it for
-        every alternative at distance ≥ α and a fresh partition."""
+        every alternative at distance ≥ α and a fresh partition.
+
+        Args:
+            p: a distribution over the k values.
+            n: the number of samples.
+
+        Returns:
+            The bound, in [0, 1].
+        """
         mean, var = self.statistic_moments(p, n)
         tau = self.threshold(n)
         if mean <= tau:
@@ -945,7 +974,16 @@ class UniformityTester(ShuffleProtocol):
     def counts(
         self, messages: npt.NDArray[Any], *, n: int, n_fakes: int
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Per-group count estimates ĉ_j and their standard deviations σ_j."""
+        """Per-group count estimates ĉ_j and their standard deviations σ_j.
+
+        Args:
+            messages: the decoded messages (group label, counter message).
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            ``(estimates, stds)``, one entry per group.
+        """
         labels, body = self._unlabel(messages)
         kk = self._groups
         order = np.argsort(labels, kind="stable")
@@ -975,14 +1013,32 @@ class UniformityTester(ShuffleProtocol):
         return est, std
 
     def statistic(self, counts: npt.ArrayLike, noise_var: npt.ArrayLike, *, n: int) -> float:
-        """Z = Σ_j ((ĉ_j − λ_j)² − ĉ_j − σ_j²)/λ_j + 1, λ_j = n q_j (module doc)."""
+        """Z = Σ_j ((ĉ_j − λ_j)² − ĉ_j − σ_j²)/λ_j + 1, λ_j = n q_j (module doc).
+
+        Args:
+            counts: the group counts ĉ_j.
+            noise_var: their noise variances σ_j² (a scalar for all).
+            n: the number of users.
+
+        Returns:
+            Z.
+        """
         lam = n * self._q
         c = np.asarray(counts, dtype=np.float64)
         s2 = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), c.shape)
         return float(np.sum(((c - lam) ** 2 - c - s2) / lam) + 1.0)
 
     def test(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> UniformityDecision:
-        """Run the test on the shuffled messages of n users (+ n_fakes fakes)."""
+        """Run the test on the shuffled messages of n users (+ n_fakes fakes).
+
+        Args:
+            messages: the decoded messages.
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            The decision, with the statistic, the threshold and the error bounds.
+        """
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
         return self._decide(est, std, n)[0]
 
@@ -1034,14 +1090,18 @@ class UniformityTester(ShuffleProtocol):
 
         With ĉ_j = c_j + e_j, e_j of mean 0, variance σ_j² and E[e_j³ | c_j] = (n − 2c_j)t
         (:class:`GroupNoise`), Z − Z_true = Σ_j ((2a_j − 1)e_j + e_j² − σ_j²)/λ_j with
-        a_j = c_j − λ_j, so
+        a_j = c_j − λ_j, so::
+
             V := Var[Z | data] = Σ_j (σ_j² (2a_j − 1)² + Var e_j² + 2(2a_j − 1)(n − 2c_j)t) / λ_j².
+
         The a_j are unknown, and plugging in â_j = ĉ_j − λ_j overstates V: since
         E[(2â_j − 1)²] = (2a_j − 1)² + 4σ_j² and E[(2â_j − 1)(n − 2ĉ_j)] = (2a_j − 1)(n − 2c_j)
         − 4σ_j², it adds Σ_j 4σ_j²(σ_j² − 2t)/λ_j² on average (PUT at ε = 1, k = 16,
-        n = 1000: stated std 1.5–1.8× the measured one). Each offset is removed instead:
+        n = 1000: stated std 1.5–1.8× the measured one). Each offset is removed instead::
+
             V̂ = Σ_j (σ_j²((2â_j − 1)² − 4σ_j²) + Var e_j²
                      + 2t((2â_j − 1)(n − 2ĉ_j) + 4σ_j²)) / λ_j²,  E[V̂ | data] = V,
+
         and the stated variance is max(V̂, V_min), V_min the least V over real a_j with
         Σ_j a_j = 0 (the true counts sum to n), so V_min ≤ V: the clamp only moves V̂ towards
         values V can take. It is the one upward bias left, and matters only where the noise
@@ -1054,6 +1114,15 @@ class UniformityTester(ShuffleProtocol):
         0.92–0.98 and 0.93–1.04 at n = 10⁴ (tests/test_uniformity.py). Under uniformity V is
         about the null variance's noise part; on skewed data it grows with the signal (the
         null std alone understated the error 60× at n = 10^5 on Zipf data).
+
+        Args:
+            messages: the decoded messages.
+            n: the number of users.
+            n_fakes: the fake values among the messages.
+
+        Returns:
+            Z with its stated std; the decision, threshold, null std and the error bounds in
+            ``extra``.
         """
         est, std = self.counts(messages, n=n, n_fakes=n_fakes)
         dec, noise = self._decide(est, std, n)
@@ -1101,7 +1170,14 @@ class UniformityTester(ShuffleProtocol):
         return max(unbiased, floor, 0.0)
 
     def truth(self, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """The noiseless statistic Z computed on the exact group counts."""
+        """The noiseless statistic Z computed on the exact group counts.
+
+        Args:
+            values: one value in [0, k) per user.
+
+        Returns:
+            ``[Z]``.
+        """
         x = self.validate_values(values)
         c = np.bincount(self._group_of[x], minlength=self._groups)
         return np.array([self.statistic(c, 0.0, n=x.shape[0])])
@@ -1155,7 +1231,7 @@ def _build(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         alpha=number_option(spec, "alpha", 0.25),
         beta=number_option(spec, "beta", 1.0 / 3.0),
-        fake_reports=spec.fake_reports,
+        fake_reports=spec.total_fake_reports,
         groups=groups,
         partition_seed=integer_option(spec, "partition_seed", 0),
     )

@@ -252,7 +252,7 @@ def test_honest_users_bound_none_where_the_noise_cannot_reach_delta() -> None:
 def test_audit_keeps_the_robust_guarantee_under_user_collusion() -> None:
     # 40 % of the others collude: 2 400 ≥ γn = 2 000 honest users remain, so the row is
     # finite and within the robust claim (it was ∞: "reports alone give no guarantee").
-    from simulations.commands.audit import audit
+    from simulations._audit import audit
 
     out = audit(
         protocol_name="cnt_bn",

@@ -193,10 +193,15 @@ def test_cli_splitmix_meets_the_target_without_warning(
     assert out["privacy_warning"] is None
     assert out["epsilon_central"] <= 1.0
     assert out["delta"] == 1e-6
-    # the unary default warns, and names the encoding as the fix
-    assert main(argv) == 0
+    # splitmix is the default; the unary encoding is refused (exit 1) unless --allow-weaker,
+    # and then it warns and names the encoding as the fix
+    assert main([*argv, "--option", "encoding=unary"]) == 1
+    assert "--allow-weaker" in capsys.readouterr().err
+    assert main([*argv, "--option", "encoding=unary", "--allow-weaker"]) == 0
     captured = capsys.readouterr()
-    assert "encoding=splitmix" in json.loads(captured.out)["privacy_warning"]
+    out = json.loads(captured.out)
+    assert "encoding=splitmix" in out["privacy_warning"]
+    assert out["weaker_than_requested"] is True
 
 
 def test_service_config_options_build_the_variant_and_refuse_typos() -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from protocols import CollusionConfig, ProtocolSpec, build_protocol, collusion_scenarios
-from simulations.commands.audit import audit
+from simulations._audit import audit
 
 #: Round-off allowed between two computations of one ε.
 _TOL = 1e-9

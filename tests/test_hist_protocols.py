@@ -73,7 +73,7 @@ def test_messages_per_user_as_stated() -> None:
         (lambda: SLH.from_central(domain=8, epsilon_central=0.1, n=500, delta=1e-6), "too small"),
         (lambda: SLH(domain=1, epsilon_local=1.0, n=100, delta=0.1), "domain"),
         (lambda: SLH(domain=8, epsilon_local=0.5, n=100, delta=0.1), "epsilon_central <= 1"),
-        (lambda: MURS(domain=8, epsilon_local=1.0, n=10**6, delta=1e-6), "fake_reports"),
+        (lambda: MURS(domain=8, epsilon_local=1.0, n=10**6, delta=1e-6), "total_fakes"),
         (lambda: PRHR(domain=8, epsilon=1.5, n=1000, delta=1e-6), "epsilon <= 1"),
         (lambda: PRHR(domain=8, epsilon=0.5, n=1000, delta=1.5), "delta"),
         (lambda: HistMM(domain=8, epsilon=2.5, n=10**6, delta=1e-6), "<= 2"),
@@ -97,7 +97,7 @@ def test_slh_refusal_names_the_users_it_needs() -> None:
     with pytest.raises(ParameterError, match="too small"):
         SLH.from_central(domain=8, epsilon_central=1.0, n=need - 2, delta=1e-6)
     with pytest.raises(ParameterError, match=r"\(or more fakes\)"):
-        MURS.from_central(domain=8, epsilon_central=1.0, n=200, delta=1e-6, fake_reports=10)
+        MURS.from_central(domain=8, epsilon_central=1.0, n=200, delta=1e-6, total_fakes=10)
 
 
 # --- SLH / MURS ------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ def test_slh_parameters_follow_the_survey() -> None:
 def test_murs_fakes_buy_local_noise_and_protect_against_colluding_shufflers() -> None:
     n, fakes = 10**5, 3000
     slh = SLH.from_central(domain=50, epsilon_central=0.5, n=n, delta=1e-6)
-    murs = MURS.from_central(domain=50, epsilon_central=0.5, n=n, delta=1e-6, fake_reports=fakes)
+    murs = MURS.from_central(domain=50, epsilon_central=0.5, n=n, delta=1e-6, total_fakes=fakes)
     assert murs.params.epsilon_local > slh.params.epsilon_local
     # m = 3 shufflers, 2 collude: only one third of the fakes stays hidden.
     partial = murs.epsilon_central_for(honest_users=n, honest_fakes=fakes // 3)
@@ -158,7 +158,7 @@ def test_slh_murs_unbiased_with_exact_variance(fakes: int) -> None:
     n, d, reps = 20_000, 8, 300
     rng = np.random.default_rng(10 + fakes)
     cls = MURS if fakes else SLH
-    proto = cls(domain=d, epsilon_local=4.0, n=n, delta=0.05, fake_reports=fakes)
+    proto = cls(domain=d, epsilon_local=4.0, n=n, delta=0.05, total_fakes=fakes)
     x = np.minimum(rng.geometric(0.3, n) - 1, d - 1)
     truth = proto.truth(x)
     var = proto.variance(truth, n=n, n_fakes=fakes)
@@ -173,7 +173,7 @@ def test_slh_murs_unbiased_with_exact_variance(fakes: int) -> None:
 def test_murs_estimator_removes_the_fakes() -> None:
     n, d, fakes = 2000, 8, 4000
     rng = np.random.default_rng(5)
-    proto = MURS(domain=d, epsilon_local=4.0, n=n, delta=0.05, fake_reports=fakes)
+    proto = MURS(domain=d, epsilon_local=4.0, n=n, delta=0.05, total_fakes=fakes)
     x = rng.integers(0, d, n)
     msgs = np.concatenate([proto.randomize(x, rng=rng), proto.sample_fakes(fakes, rng=rng)])
     good = proto.estimate(msgs, n=n, n_fakes=fakes).values - proto.truth(x)
@@ -310,7 +310,7 @@ def test_hist_mm_zero_bins_exact_and_error_within_bound() -> None:
         est = proto.estimate(proto.randomize(x, rng=rng), n=n, n_fakes=0).values
         assert np.all(est[3:] == 0.0)  # zero-sum property (paper §3, counting theorem (iii))
         worst = max(worst, float(np.abs(est - truth).max()))
-    assert worst <= proto.error_bound  # 2nγ = 100 ln(4/δ)/ε² (module docstring)
+    assert worst <= proto.error_bound  # 2nγ = 400 ln(4/δ)/ε² (module docstring)
 
 
 def test_hist_mm_unbiased_above_the_threshold() -> None:
@@ -414,7 +414,7 @@ def test_pucm_count_min_stays_within_its_stated_error() -> None:
     ("proto", "fakes"),
     [
         (SLH(domain=8, epsilon_local=0.5, n=300, delta=0.2), 0),
-        (MURS(domain=8, epsilon_local=0.5, n=300, delta=0.2, fake_reports=40), 20),
+        (MURS(domain=8, epsilon_local=0.5, n=300, delta=0.2, total_fakes=40), 20),
         (PRHR(domain=4, epsilon=1.0, n=16, delta=0.3), 0),
         (HistMM(domain=3, epsilon=2.0, n=400, delta=0.5), 0),
     ],
@@ -440,7 +440,7 @@ def test_pipeline_ideal_one_million_users(name: str) -> None:
     # 2 for MURS (one honest shuffler's fakes are what protects against the other).
     m = 2 if name == "murs" else 1
     fakes = 3000 if name == "murs" else 0  # per shuffler
-    spec = ProtocolSpec(epsilon=0.5, delta=1e-6, n=n, domain=d, fake_reports=m * fakes)
+    spec = ProtocolSpec(epsilon=0.5, delta=1e-6, n=n, domain=d, shufflers=m, fake_reports=fakes)
     proto = protocols.build_protocol(name, spec)
     x = np.minimum(np.random.default_rng(19).geometric(0.05, n) - 1, d - 1)
     config = esa.PipelineConfig(shufflers=m, fake_reports=fakes, crypto="ideal", workers=1)

@@ -84,20 +84,22 @@ def test_cli_json_fields(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_dct_verdict_in_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["audit-ldp", "--mechanism", "DCT", "--epsilon", "1", "--json"]) == 0
+    # a mechanism found NOT ε-LDP exits 1; its infinite ε is null, flagged in non_finite
+    assert main(["audit-ldp", "--mechanism", "DCT", "--epsilon", "1", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["holds"] is False
-    assert out["epsilon_measured"] == "inf"
+    assert out["epsilon_measured"] is None
+    assert out["non_finite"]["epsilon_measured"] == "inf"
 
 
 def test_cli_table_and_all(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "1"]) == 0
+    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "1"]) == 1  # DCT is not LDP
     text = capsys.readouterr().out
     for name in AUDITABLE:
         assert name in text
     assert "| NO " in text.replace("│", "|")  # DCT's verdict row
     assert "dct:" in text  # and its reason in the caption
-    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "1", "--json"]) == 0
+    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "1", "--json"]) == 1
     results = json.loads(capsys.readouterr().out)["results"]
     assert {r["mechanism"] for r in results} == set(AUDITABLE)
 
@@ -112,7 +114,10 @@ def test_cli_table_and_all(capsys: pytest.CaptureFixture[str]) -> None:
         (["--mechanism", "oue", "--epsilon", "1", "--domain", "64"], "d <= 12"),
         (["--mechanism", "krr"], "required"),
         # outside the range where the measurement is backed (epsilon_range)
-        (["--mechanism", "olh", "--epsilon", "15"], "at epsilon=15 it would need 12.5 GiB"),
+        (
+            ["--mechanism", "olh", "--epsilon", "15", "--domain", "8"],
+            "at epsilon=15 it would need 12.5 GiB",
+        ),
         (["--mechanism", "duchi", "--epsilon", "37"], "duchi can be audited for epsilon in"),
         (["--mechanism", "pm", "--epsilon", "40"], "pm can be audited for epsilon in"),
         (["--mechanism", "all", "--epsilon", "1e-9"], "no mechanism can be audited here"),
@@ -246,7 +251,10 @@ def test_unary_thresholds_that_cut_epsilon_carry_a_caveat() -> None:
 
 
 def test_cli_all_lists_what_it_cannot_audit_as_skipped(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "25", "--json"]) == 0
+    # At domain 8 (the default is 16): OLH's range is 10.39 there.
+    assert (
+        main(["audit-ldp", "--mechanism", "all", "--epsilon", "25", "--domain", "8", "--json"]) == 1
+    )
     out = json.loads(capsys.readouterr().out)
     skipped = {s["mechanism"]: s for s in out["skipped"]}
     assert set(skipped) == {"duchi", "harmony", "olh"}
@@ -257,7 +265,7 @@ def test_cli_all_lists_what_it_cannot_audit_as_skipped(capsys: pytest.CaptureFix
     assert results["oue"]["caveat"] is not None
     assert [n for n, r in results.items() if not r["holds"]] == ["dct"]
 
-    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "25"]) == 0
+    assert main(["audit-ldp", "--mechanism", "all", "--epsilon", "25", "--domain", "8"]) == 1
     text = capsys.readouterr().out.replace("│", "|")
     assert "| skipped " in text
     assert "olh skipped: olh can be audited for epsilon in [1e-06, 10.39]" in " ".join(text.split())
@@ -268,7 +276,7 @@ def test_cli_all_skips_oracles_whose_domain_is_too_large(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["audit-ldp", "--mechanism", "all", "--epsilon", "1", "--domain", "64", "--json"]
-    assert main(argv) == 0
+    assert main(argv) == 1  # DCT, among all, is not ε-LDP
     out = json.loads(capsys.readouterr().out)
     assert {s["mechanism"] for s in out["skipped"]} == {"oue", "sue", "the"}
     assert all("d <= 12" in s["reason"] and s["domain"] == 64 for s in out["skipped"])

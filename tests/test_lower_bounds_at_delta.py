@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-import simulations.commands.audit as audit_module
+import simulations._audit as audit_module
 from protocols import HonestUsersBound, ProtocolSpec, build_protocol
 from protocols._cnt_pure import CntPURE, composed_lower_epsilon, user_laws
 from protocols._cnt_sgm import CntSGM, CntSGMSplitMix
@@ -156,7 +156,9 @@ def test_cnt_sgm_with_fakes_states_no_lower_bound_above_the_exact_pair() -> None
     """The defect: 6.662 ("no +1 message", pure) was printed with 20 and 60 honest fair ±1
     fakes; at δ = 10⁻⁶ the victim plus 20 fakes has exact ε ≈ 2.99, plus 60 fakes ≈ 1.20,
     and more honest users only lower it (post-processing)."""
-    p = build_protocol("cnt_sgm", ProtocolSpec(1.0, 1e-6, 10_000, fake_reports=60))
+    # the unary encoding (no longer the default), whose messages the exact pair models
+    unary = {"encoding": "unary"}
+    p = build_protocol("cnt_sgm", ProtocolSpec(1.0, 1e-6, 10_000, fake_reports=60, options=unary))
     assert isinstance(p, CntSGM)
     pair = {}
     for fakes in (20, 60):
@@ -168,7 +170,7 @@ def test_cnt_sgm_with_fakes_states_no_lower_bound_above_the_exact_pair() -> None
     assert pair[60] == pytest.approx(1.20, abs=0.02)
     out = audit_module.audit(
         protocol_name="cnt_sgm", n=10_000, epsilon=1.0, delta=1e-6, domain=2, shufflers=3,
-        fake_reports=20, colluding_users=0, colluding_shufflers=0,
+        fake_reports=20, colluding_users=0, colluding_shufflers=0, options=unary,
     )  # fmt: skip
     rows = {r["scenario"]: r for r in out["scenarios"]}
     assert rows["m-1 shufflers + all other users"]["epsilon_lower"] <= pair[20] + 1e-6

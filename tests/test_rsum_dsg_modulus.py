@@ -93,7 +93,7 @@ def test_modulus_is_the_smallest_power_of_two_with_room_for_the_noise(
 @pytest.mark.parametrize(
     ("n", "q", "shares", "size"),
     # ε = 1, δ = 10⁻⁶: the old floor 2(np + 1) already left room for the noise, so these
-    # keep their q, share count and message size (tests/vectors/accounting.json pins two).
+    # keep their q, share count and message size (the accounting vectors pin two).
     [
         (1000, 1 << 16, 8, 2),
         (20_000, 1 << 23, 7, 3),

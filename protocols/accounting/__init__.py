@@ -11,7 +11,9 @@
   binomial laws (:func:`epsilon_for_pair`, :func:`binomial_window`).
 * Composition over epochs (:func:`compose`, :func:`per_epoch_epsilon`): PLD composition of
   :class:`PrivacyProfile` dominating pairs, (ε, δ) points (optimal: :func:`kov_epsilon`)
-  and ε(δ) curves, with Rényi, naive and advanced numbers beside it.
+  and ε(δ) curves, with Rényi, naive and advanced numbers beside it; one epoch of a
+  configured protocol as a profile (:func:`protocol_profile`, drop-outs included) and several
+  metrics composed (:func:`compose_protocols`, :func:`fit_budget` for the inverse).
 * Collusion scenarios (:func:`collusion_scenarios`) and the exact ε of the shuffled
   histogram at small n (:func:`worst_pair_epsilon`), the lower bound no proof can beat.
 
@@ -64,4 +66,11 @@ from ._krr_exact import krr_exact_epsilon as krr_exact_epsilon
 from ._laws import binomial_window as binomial_window
 from ._laws import epsilon_for_pair as epsilon_for_pair
 from ._laws import hockey_stick as hockey_stick
+from ._profiles import MetricProfile as MetricProfile
+from ._profiles import ProtocolComposition as ProtocolComposition
+from ._profiles import compose_protocols as compose_protocols
+from ._profiles import fit_budget as fit_budget
+from ._profiles import protocol_population as protocol_population
+from ._profiles import protocol_profile as protocol_profile
+from ._profiles import scenario_epsilon_over_epochs as scenario_epsilon_over_epochs
 from ._shuffled import shuffled_epsilon as shuffled_epsilon

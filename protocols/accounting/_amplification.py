@@ -35,7 +35,18 @@ __all__ = [
 
 
 def krr_lambda(epsilon_local: float, k: int) -> float:
-    """Probability λ that k-RR outputs a uniform value, so that it is exactly ε_l-LDP."""
+    """Probability λ that k-RR outputs a uniform value, so that it is exactly ε_l-LDP.
+
+    Args:
+        epsilon_local: ε_l, in (0, MAX_EPSILON].
+        k: domain size, at least 2.
+
+    Returns:
+        λ = k/(e^{ε_l} + k − 1), in (0, 1).
+
+    Raises:
+        ParameterError: ε_l out of range or k not an integer >= 2.
+    """
     # Any ε_l > 0 (an inverse may return one below MIN_EPSILON: almost no signal left).
     if not 0.0 < epsilon_local <= MAX_EPSILON:  # false for NaN
         raise ParameterError(
@@ -46,7 +57,18 @@ def krr_lambda(epsilon_local: float, k: int) -> float:
 
 
 def krr_epsilon_from_lambda(lam: float, k: int) -> float:
-    """ε_l of k-RR that outputs a uniform value w.p. λ: ln(1 + k(1−λ)/λ), for λ in (0, 1]."""
+    """ε_l of k-RR that outputs a uniform value w.p. λ: ln(1 + k(1−λ)/λ), for λ in (0, 1].
+
+    Args:
+        lam: probability λ of the uniform output, in (0, 1].
+        k: domain size, at least 2.
+
+    Returns:
+        ε_l (0 at λ = 1).
+
+    Raises:
+        ParameterError: λ outside (0, 1] or k not an integer >= 2.
+    """
     k = check_n(k, "k", 2)
     if not 0.0 < lam <= 1.0:  # false for NaN
         raise ParameterError(f"lambda must lie in (0, 1], got {lam!r}")
@@ -63,6 +85,9 @@ class AmplificationBound:
         citation: paper and equation.
         forward: (ε_l, n, δ, k) → ε_c; raises BoundNotApplicable outside its range.
         inverse: (ε_c, n, δ, k) → ε_l; raises BoundNotApplicable outside its range.
+        pure: the bound is proven at δ = 0 (pure DP), so δ = 0 is a valid request; every
+            other bound refuses δ = 0 with :class:`~protocols.NeedsPositiveDelta` (a
+            BoundNotApplicable) naming itself. Only ``local_dp`` is pure.
     """
 
     name: str
@@ -70,28 +95,80 @@ class AmplificationBound:
     citation: str
     forward: Callable[[float, int, float, int], float]
     inverse: Callable[[float, int, float, int], float]
+    pure: bool = False
 
     def applies_to(self, family: str) -> bool:
+        """Whether the theorem covers randomizers of ``family``.
+
+        Args:
+            family: randomizer family (``"krr"``, ``"generic"``, ...).
+
+        Returns:
+            True if it is one of :attr:`families`, or if the theorem covers every family.
+        """
         return "generic" in self.families or family in self.families
 
     def epsilon_central(self, *, epsilon_local: float, n: int, delta: float, k: int = 2) -> float:
         """ε_c guaranteed after shuffling n reports of an ε_l-LDP randomizer, at most ε_l:
         the shuffle is post-processing of ε_l-LDP reports (a closed form such as Thm 3's
-        exceeds ε_l at tiny ε_l: 0.70 at ε_l = 1e-5, n = 1000)."""
+        exceeds ε_l at tiny ε_l: 0.70 at ε_l = 1e-5, n = 1000).
+
+        Args:
+            epsilon_local: ε_l of each user's randomizer.
+            n: number of users.
+            delta: target δ.
+            k: domain of the k-RR randomizer.
+
+        Returns:
+            ε_c, at most ε_l.
+
+        Raises:
+            BoundNotApplicable: the theorem does not hold at these parameters.
+            ParameterError: a parameter out of range.
+        """
         eps = check_epsilon(epsilon_local, "epsilon_local")
-        return min(eps, self.forward(eps, check_n(n), check_delta(delta), check_n(k, "k", 2)))
+        return min(eps, self.forward(eps, check_n(n), self._delta(delta), check_n(k, "k", 2)))
 
     def epsilon_local(self, *, epsilon_central: float, n: int, delta: float, k: int = 2) -> float:
-        """Largest ε_l whose shuffle of n reports this theorem proves (ε_c, δ)-DP."""
+        """Largest ε_l whose shuffle of n reports this theorem proves (ε_c, δ)-DP.
+
+        Args:
+            epsilon_central: target ε_c.
+            n: number of users.
+            delta: target δ.
+            k: domain of the k-RR randomizer.
+
+        Returns:
+            ε_l.
+
+        Raises:
+            BoundNotApplicable: the theorem does not reach ε_c at these parameters.
+            ParameterError: a parameter out of range.
+        """
         eps = check_epsilon(epsilon_central, "epsilon_central")
-        return self.inverse(eps, check_n(n), check_delta(delta), check_n(k, "k", 2))
+        return self.inverse(eps, check_n(n), self._delta(delta), check_n(k, "k", 2))
+
+    def _delta(self, delta: float) -> float:
+        return check_delta(
+            delta, pure=self.pure, who=self.name, why="it is an approximate-DP bound"
+        )
 
 
 BOUNDS: dict[str, AmplificationBound] = {}
 
 
 def register_bound(bound: AmplificationBound) -> AmplificationBound:
-    """Add a bound to :data:`BOUNDS` (name must be new)."""
+    """Add a bound to :data:`BOUNDS` (name must be new).
+
+    Args:
+        bound: the bound, under its :attr:`~AmplificationBound.name`.
+
+    Returns:
+        ``bound`` itself (so the call can wrap a definition).
+
+    Raises:
+        ParameterError: a bound of that name is already registered.
+    """
     if bound.name in BOUNDS:
         raise ParameterError(f"bound {bound.name!r} is already registered")
     BOUNDS[bound.name] = bound
@@ -131,12 +208,16 @@ register_bound(
         citation="post-processing of ε_l-LDP reports (no amplification)",
         forward=_identity,
         inverse=_identity,
+        pure=True,
     )
 )
 
 
 # --- Theorem 1: Erlingsson, Feldman, Mironov, Raghunathan, Talwar, Thakurta (SODA'19) -------
 # Survey eq. (3): for n > 1000, δ ∈ (0, 0.01), ε_l ∈ (0, 1/2): ε_c = 12 ε_l √(ln(1/δ)/n).
+# The condition on ε_l is the open interval as the survey states it (strict "< 1/2", like
+# n > 1000 and δ < 0.01); the paper's own text was not available to show the endpoint is
+# covered, so ε_l = 0.5 is refused (tests/test_accuracy.py pins both sides of it).
 
 
 def _thm1_check(n: int, delta: float) -> None:
@@ -318,7 +399,14 @@ register_bound(
 
 
 def available_bounds(family: str) -> list[AmplificationBound]:
-    """Every registered bound that covers ``family``, in registration order."""
+    """Every registered bound that covers ``family``, in registration order.
+
+    Args:
+        family: randomizer family (``"krr"``, ``"generic"``, ...).
+
+    Returns:
+        The bounds whose :meth:`AmplificationBound.applies_to` accepts ``family`` (empty if none).
+    """
     return [b for b in BOUNDS.values() if b.applies_to(family)]
 
 
@@ -330,6 +418,13 @@ def resolve_bound(bound: str | None, family: str) -> list[AmplificationBound]:
     so a forced bound is held to the same checks as an automatic one: it must cover the
     family, hold at the given n, δ and k, and (for ε_c → ε_l) prove the target with its own
     forward map.
+
+    Args:
+        bound: name of a registered bound, or None for every bound that covers ``family``.
+        family: randomizer family (``"krr"``, ``"generic"``, ...).
+
+    Returns:
+        The candidate bounds, in registration order.
 
     Raises:
         ParameterError: no bound of that name is registered.
@@ -389,10 +484,24 @@ def tightest_central(
         k: domain of the k-RR randomizer.
         bound: force this registered bound (:func:`resolve_bound`); None takes the tightest.
 
+    Returns:
+        ``(epsilon_central, bound_name)``: the smallest proven ε_c and the bound that proves
+        it.
+
     Raises:
         ParameterError: ``bound`` names no registered bound.
         BoundNotApplicable: if no registered bound (or not the forced one) covers this
             configuration.
+
+    Example:
+        Binary randomized response at ε_l = 2 among 10 000 users:
+
+        >>> from protocols import tightest_central
+        >>> eps_c, bound = tightest_central(
+        ...     epsilon_local=2.0, n=10_000, delta=1e-6, family="krr", k=2
+        ... )
+        >>> bound, round(eps_c, 3)
+        ('binary_rr_exact', 0.087)
     """
     best: tuple[float, str] | None = None
     reasons = []
@@ -435,6 +544,9 @@ def largest_local(
         family: randomizer family (``"krr"``, ``"generic"``, ...).
         k: domain of the k-RR randomizer.
         bound: force this registered bound (:func:`resolve_bound`); None takes the tightest.
+
+    Returns:
+        ``(epsilon_local, bound_name)``: the largest proven ε_l and the bound that proves it.
 
     Raises:
         ParameterError: ``bound`` names no registered bound.

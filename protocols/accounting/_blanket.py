@@ -329,6 +329,19 @@ def krr_blanket_epsilon(
     blanket sum), and cells of total weight ≤ 1e-6·δ are charged in full instead of
     evaluated: both keep it an upper bound and, with one binomial tail per cell instead of
     three, cut the cost ~10× (milliseconds at n = 10^4, ≲ 0.06 s at n = 10^6).
+
+    Args:
+        epsilon_local: ε0 of the victim's k-RR randomizer.
+        n_others: other honest users.
+        delta: target δ.
+        k: domain of the k-RR randomizer, at least 2.
+        n_fakes: uniform fake reports added by honest shufflers.
+
+    Returns:
+        ε (at most ε0: shuffling is post-processing of the ε0-LDP reports).
+
+    Raises:
+        ParameterError: a parameter out of range.
     """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     k = check_n(k, "k", 2)
@@ -369,6 +382,19 @@ def krr_blanket_reference_epsilon(
 
     The previous implementation, kept as the slow reference the fast one is tested and
     benchmarked against; not cached.
+
+    Args:
+        epsilon_local: ε0 of the victim's k-RR randomizer.
+        n_others: other honest users.
+        delta: target δ.
+        k: domain of the k-RR randomizer, at least 2.
+        n_fakes: uniform fake reports added by honest shufflers.
+
+    Returns:
+        ε (at most ε0: shuffling is post-processing of the ε0-LDP reports).
+
+    Raises:
+        ParameterError: a parameter out of range.
     """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     grid = _blanket_setup(eps0, n_others, k, n_fakes, 0.0)
@@ -383,6 +409,18 @@ def krr_fakes_only_epsilon(epsilon_local: float, n_fakes: int, delta: float, *, 
 
     This is MURS's worst case (analyzer + m−1 shufflers + all other users collude): only
     the honest shuffler's fakes are unknown to the adversary.
+
+    Args:
+        epsilon_local: ε0 of the victim's k-RR randomizer.
+        n_fakes: uniform fake reports the adversary cannot tell apart.
+        delta: target δ.
+        k: domain of the k-RR randomizer, at least 2.
+
+    Returns:
+        ε (at most ε0; ε0 itself with no fakes).
+
+    Raises:
+        ParameterError: a parameter out of range.
     """
     if k == 2:
         return binary_rr_epsilon(epsilon_local, 0, delta, n_fakes=n_fakes)

@@ -110,6 +110,9 @@ def clone_epsilon(
 
     Returns:
         ε (capped at ε0: shuffling is post-processing of the ε0-LDP reports).
+
+    Raises:
+        ParameterError: a probability outside [0, 1], or another parameter out of range.
     """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     if not 0.0 <= clone_probability <= 1.0 or not 0.0 <= fake_clone_probability <= 1.0:
@@ -130,7 +133,19 @@ def clone_epsilon(
 
 
 def fmt21_numerical_epsilon(epsilon_local: float, n_others: int, delta: float) -> float:
-    """FMT'21 numerical bound (arXiv 2012.12803 Thm 3.2): clones w.p. e^{−ε0}, any ε0-LDP."""
+    """FMT'21 numerical bound (arXiv 2012.12803 Thm 3.2): clones w.p. e^{−ε0}, any ε0-LDP.
+
+    Args:
+        epsilon_local: ε0 of the victim's randomizer.
+        n_others: other honest users.
+        delta: target δ.
+
+    Returns:
+        ε (capped at ε0).
+
+    Raises:
+        ParameterError: a parameter out of range.
+    """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     return clone_epsilon(eps0, n_others, delta, clone_probability=math.exp(-eps0))
 
@@ -144,7 +159,21 @@ def _krr_fake_clone_probability(eps0: float, k: int) -> float:
 def stronger_clone_epsilon(
     epsilon_local: float, n_others: int, delta: float, *, k: int, n_fakes: int = 0
 ) -> float:
-    """FMT'23 stronger clone for k-RR (clones w.p. 2/(e^{ε0}+1)); uniform fakes as clones."""
+    """FMT'23 stronger clone for k-RR (clones w.p. 2/(e^{ε0}+1)); uniform fakes as clones.
+
+    Args:
+        epsilon_local: ε0 of the victim's k-RR randomizer.
+        n_others: other honest users.
+        delta: target δ.
+        k: domain of the k-RR randomizer, at least 2.
+        n_fakes: uniform fake reports added by honest shufflers.
+
+    Returns:
+        ε (capped at ε0).
+
+    Raises:
+        ParameterError: a parameter out of range.
+    """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     k = check_n(k, "k", 2)
     return clone_epsilon(

@@ -69,13 +69,26 @@ def pair_lower_epsilon(p: npt.ArrayLike, q: npt.ArrayLike, delta: float) -> floa
     most the true one (e.g. a law computed on a truncated support with non-negative sums).
     The mass q leaves out, m = 1 − Σq, can sit in any cell, so for every event E of the
     cells P(E) ≥ p(E) and Q(E) ≤ q(E) + m, and
+
         ε(δ) ≥ ln((p(E) − δ)/(q(E) + m))   whenever p(E) > δ.
+
     The events tried are the level sets {ln p − ln q > t}, which attain the exact ε(δ) when
     nothing is left out (m = 0); the best over them and over both directions is returned
     (0 if no event has p(E) > δ). The cumulative sums are moved by 10⁻¹² of themselves
     against the bound, for their round-off.
+
+    Args:
+        p: probabilities of P on the cells, each at most the true one.
+        q: probabilities of Q on the same cells, each at most the true one.
+        delta: δ.
+
+    Returns:
+        A lower bound ε ≥ 0 on the exact ε(δ) of (P, Q).
+
+    Raises:
+        ParameterError: ``p`` and ``q`` differ in shape, or δ is out of range.
     """
-    delta = check_delta(delta)
+    delta = check_delta(delta, pure=True)  # ε(0): the largest privacy loss
     pp = np.clip(np.asarray(p, dtype=np.float64).ravel(), 0.0, None)
     qq = np.clip(np.asarray(q, dtype=np.float64).ravel(), 0.0, None)
     if pp.shape != qq.shape:
@@ -106,6 +119,16 @@ def murs_formula(
 
     ``n_honest_others`` plays the role of n − 1. Returns ``inf`` when the blanket is empty.
     No validity range is enforced: this is printed for comparison only.
+
+    Args:
+        epsilon_local: ε_l of the k-RR randomizer.
+        n_honest_others: honest users other than the victim (n − 1 in the formula).
+        n_fakes: fake reports the adversary cannot tell apart (n_r).
+        delta: target δ.
+        d: domain of the k-RR randomizer.
+
+    Returns:
+        The formula's ε, or ``inf`` when there are neither honest others nor fakes.
     """
     beta = n_honest_others / (math.exp(epsilon_local) + d - 1.0) + n_fakes / d
     if beta <= 0:
@@ -115,6 +138,13 @@ def murs_formula(
 
 def resolve_colluding_users(value: float, n: int) -> int:
     """Colluding users as a count: an integer ≥ 1 as is, a fraction in [0, 1) of the n − 1.
+
+    Args:
+        value: a count (integer ≥ 1) or a fraction in [0, 1) of the other users.
+        n: number of users.
+
+    Returns:
+        The number of colluding users, in [0, n − 1].
 
     Raises:
         ParameterError: negative, or more than the n − 1 other users.
@@ -182,7 +212,8 @@ class CollusionConfig:
         check_n(self.k, "k", 2)
         if not self.epsilon_local > 0:
             raise ParameterError(f"epsilon_local must be > 0, got {self.epsilon_local!r}")
-        check_delta(self.delta)
+        # δ = 0 (a pure protocol): only pure bounds apply, local_dp and its own accountant.
+        check_delta(self.delta, pure=True)
         check_n(self.shufflers, "shufflers", 1)
         check_n(self.fake_reports, "fake_reports", 0)
         check_n(self.colluding_users, "colluding_users", 0)
@@ -231,6 +262,8 @@ def _upper(cfg: CollusionConfig, honest_users: int, honest_fakes: int) -> tuple[
     if not math.isfinite(cfg.epsilon_local):
         return math.inf, "none (reports alone give no local guarantee)"
     eps0 = check_epsilon(cfg.epsilon_local, "epsilon_local")
+    if cfg.delta == 0.0:  # every amplification bound is approximate DP
+        return eps0, "local_dp"
     if honest_users == 0 and cfg.family == "krr" and honest_fakes > 0:
         eps = krr_fakes_only_epsilon(eps0, honest_fakes, cfg.delta, k=cfg.k)
         if eps < eps0:
@@ -274,6 +307,13 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
     Scenarios: ``none``; ``all shufflers``; ``m-1 shufflers``; ``k users``;
     ``c shufflers + k users`` (the configured collusion); ``m-1 shufflers + k users``;
     ``m-1 shufflers + all other users`` (MURS's claim). Duplicates are dropped.
+
+    Args:
+        cfg: the deployment: users, shufflers, fakes, colluders, randomizer and target δ.
+
+    Returns:
+        One :class:`ScenarioBound` per distinct scenario, its ε (δ) bound and how it was
+        obtained.
     """
     m, r, k_users, c = cfg.shufflers, cfg.fake_reports, cfg.colluding_users, cfg.colluding_shufflers
     others = cfg.n - 1
@@ -409,7 +449,7 @@ def collusion_scenarios(cfg: CollusionConfig) -> list[ScenarioBound]:
                 delta=cfg.delta,
                 d=murs_d,
             )
-            if murs_d is not None and math.isfinite(cfg.epsilon_local)
+            if murs_d is not None and math.isfinite(cfg.epsilon_local) and cfg.delta > 0
             else None
         )
         note = ""

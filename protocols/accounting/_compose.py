@@ -331,6 +331,12 @@ class PrivacyProfile:
         """ε of one epoch at δ: exact for the pair; for a curve, the smaller of the curve's
         value and its pair's.
 
+        Args:
+            delta: δ.
+
+        Returns:
+            ε ≥ 0 (``inf`` if no finite ε reaches δ).
+
         Raises:
             ParameterError: δ outside (0, 1).
         """
@@ -339,11 +345,20 @@ class PrivacyProfile:
             eps = epsilon_for_pair(self.log_p, self.log_q, dlt)
         if self.curve is not None:
             eps = min(eps, float(self.curve(dlt)))
-        return eps
+        # A point read at its own δ (or above) is the point: the pair's hockey-stick at
+        # exactly δ can round to just above it.
+        known = [e for e, d in self.points if d <= dlt]
+        return min([eps, *known])
 
 
 def binary_rr_profile(epsilon: float) -> PrivacyProfile:
     """Binary randomized response at ε (no shuffling): P = (p, q), Q = (q, p), p = e^ε/(1+e^ε).
+
+    Args:
+        epsilon: ε of the randomizer.
+
+    Returns:
+        The privacy profile of the pair (P, Q).
 
     Raises:
         ParameterError: ε outside [10^-6, 700] (where e^ε − 1 keeps its precision).
@@ -359,6 +374,13 @@ def binary_rr_profile(epsilon: float) -> PrivacyProfile:
 def krr_profile(epsilon: float, k: int) -> PrivacyProfile:
     """k-ary randomized response at ε (no shuffling), reduced to three outcomes (the true
     value, the neighbour's value, any other): P = (p, q, (k−2) q), Q = (q, p, (k−2) q).
+
+    Args:
+        epsilon: ε of the randomizer.
+        k: domain size, at least 2.
+
+    Returns:
+        The privacy profile of the pair (P, Q).
 
     Raises:
         ParameterError: ε out of range or k < 2.
@@ -478,6 +500,15 @@ def stronger_clone_profile(
     are clones w.p. 2(e^{ε0}+k−1)/(k(e^{ε0}+1))): :func:`protocols.stronger_clone_epsilon`'s
     pair.
 
+    Args:
+        epsilon_local: ε0 of the victim's k-RR randomizer.
+        n_others: other honest users.
+        k: domain of the k-RR randomizer, at least 2.
+        n_fakes: uniform fake reports added by honest shufflers.
+
+    Returns:
+        The privacy profile of the clone pair.
+
     Raises:
         ParameterError: bad arguments (see :func:`clone_profile`).
     """
@@ -499,6 +530,13 @@ def stronger_clone_profile(
 def fmt21_profile(epsilon_local: float, n_others: int) -> PrivacyProfile:
     """FMT'21 clone pair (clones w.p. e^{−ε0}), valid for every shuffled ε0-LDP randomizer:
     :func:`protocols.fmt21_numerical_epsilon`'s pair.
+
+    Args:
+        epsilon_local: ε0 of the victim's randomizer.
+        n_others: other honest users.
+
+    Returns:
+        The privacy profile of the clone pair.
 
     Raises:
         ParameterError: bad arguments (see :func:`clone_profile`).
@@ -538,6 +576,15 @@ def kov_delta(epsilon: float, delta: float, k: int, epsilon_total: float) -> flo
     δ_total = 1 − (1−δ)^k (1 − Σ_l C(k,l) max(0, q^l p^{k−l} − e^{ε_total} p^l q^{k−l}))
     with p = e^ε/(1+e^ε), q = 1 − p; at ε_total = (k−2i)ε this is the theorem's δ_i.
 
+    Args:
+        epsilon: ε of each of the k mechanisms.
+        delta: δ of each of the k mechanisms.
+        k: number of mechanisms composed.
+        epsilon_total: ε of the composition.
+
+    Returns:
+        δ_total, in [0, 1].
+
     Raises:
         ParameterError: ε outside [0, 700], δ outside [0, 1), k < 1 or ε_total < 0.
     """
@@ -555,6 +602,15 @@ def kov_epsilon(epsilon: float, delta: float, k: int, delta_total: float) -> flo
     """Smallest ε_total with k-fold (ε, δ)-DP ⊆ (ε_total, δ_total)-DP: :func:`kov_delta`
     inverted exactly (closed form on each piece, no root finding); inf if k·δ already exceeds
     δ_total (precisely, 1 − (1−δ)^k ≥ δ_total).
+
+    Args:
+        epsilon: ε of each of the k mechanisms.
+        delta: δ of each of the k mechanisms.
+        k: number of mechanisms composed.
+        delta_total: δ of the composition.
+
+    Returns:
+        ε_total ≥ 0, or ``inf``.
 
     Raises:
         ParameterError: ε outside [0, 700], δ outside [0, 1), k < 1 or δ_total outside (0, 1).
@@ -739,6 +795,8 @@ def compose(
     if method == "kov_optimal":
         (eps0, d0) = items[0][0].points[0]
         eps_total = kov_epsilon(eps0, d0, epochs, dlt)
+        if epochs == 1 and d0 <= dlt:  # the point itself (kov's 1 − (1 − δ) rounds)
+            eps_total = min(eps_total, eps0)
         used_interval: float | None = None
     else:
         total: PrivacyLossDistribution | None = None

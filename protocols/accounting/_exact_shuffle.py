@@ -41,7 +41,18 @@ MAX_CELLS = 4_000_000
 
 
 def krr_matrix(epsilon_local: float, k: int) -> FloatArray:
-    """Transition matrix of k-ary randomized response: p on the diagonal, q elsewhere."""
+    """Transition matrix of k-ary randomized response: p on the diagonal, q elsewhere.
+
+    Args:
+        epsilon_local: ε of the randomizer.
+        k: domain size, at least 2.
+
+    Returns:
+        The ``(k, k)`` matrix R, R[x, y] = P[output y | input x].
+
+    Raises:
+        ParameterError: ε out of range or k < 2.
+    """
     eps = check_epsilon(epsilon_local, "epsilon_local")
     k = check_n(k, "k", 2)
     q = 1.0 / (math.exp(eps) + k - 1.0)
@@ -68,6 +79,9 @@ def histogram_distribution(rows: Sequence[npt.ArrayLike], outputs: int) -> Float
     Returns:
         An array of shape ``(len(rows)+1,) * outputs`` whose entry at h is Pr[histogram = h]
         (entries with Σh ≠ len(rows) are 0).
+
+    Raises:
+        ParameterError: the array would exceed ``MAX_CELLS`` cells.
     """
     n = len(rows)
     if (n + 1) ** outputs > MAX_CELLS:
@@ -136,6 +150,13 @@ def pair_epsilon(
         delta: δ.
         n_fakes: fake messages shuffled in (unknown to the adversary).
         fake_law: distribution of one fake (uniform over the outputs by default).
+
+    Returns:
+        The pair and its exact ε(δ).
+
+    Raises:
+        ParameterError: a matrix that is not row-stochastic, a bad δ, or a histogram too
+            large to compute exactly.
     """
     r = _check_matrix(matrix)
     delta = check_delta(delta)
@@ -166,6 +187,19 @@ def worst_pair_epsilon(
     Searched: every victim pair (x ≠ x') and, for the other n − 1 users, every constant
     dataset (all hold v), or with ``all_compositions`` every multiset of values.
     The result is a lower bound on the mechanism's true ε(δ).
+
+    Args:
+        matrix: transition matrix R of the single-message randomizer.
+        n: number of users, at least 1.
+        delta: δ.
+        n_fakes: fake messages shuffled in (unknown to the adversary).
+        all_compositions: search every multiset of the others' values, not only constant ones.
+
+    Returns:
+        The searched pair of largest ε(δ), with that ε.
+
+    Raises:
+        ParameterError: a bad matrix, n or δ, or a histogram too large to compute exactly.
     """
     r = _check_matrix(matrix)
     n = check_n(n, "n", 1)

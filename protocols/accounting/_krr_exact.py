@@ -123,6 +123,18 @@ def krr_exact_epsilon(epsilon_local: float, n_others: int, delta: float, *, k: i
     dataset, so this is the "exact where computable" reference the proven upper bounds are
     compared with. The z dataset is a 2-D sum over (h₀, h₁): seconds at n = 10^4, about a
     minute at n = 10^5.
+
+    Args:
+        epsilon_local: ε0 of the k-RR randomizer.
+        n_others: other honest users.
+        delta: target δ.
+        k: domain of the k-RR randomizer, at least 2.
+
+    Returns:
+        ε (at most ε0).
+
+    Raises:
+        ParameterError: a parameter out of range.
     """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     if eps0 > _EPS0_MAX:

@@ -51,7 +51,16 @@ def _round(x: float) -> float:
 
 
 def hockey_stick(log_p: npt.ArrayLike, log_q: npt.ArrayLike, epsilon: float) -> float:
-    """H_{e^ε}(P‖Q) = Σ_y max(0, P(y) − e^ε Q(y)) for log-probability vectors on one support."""
+    """H_{e^ε}(P‖Q) = Σ_y max(0, P(y) − e^ε Q(y)) for log-probability vectors on one support.
+
+    Args:
+        log_p: log-probabilities of P (−inf for zero mass).
+        log_q: log-probabilities of Q on the same support.
+        epsilon: ε.
+
+    Returns:
+        The hockey-stick divergence, in [0, 1].
+    """
     lp = np.asarray(log_p, dtype=np.float64)
     lq = np.asarray(log_q, dtype=np.float64)
     diff = np.exp(lp) - np.exp(lq + epsilon)
@@ -103,6 +112,9 @@ def epsilon_for_pair(log_p: npt.ArrayLike, log_q: npt.ArrayLike, delta: float) -
 
     Returns:
         ε (``inf`` if the mass where one distribution is zero already exceeds δ).
+
+    Raises:
+        ParameterError: ``log_p`` and ``log_q`` differ in shape, or δ is out of range.
     """
     delta = check_delta(delta)
     lp = np.asarray(log_p, dtype=np.float64).ravel()
@@ -160,7 +172,20 @@ def _support(n: int, prob: float, tail_sd: float = _TAIL_SD) -> tuple[int, int]:
 
 
 def binomial_window(n: int, prob: float) -> tuple[int, FloatArray]:
-    """Offset and pmf of Bin(n, prob) on its (truncated) support."""
+    """Offset and pmf of Bin(n, prob) on its (truncated) support.
+
+    Args:
+        n: number of trials.
+        prob: success probability.
+
+    Returns:
+        ``(lo, pmf)``: pmf[i] = P[Bin(n, prob) = lo + i] on the support kept (the rest's mass is
+        below double precision).
+
+    Raises:
+        BoundNotApplicable: the support would be too large, or the pmf loses its mass in double
+            precision.
+    """
     # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
     from scipy import stats
 

@@ -136,8 +136,15 @@ def epsilon_range(name: str, domain: int | None = None) -> tuple[float, float, s
     Within the range double-precision rounding cannot move the measured ε by more than the
     verdict's tolerance, and the exact law fits in memory; see the module docstring.
 
+    Args:
+        name: one of :data:`AUDITABLE` (case-insensitive).
+        domain: input domain size for frequency oracles (default 8).
+
+    Returns:
+        ``(lowest, highest, why)``: the auditable ε range and why it stops there.
+
     Raises:
-        ParameterError: unknown name.
+        ParameterError: unknown name, or a local-hashing domain above 256.
     """
     key = _key(name)
     if key == "olh":
@@ -212,6 +219,11 @@ class AuditResult:
     caveat: str | None = None
 
     def to_dict(self) -> dict[str, object]:
+        """The result as a JSON object.
+
+        Returns:
+            One key per field.
+        """
         return {
             "mechanism": self.mechanism,
             "epsilon_claimed": self.epsilon_claimed,
@@ -231,7 +243,12 @@ def _holds(measured: float, claimed: float) -> bool:
 def measured_epsilon_discrete(probs: npt.ArrayLike) -> float:
     """max over outputs y and input pairs of ln(P[y|v]/P[y|v']) for an (inputs, outputs) matrix.
 
-    Returns inf if some output has positive probability under one input and 0 under another.
+    Args:
+        probs: output probabilities, one row per input (at least two rows).
+
+    Returns:
+        The measured ε; inf if some output has positive probability under one input and 0
+        under another.
 
     Raises:
         ParameterError: not a 2-D matrix of probabilities whose rows sum to 1.
@@ -250,7 +267,18 @@ def measured_epsilon_discrete(probs: npt.ArrayLike) -> float:
 
 
 def measured_epsilon_log_density(log_dens: npt.ArrayLike) -> float:
-    """Same for an (inputs, grid points) matrix of log-densities (−inf = off support)."""
+    """Same for an (inputs, grid points) matrix of log-densities (−inf = off support).
+
+    Args:
+        log_dens: log-densities, one row per input (at least two) and one column per point.
+
+    Returns:
+        max over points and input pairs of the log-density difference; inf if some point is in
+        the support of one input and not another.
+
+    Raises:
+        ParameterError: not such a matrix, or no point lies in any input's support.
+    """
     ld = np.asarray(log_dens, dtype=np.float64)
     if ld.ndim != 2 or ld.shape[0] < 2:
         raise ParameterError(f"need an (inputs >= 2, points) log-density matrix, got {ld.shape}")
@@ -266,7 +294,20 @@ def measured_epsilon_log_density(log_dens: npt.ArrayLike) -> float:
 def audit_discrete(
     mechanism: str, probs: npt.ArrayLike, epsilon_claimed: float, *, domain: int | None = None
 ) -> AuditResult:
-    """Exact audit of a discrete randomizer from its (inputs, outputs) probability matrix."""
+    """Exact audit of a discrete randomizer from its (inputs, outputs) probability matrix.
+
+    Args:
+        mechanism: the mechanism's name, for the result.
+        probs: output probabilities, one row per input.
+        epsilon_claimed: the ε the mechanism claims.
+        domain: the input domain size, for the result.
+
+    Returns:
+        The exactly measured ε, the verdict and a note.
+
+    Raises:
+        ParameterError: not a 2-D matrix of probabilities whose rows sum to 1.
+    """
     eps = measured_epsilon_discrete(probs)
     p = np.asarray(probs)
     note = f"exact output law, {p.shape[0]} inputs x {p.shape[1]} outputs"
@@ -279,7 +320,21 @@ def audit_discrete(
 def audit_density(
     mechanism: str, log_dens: npt.ArrayLike, epsilon_claimed: float, *, domain: int | None = None
 ) -> AuditResult:
-    """Grid audit of a continuous randomizer from an (inputs, points) log-density matrix."""
+    """Grid audit of a continuous randomizer from an (inputs, points) log-density matrix.
+
+    Args:
+        mechanism: the mechanism's name, for the result.
+        log_dens: log-densities, one row per input and one column per grid point.
+        epsilon_claimed: the ε the mechanism claims.
+        domain: the input domain size, for the result.
+
+    Returns:
+        The measured ε on the grid, the verdict and a note.
+
+    Raises:
+        ParameterError: not a 2-D matrix with at least two inputs, or no grid point in any
+            input's support.
+    """
     eps = measured_epsilon_log_density(log_dens)
     ld = np.asarray(log_dens)
     note = f"density ratio on a grid of {ld.shape[0]} inputs x {ld.shape[1]} outputs"
@@ -351,6 +406,10 @@ def audit_mechanism(name: str, epsilon: float, domain: int | None = None) -> Aud
             :func:`epsilon_range` (where rounding cannot flip the verdict).
         domain: input domain size for frequency oracles (default 8; at most 12 for unary
             encodings, 3 for SHE's grid); must be omitted for mean mechanisms on [−1, 1].
+
+    Returns:
+        The measured ε (exact, or on a grid for continuous outputs), whether the claim holds,
+        and notes.
 
     Raises:
         ParameterError: unknown name, bad domain, or ε outside the auditable range (the

@@ -137,14 +137,29 @@ class KRR(FrequencyOracle):
         return self.report_histogram(reports)
 
     def report_histogram(self, reports: npt.NDArray[Any]) -> IntArray:
-        """Histogram over [0, d) of the reports."""
+        """Histogram over [0, d) of the reports.
+
+        Args:
+            reports: the users' reports (:meth:`randomize`'s).
+
+        Returns:
+            The d counts.
+        """
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.d)[: self.d]
 
     def sample_report_histogram(
         self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
     ) -> IntArray:
         """Exact law of the report histogram: kept_v ~ Bin(c_v, 1−λ), the other
-        U = n − Σ kept reports are Multinomial(U, uniform on [0, d)). O(d)."""
+        U = n − Σ kept reports are Multinomial(U, uniform on [0, d)). O(d).
+
+        Args:
+            true_counts: the number of users holding each value (length d).
+            rng: the generator.
+
+        Returns:
+            The d counts, distributed exactly as the histogram of the randomized reports.
+        """
         c = _check_counts(true_counts, self.d)
         kept = rng.binomial(c, 1.0 - self.uniform_probability)
         rest = int(c.sum() - kept.sum())
@@ -164,7 +179,15 @@ class KRR(FrequencyOracle):
 
 # --- unary encodings -----------------------------------------------------------------------------
 def unpack_unary(reports: npt.NDArray[np.uint8], d: int) -> npt.NDArray[np.uint8]:
-    """(n, ⌈d/8⌉) packed reports → (n, d) 0/1 matrix (for small n; use support counts)."""
+    """(n, ⌈d/8⌉) packed reports → (n, d) 0/1 matrix (for small n; use support counts).
+
+    Args:
+        reports: the packed reports, one row of ⌈d/8⌉ bytes per report (bit i little-endian).
+        d: the domain size.
+
+    Returns:
+        The ``(n, d)`` ``uint8`` matrix of the reports' bits.
+    """
     return np.unpackbits(np.asarray(reports, np.uint8), axis=1, count=d, bitorder="little")
 
 
@@ -496,10 +519,23 @@ class SHE(FrequencyOracle):
         return float(n * 2 * self.scale**2)
 
     def output_distribution(self) -> FloatArray:
+        """Not defined: SHE's reports are continuous (see :meth:`log_density`).
+
+        Raises:
+            ParameterError: always.
+        """
         raise ParameterError("SHE has a continuous output; audit it with a density grid")
 
     def log_density(self, outputs: npt.ArrayLike, value: int) -> FloatArray:
-        """log f(B | x = value) for report vectors ``outputs`` of shape (m, d)."""
+        """log f(B | x = value) for report vectors ``outputs`` of shape (m, d).
+
+        Args:
+            outputs: the report vectors, shape (m, d).
+            value: the input value in [0, d).
+
+        Returns:
+            The m log-densities.
+        """
         y = np.asarray(outputs, dtype=np.float64)
         e = np.zeros(self.d)
         e[value] = 1.0
@@ -524,7 +560,14 @@ def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 def lh_seed_params(
     seeds: npt.ArrayLike,
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-    """(a, b) of the multiply-add-shift hash for each 64-bit seed (two SplitMix64 outputs)."""
+    """(a, b) of the multiply-add-shift hash for each 64-bit seed (two SplitMix64 outputs).
+
+    Args:
+        seeds: the reports' 64-bit hash seeds.
+
+    Returns:
+        ``(a, b)``: two ``uint64`` arrays of the seeds' shape.
+    """
     s = np.asarray(seeds, dtype=np.uint64)
     a = _splitmix64(s + _U64(_GOLDEN))
     b = _splitmix64(s + _U64((2 * _GOLDEN) & _MASK64))
@@ -566,6 +609,20 @@ def lh_support_counts(
     h_s(i) = y ⟺ T_s(i) ∈ [lo_y, hi_y) with lo_y = ⌈y·2^32/g⌉, hi_y = ⌈(y+1)·2^32/g⌉ ⟺
     (a_s·i + b_s − lo_y·2^32) mod 2^64 < (hi_y − lo_y)·2^32, so each (report, i) pair costs
     one multiply, one add and one compare on uint64.
+
+    Args:
+        seeds: the reports' 64-bit hash seeds.
+        ys: the reports' hashed values, in [0, g).
+        d: the input domain size.
+        g: the hash range.
+        chunk: reports processed at once (default: about 2^19/d).
+
+    Returns:
+        An ``int64`` array of length d: the support count of every input value.
+
+    Raises:
+        ParameterError: a bad domain, ``seeds`` and ``ys`` of different lengths, or a hashed
+            value outside [0, g).
     """
     d = _check_domain(d, 1)
     s = np.asarray(seeds, dtype=np.uint64).reshape(-1)
@@ -757,14 +814,28 @@ class HR(FrequencyOracle):
         return np.where(is_in == want_in, y0, y0 ^ low)
 
     def report_histogram(self, reports: npt.NDArray[Any]) -> IntArray:
-        """Histogram over [0, K) of the reports."""
+        """Histogram over [0, K) of the reports.
+
+        Args:
+            reports: the users' reports (:meth:`randomize`'s).
+
+        Returns:
+            The K counts.
+        """
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.K)[: self.K]
 
     def support_counts(self, reports: npt.NDArray[Any]) -> IntArray:
         return self.support_from_histogram(self.report_histogram(reports))
 
     def support_from_histogram(self, hist: npt.ArrayLike) -> IntArray:
-        """C_x = #reports in C_x, from the report histogram, by one FWHT (O(K log K))."""
+        """C_x = #reports in C_x, from the report histogram, by one FWHT (O(K log K)).
+
+        Args:
+            hist: the K report counts (:meth:`report_histogram`'s).
+
+        Returns:
+            The d support counts.
+        """
         h = np.asarray(hist, dtype=np.int64)
         n = int(h.sum())
         return (n + fwht(h)[1 : self.d + 1]) // 2
@@ -778,7 +849,15 @@ class HR(FrequencyOracle):
         self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
     ) -> IntArray:
         """Exact law of the report histogram: per value x, A_x ~ Bin(c_x, p*) reports spread
-        uniformly (multinomially) over C_x and c_x − A_x over its complement. O(d·K)."""
+        uniformly (multinomially) over C_x and c_x − A_x over its complement. O(d·K).
+
+        Args:
+            true_counts: the number of users holding each value (length d).
+            rng: the generator.
+
+        Returns:
+            The K counts, distributed exactly as the histogram of the randomized reports.
+        """
         c = _check_counts(true_counts, self.d)
         member = self._membership()
         half = self.K // 2

@@ -82,27 +82,59 @@ class MeanMechanism(abc.ABC):
 
     @abc.abstractmethod
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
-        """One unbiased report per user."""
+        """One unbiased report per user.
+
+        Args:
+            values: one value in [−1, 1] per user.
+            rng: the randomizer's generator.
+
+        Returns:
+            One report per user, in [−bound, bound].
+        """
 
     @abc.abstractmethod
     def variance(self, values: npt.ArrayLike) -> FloatArray:
-        """Exact variance of each user's report given its value."""
+        """Exact variance of each user's report given its value.
+
+        Args:
+            values: the users' values in [−1, 1].
+
+        Returns:
+            The variance of each user's report.
+        """
 
     def estimate(self, reports: npt.ArrayLike) -> float:
-        """Unbiased estimate of the mean of the inputs: the mean of the reports."""
+        """Unbiased estimate of the mean of the inputs: the mean of the reports.
+
+        Args:
+            reports: the users' reports (:meth:`randomize`'s).
+
+        Returns:
+            The estimated mean.
+
+        Raises:
+            ParameterError: no reports.
+        """
         r = np.asarray(reports, dtype=np.float64)
         if r.size == 0:
             raise ParameterError("cannot estimate a mean from zero reports")
         return float(r.mean())
 
     def mean_variance(self, values: npt.ArrayLike) -> float:
-        """Var of :meth:`estimate` for the inputs ``values``: Σ Var_i / n²."""
+        """Var of :meth:`estimate` for the inputs ``values``: Σ Var_i / n².
+
+        Args:
+            values: the users' values in [−1, 1].
+
+        Returns:
+            The variance of the estimated mean.
+        """
         v = self.variance(values)
         return float(v.sum() / v.size**2)
 
     @property
     def bound(self) -> float:
-        """Largest |report| (inf for Laplace)."""
+        """Largest ``|report|`` (inf for Laplace)."""
         return math.inf
 
 
@@ -111,11 +143,26 @@ class _Continuous(MeanMechanism):
 
     @abc.abstractmethod
     def log_density(self, y: npt.ArrayLike, t: float) -> FloatArray:
-        """log of the report density at the points ``y`` given input t (−inf off support)."""
+        """log of the report density at the points ``y`` given input t (−inf off support).
+
+        Args:
+            y: the report values at which to evaluate it.
+            t: the input in [−1, 1].
+
+        Returns:
+            The log-density at each point.
+        """
 
     @abc.abstractmethod
     def support(self, t: float) -> tuple[float, float]:
-        """Closed interval holding the report's support given input t."""
+        """Closed interval holding the report's support given input t.
+
+        Args:
+            t: the input in [−1, 1].
+
+        Returns:
+            ``(lo, hi)``.
+        """
 
 
 #: numpy's ``Generator.random()`` returns m·2^-53 with m uniform on [0, 2^53), so the event
@@ -230,7 +277,14 @@ class Harmony(_TwoPoint):
 
     def output_distribution(self, values: npt.ArrayLike) -> FloatArray:
         """(len(values), 2) matrix of P[−B | t], P[+B | t] as the two draws realise them:
-        π̃(1 − r) + (1 − π̃)r with π̃ = P[u < (1+t)/2]."""
+        π̃(1 − r) + (1 − π̃)r with π̃ = P[u < (1+t)/2].
+
+        Args:
+            values: the users' values in [−1, 1].
+
+        Returns:
+            The ``(len(values), 2)`` matrix.
+        """
         pi = _realised((1 + check_unit_values(values)) / 2)
         r = self.flip_probability
         p = pi * (1 - r) + (1 - pi) * r
@@ -311,6 +365,13 @@ class PiecewiseMechanism(_Continuous):
         :meth:`randomize` realises the outer branch with o ≥ 1/(e^{ε/2}+1) (a multiple of
         2^-53), which only lowers the ratio; o's rounding is not in this density, so the
         audit measures the paper's ε exactly.
+
+        Args:
+            y: the report values at which to evaluate it.
+            t: the input in [−1, 1].
+
+        Returns:
+            The log-density at each point (−inf outside [−C, C]).
         """
         yy = np.asarray(y, dtype=np.float64)
         e, h, c = math.exp(self.epsilon), math.exp(self.epsilon / 2), self.bound

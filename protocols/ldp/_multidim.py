@@ -99,7 +99,15 @@ class SampledAttributes:
         return self.k / self.sampled
 
     def sample(self, n: int, *, rng: np.random.Generator) -> npt.NDArray[np.bool_]:
-        """(n, k) mask: which m attributes each user reports (uniform, without replacement)."""
+        """(n, k) mask: which m attributes each user reports (uniform, without replacement).
+
+        Args:
+            n: the number of users.
+            rng: source of randomness.
+
+        Returns:
+            The (n, k) boolean mask, m entries True in each row.
+        """
         if self.sampled == self.k:
             return np.ones((n, self.k), dtype=bool)
         if self.sampled == 1:
@@ -125,6 +133,9 @@ class SampledAttributes:
             mechanism: builds the one-attribute mechanism for an ε (e.g. ``PiecewiseMechanism``).
             values: (n, k) array in [−1, 1].
             rng: source of randomness.
+
+        Returns:
+            The (n, k) reports.
         """
         x = self._matrix(values)
         mech = mechanism(self.epsilon_each)
@@ -136,7 +147,17 @@ class SampledAttributes:
         return out
 
     def estimate_means(self, reports: npt.ArrayLike) -> FloatArray:
-        """Unbiased mean of each attribute: the column means of the reports."""
+        """Unbiased mean of each attribute: the column means of the reports.
+
+        Args:
+            reports: the (n, k) reports of :meth:`randomize_means`.
+
+        Returns:
+            The k estimated means.
+
+        Raises:
+            ParameterError: ``reports`` not of shape (n, k) with n ≥ 1.
+        """
         r = np.asarray(reports, dtype=np.float64)
         if r.ndim != 2 or r.shape[1] != self.k:
             raise ParameterError(f"reports must have shape (n, {self.k}), got {r.shape}")
@@ -147,7 +168,16 @@ class SampledAttributes:
     def mean_variance(
         self, mechanism: Callable[[float], MeanMechanism], values: npt.ArrayLike
     ) -> FloatArray:
-        """Exact Var of each attribute's estimated mean: Σ_i [(k/m)(Var R + x²) − x²] / n²."""
+        """Exact Var of each attribute's estimated mean: Σ_i [(k/m)(Var R + x²) − x²] / n².
+
+        Args:
+            mechanism: builds the one-attribute mechanism for an ε, as given to
+                :meth:`randomize_means`.
+            values: the (n, k) values in [−1, 1].
+
+        Returns:
+            The k variances.
+        """
         x = self._matrix(values)
         mech = mechanism(self.epsilon_each)
         n = x.shape[0]
@@ -170,6 +200,13 @@ class SampledAttributes:
             values: (n, k) ints, column j in [0, d_j).
             domains: the k domain sizes d_j.
             rng: source of randomness.
+
+        Returns:
+            Per attribute j, the indices of the users who sampled it and their reports.
+
+        Raises:
+            ParameterError: ``values`` not of shape (n, k), not k domains, or a value outside
+                its domain.
         """
         x = np.asarray(values)
         if x.ndim != 2 or x.shape[1] != self.k or len(domains) != self.k:
@@ -192,7 +229,16 @@ class SampledAttributes:
         reports: Sequence[AttributeReports],
         domains: Sequence[int],
     ) -> list[FloatArray]:
-        """Unbiased counts (over all n users) of every value of every attribute."""
+        """Unbiased counts (over all n users) of every value of every attribute.
+
+        Args:
+            oracle: builds the oracle for (d_j, ε/m), as given to :meth:`randomize_frequencies`.
+            reports: :meth:`randomize_frequencies`'s reports, one entry per attribute.
+            domains: the k domain sizes d_j.
+
+        Returns:
+            Per attribute, the d_j estimated counts.
+        """
         return [
             self.scale * oracle(int(domains[j]), self.epsilon_each).aggregate(reports[j].reports)
             for j in range(self.k)
@@ -201,7 +247,16 @@ class SampledAttributes:
     def frequency_variance(
         self, oracle: FrequencyOracle, true_counts: npt.ArrayLike, n: int
     ) -> FloatArray:
-        """Exact Var of one attribute's scaled counts; ``oracle`` is the one at ε/m."""
+        """Exact Var of one attribute's scaled counts; ``oracle`` is the one at ε/m.
+
+        Args:
+            oracle: the attribute's oracle at ε/m.
+            true_counts: the number of users holding each value of the attribute.
+            n: the number of users.
+
+        Returns:
+            The variance of each scaled count.
+        """
         c = np.asarray(true_counts, dtype=np.float64)
         return np.asarray(self.scale * oracle.variance(c, n) + c * (self.scale - 1))
 

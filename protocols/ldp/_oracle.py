@@ -139,7 +139,15 @@ def _keep_or_uniform(
 
 
 def project_simplex(v: npt.ArrayLike, total: float) -> FloatArray:
-    """Euclidean projection of ``v`` onto {c : c ≥ 0, Σ c = total} (Duchi et al. ICML'08)."""
+    """Euclidean projection of ``v`` onto {c : c ≥ 0, Σ c = total} (Duchi et al. ICML'08).
+
+    Args:
+        v: the vector to project.
+        total: the sum of the projection (≤ 0 gives the zero vector).
+
+    Returns:
+        The nearest vector c to ``v`` with c ≥ 0 and Σ c = ``total``.
+    """
     y = np.asarray(v, dtype=np.float64)
     if total <= 0:
         return np.zeros_like(y)
@@ -192,20 +200,55 @@ class FrequencyOracle(abc.ABC):
 
     @abc.abstractmethod
     def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """Randomize each user's value in [0, d) into its report (vectorized)."""
+        """Randomize each user's value in [0, d) into its report (vectorized).
+
+        Args:
+            values: one value in [0, d) per user.
+            rng: the randomizer's generator.
+
+        Returns:
+            The reports, one row (or entry) per user.
+        """
 
     @abc.abstractmethod
     def support_counts(self, reports: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """C_i for every i in [0, d): how many reports support i."""
+        """C_i for every i in [0, d): how many reports support i.
+
+        Args:
+            reports: the users' reports (:meth:`randomize`'s).
+
+        Returns:
+            The d support counts.
+        """
 
     def n_reports(self, reports: npt.NDArray[Any]) -> int:
-        """Number of users behind ``reports``."""
+        """Number of users behind ``reports``.
+
+        Args:
+            reports: the users' reports (:meth:`randomize`'s).
+
+        Returns:
+            The number of rows of ``reports``, one per user.
+        """
         return int(np.asarray(reports).shape[0])
 
     def estimate(
         self, support: npt.ArrayLike, n: int, *, postprocess: Postprocess = "none"
     ) -> FloatArray:
-        """Unbiased counts ĉ = (C − n q*)/(p* − q*) from support counts of n reports."""
+        """Unbiased counts ĉ = (C − n q*)/(p* − q*) from support counts of n reports.
+
+        Args:
+            support: the d support counts C (:meth:`support_counts`).
+            n: the number of reports.
+            postprocess: ``"none"`` (unbiased), ``"clip"`` (to [0, n]) or ``"simplex"``
+                (:func:`project_simplex` onto counts summing to n).
+
+        Returns:
+            The d estimated counts.
+
+        Raises:
+            ParameterError: n is not an integer >= 0.
+        """
         n = check_n(n, "n", 0)
         c = np.asarray(support, dtype=np.float64)
         p, q = self.p_star, self.q_star
@@ -215,31 +258,70 @@ class FrequencyOracle(abc.ABC):
     def aggregate(
         self, reports: npt.NDArray[Any], *, postprocess: Postprocess = "none"
     ) -> FloatArray:
-        """Unbiased count estimates for all d values (raw unless ``postprocess`` says so)."""
+        """Unbiased count estimates for all d values (raw unless ``postprocess`` says so).
+
+        Args:
+            reports: the users' reports (:meth:`randomize`'s).
+            postprocess: ``"none"`` (unbiased), ``"clip"`` (to [0, n]) or ``"simplex"``
+                (:func:`project_simplex` onto counts summing to n).
+
+        Returns:
+            The d estimated counts.
+        """
         return self.estimate(
             self.support_counts(reports), self.n_reports(reports), postprocess=postprocess
         )
 
     def variance(self, true_counts: npt.ArrayLike, n: int) -> FloatArray:
-        """Exact Var ĉ_i given the true counts c (length d) of n users."""
+        """Exact Var ĉ_i given the true counts c (length d) of n users.
+
+        Args:
+            true_counts: the number of users holding each value (length d).
+            n: the number of users.
+
+        Returns:
+            The d variances.
+        """
         c = np.asarray(true_counts, dtype=np.float64)
         p, q = self.p_star, self.q_star
         return np.asarray((c * p * (1 - p) + (n - c) * q * (1 - q)) / (p - q) ** 2)
 
     def approx_variance(self, n: int) -> float:
-        """Wang et al. §3: Var* = n q*(1−q*)/(p*−q*)² (the c_i-free term)."""
+        """Wang et al. §3: Var* = n q*(1−q*)/(p*−q*)² (the c_i-free term).
+
+        Args:
+            n: the number of users.
+
+        Returns:
+            The approximate variance of each estimated count.
+        """
         p, q = self.p_star, self.q_star
         return float(n * q * (1 - q) / (p - q) ** 2)
 
     def sample_support_counts(
         self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
     ) -> IntArray:
-        """Exact draw of ``support_counts(randomize(values))`` from the true counts alone."""
+        """Exact draw of ``support_counts(randomize(values))`` from the true counts alone.
+
+        Args:
+            true_counts: the number of users holding each value (length d).
+            rng: the generator.
+
+        Returns:
+            The d support counts, distributed exactly as those of the randomized reports.
+
+        Raises:
+            NotImplementedError: the oracle has no such sampler.
+        """
         raise NotImplementedError(f"{self.name} has no exact aggregate-level sampler")
 
     @abc.abstractmethod
     def output_distribution(self) -> FloatArray:
-        """(d, K) matrix: row v is the exact law of the report given input v (small d)."""
+        """(d, K) matrix: row v is the exact law of the report given input v (small d).
+
+        Returns:
+            The ``(d, K)`` matrix over the K possible reports.
+        """
 
 
 #: most entries an ``output_distribution`` matrix may have (2^24 float64 = 128 MiB): the
