@@ -62,7 +62,11 @@ class LayerPrivateKey:
 
     @classmethod
     def generate(cls) -> LayerPrivateKey:
-        """A fresh key from the OS CSPRNG."""
+        """A fresh key from the OS CSPRNG.
+
+        Returns:
+            The new private key.
+        """
         return cls(os.urandom(KEY_SIZE))
 
     @property
@@ -71,7 +75,11 @@ class LayerPrivateKey:
         return self._public
 
     def private_bytes_raw(self) -> bytes:
-        """Explicit export of the 32 secret bytes (for storage and worker processes)."""
+        """Explicit export of the 32 secret bytes (for storage and worker processes).
+
+        Returns:
+            The raw X25519 private key.
+        """
         return self._secret
 
     def __repr__(self) -> str:
@@ -115,6 +123,12 @@ def is_weak_verify_key(public: bytes) -> bool:
     when A is the identity ``01 00…00``: anyone can forge. libsodium refuses such keys;
     ``crypto_core_ed25519_is_valid_point`` is its check (canonical, on the curve, not of
     small order, in the main subgroup). Every honestly generated key passes it.
+
+    Args:
+        public: The 32-byte raw Ed25519 verify key.
+
+    Returns:
+        True if libsodium refuses the key (forgeable signatures), False for a sound key.
     """
     return not bindings.crypto_core_ed25519_is_valid_point(public)
 
@@ -150,6 +164,11 @@ class PartyPublic:
             )
 
     def verify_key(self) -> Ed25519PublicKey:
+        """The Ed25519 verify key, as a pyca/cryptography key.
+
+        Returns:
+            The key of :attr:`verify_public`.
+        """
         return Ed25519PublicKey.from_public_bytes(self.verify_public)
 
 
@@ -163,9 +182,22 @@ class PartyKeys:
 
     @classmethod
     def generate(cls, name: str) -> PartyKeys:
+        """Fresh layer (X25519) and signing (Ed25519) keys from the OS CSPRNG.
+
+        Args:
+            name: the party's name.
+
+        Returns:
+            The party's new private keys.
+        """
         return cls(name, LayerPrivateKey.generate(), Ed25519PrivateKey.generate())
 
     def public(self) -> PartyPublic:
+        """The public halves of these keys.
+
+        Returns:
+            The party's name and its layer and verify public keys.
+        """
         return PartyPublic(
             name=self.name,
             layer_public=self.layer.public_key,
@@ -179,11 +211,23 @@ class PartyKeys:
 
 
 def shuffler_name(index: int) -> str:
-    """Name of the shuffler at 0-based hop ``index`` (``shuffler-1`` is hop 0)."""
+    """Name of the shuffler at 0-based hop ``index`` (``shuffler-1`` is hop 0).
+
+    Args:
+        index: The 0-based hop index.
+
+    Returns:
+        ``"shuffler-{index + 1}"``.
+    """
     return f"shuffler-{index + 1}"
 
 
 def analyzer_name() -> str:
+    """Name of the analyzer, the last hop of every route.
+
+    Returns:
+        ``"analyzer"``.
+    """
     return "analyzer"
 
 
@@ -209,6 +253,13 @@ class KeyDirectory:
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, shufflers: int) -> KeyDirectory:
         """Generate keys for ``shufflers`` shufflers and one analyzer under ``path``.
+
+        Args:
+            path: the directory (created if missing).
+            shufflers: the number of shufflers, at least 1.
+
+        Returns:
+            The new key directory.
 
         Raises:
             CryptoParameterError: ``shufflers`` < 1, ``path`` is empty, is not a directory
@@ -261,6 +312,12 @@ class KeyDirectory:
     def load(cls, path: str | os.PathLike[str]) -> KeyDirectory:
         """Read the public keys of a key directory (private keys load on demand).
 
+        Args:
+            path: the key directory.
+
+        Returns:
+            The key directory, with its parties' public keys.
+
         Raises:
             InvalidKey: missing or malformed ``public.json``.
         """
@@ -305,17 +362,38 @@ class KeyDirectory:
         return cls(root, publics)
 
     def public(self, name: str) -> PartyPublic:
+        """One party's public keys.
+
+        Args:
+            name: the party's name (:func:`shuffler_name` or :func:`analyzer_name`).
+
+        Returns:
+            The party's public keys, as in ``public.json``.
+
+        Raises:
+            InvalidKey: no party of that name in the directory.
+        """
         try:
             return self._publics[name]
         except KeyError:
             raise InvalidKey(f"no party named {name!r} in {self._path}") from None
 
     def route(self) -> list[PartyPublic]:
-        """Public keys in report order: shuffler-1 … shuffler-m, analyzer."""
+        """Public keys in report order: shuffler-1 … shuffler-m, analyzer.
+
+        Returns:
+            One entry per hop, the analyzer last.
+        """
         return [self._publics[n] for n in self._order]
 
     def private(self, name: str) -> PartyKeys:
         """Load one party's private keys, refusing a file others can read.
+
+        Args:
+            name: the party's name (:func:`shuffler_name` or :func:`analyzer_name`).
+
+        Returns:
+            The party's private keys.
 
         Raises:
             InvalidKey: missing/malformed file, permissions wider than 0600, or keys that do

@@ -86,6 +86,13 @@ class LayerHeader:
 def report_size(payload_size: int, layers: int) -> int:
     """Length of a report carrying a ``payload_size``-byte payload under ``layers`` layers.
 
+    Args:
+        payload_size: bytes of the (padded) payload.
+        layers: number of onion layers.
+
+    Returns:
+        ``payload_size + layers * LAYER_OVERHEAD``.
+
     Raises:
         CryptoParameterError: a negative size or layer count.
     """
@@ -96,6 +103,12 @@ def report_size(payload_size: int, layers: int) -> int:
 
 def ephemeral_key_of(report: bytes) -> bytes:
     """The outer layer's ephemeral public key (unauthenticated; for replay caches only).
+
+    Args:
+        report: an onion report, as received.
+
+    Returns:
+        The 32-byte X25519 ephemeral public key of its outer layer.
 
     Raises:
         InvalidReport: not a report (too short, or not ``bytes``), as in :func:`peel_report`.
@@ -185,6 +198,12 @@ def wrap_report(
         crowd_id: crowd id written into every layer's header.
         first_hop: global index of ``route[0]`` (a shuffler injecting fakes wraps them for
             the hops after itself).
+
+    Returns:
+        The report: one layer per key of ``route``, outermost (``route[0]``'s) first.
+
+    Raises:
+        CryptoParameterError: an empty route, or an epoch, hop or crowd id out of range.
     """
     secrets = [os.urandom(KEY_SIZE) for _ in route]
     return _wrap_from_parts(
@@ -207,10 +226,23 @@ def peel_report(
 ) -> tuple[LayerHeader, bytes]:
     """Remove one layer.
 
+    Args:
+        report: the onion report, as received.
+        key: this hop's layer private key.
+        epoch: epoch id the layer must be bound to.
+        hop: global index of this hop.
+        expected_size: if given, the exact length the report must have.
+
+    Returns:
+        ``(header, inner)``: the layer's header and the remaining bytes (the next hop's report,
+        or the padded payload at the last hop).
+
     Raises:
         InvalidReport: wrong length or version, invalid point, failed authentication
             (tampering, wrong key, wrong epoch or hop) or malformed header — always the same
             opaque error.
+        CryptoParameterError: ``epoch`` or ``hop`` out of range (misuse, not an invalid
+            report).
     """
     _check_route(epoch, hop)  # programmer misuse, not an invalid report
     if not isinstance(report, bytes):  # e.g. None from a batch: invalid, not a TypeError
@@ -329,6 +361,12 @@ def report_progress(callback: Callable[[int], None]) -> Iterator[None]:
     time k more reports of the batch are done (every ~16 384 reports, in batch order).
 
     For a progress display of long batches: 5·10^6 reports take minutes per hop.
+
+    Args:
+        callback: called with the number of reports just completed.
+
+    Yields:
+        Nothing; the callback is in force inside the ``with`` block (this thread or task only).
     """
     token = _PROGRESS.set(callback)
     try:
@@ -407,6 +445,21 @@ def peel_batch(
     """Peel every report; ``None`` marks an invalid one. Uses ``workers`` processes.
 
     ``workers=None`` uses every available core; small batches always run in-process.
+
+    Args:
+        reports: the reports, as received.
+        key: this hop's layer private key.
+        epoch: epoch id every layer must be bound to.
+        hop: global index of this hop.
+        expected_size: if given, the exact length every report must have.
+        workers: number of processes (``None``: every available core).
+
+    Returns:
+        One entry per report, in order: ``(crowd_id, inner)`` as :func:`peel_report` gives
+        (header's crowd id and the next layer), or ``None`` for an invalid report.
+
+    Raises:
+        CryptoParameterError: ``epoch`` or ``hop`` out of range (misuse, not invalid reports).
     """
     _check_route(epoch, hop)
     return _run_chunks(_workers(workers), _peel_chunk, (reports,), (key, epoch, hop, expected_size))
@@ -421,7 +474,23 @@ def wrap_batch(
     first_hop: int = 0,
     workers: int | None = 1,
 ) -> list[bytes]:
-    """:func:`wrap_report` for many payloads, on ``workers`` processes."""
+    """:func:`wrap_report` for many payloads, on ``workers`` processes.
+
+    Args:
+        payloads: the (already padded) innermost plaintexts.
+        route: public keys of hops ``first_hop``, ``first_hop+1``, …, last = analyzer.
+        epoch: epoch id bound into every layer.
+        crowd_ids: one crowd id per payload, written into every layer's header.
+        first_hop: global index of ``route[0]``.
+        workers: number of processes (``None``: every available core).
+
+    Returns:
+        The reports, in the order of ``payloads``.
+
+    Raises:
+        CryptoParameterError: not one crowd id per payload, an empty route, or an epoch or hop
+            out of range.
+    """
     if len(crowd_ids) != len(payloads):
         raise CryptoParameterError("one crowd id per payload is required")
     if not route:

@@ -35,15 +35,39 @@ def _check_size(size: int) -> int:
 
 
 def padded_size(size: int) -> int:
-    """Bytes of a payload padded to ``size``."""
+    """Bytes of a payload padded to ``size``.
+
+    Args:
+        size: The payload capacity, an integer in [0, 65535].
+
+    Returns:
+        ``2 + size``: the length prefix and the capacity.
+
+    Raises:
+        CryptoParameterError: ``size`` is not an integer in [0, 65535].
+    """
     return LENGTH_PREFIX + _check_size(size)
 
 
 def pad(payload: bytes, size: int) -> bytes:
     """Pad ``payload`` to exactly ``padded_size(size)`` bytes.
 
+    Args:
+        payload: The bytes to pad, at most ``size`` of them.
+        size: The payload capacity, an integer in [0, 65535].
+
+    Returns:
+        ``length ‖ payload ‖ zeros``, of ``padded_size(size)`` bytes.
+
     Raises:
         CryptoParameterError: the payload is longer than ``size`` or ``size`` is out of range.
+
+    Example:
+        >>> from crypto import pad, unpad
+        >>> pad(b"hi", 4)
+        b'\\x00\\x02hi\\x00\\x00'
+        >>> unpad(pad(b"hi", 4), 4)
+        b'hi'
     """
     size = _check_size(size)
     if len(payload) > size:
@@ -52,7 +76,19 @@ def pad(payload: bytes, size: int) -> bytes:
 
 
 def pad_rows(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.uint8]:
-    """Vectorized :func:`pad` of an ``(k, w)`` array of equal-length payloads."""
+    """Vectorized :func:`pad` of an ``(k, w)`` array of equal-length payloads.
+
+    Args:
+        rows: A 2-D ``uint8`` array, one payload of width ``w`` per row.
+        size: The payload capacity, an integer in [w, 65535].
+
+    Returns:
+        A ``(k, padded_size(size))`` ``uint8`` array, row i the padding of ``rows[i]``.
+
+    Raises:
+        CryptoParameterError: ``rows`` is not 2-D, its width exceeds ``size``, or ``size`` is out
+            of range.
+    """
     rows = np.asarray(rows, dtype=np.uint8)
     if rows.ndim != 2:
         raise CryptoParameterError(f"rows must be a 2-D uint8 array, got shape {rows.shape}")
@@ -70,8 +106,17 @@ def pad_rows(rows: npt.NDArray[np.uint8], size: int) -> npt.NDArray[np.uint8]:
 def unpad(padded: bytes, size: int) -> bytes:
     """Inverse of :func:`pad`; any malformation raises the opaque :class:`InvalidReport`.
 
+    Args:
+        padded: The padded bytes, of ``padded_size(size)`` bytes.
+        size: The payload capacity it was padded to.
+
+    Returns:
+        The payload.
+
     Raises:
         CryptoParameterError: ``size`` is out of range (a caller's error, as in :func:`pad`).
+        InvalidReport: ``padded`` is not bytes, has the wrong length, a length prefix above
+            ``size`` or a non-zero padding byte.
     """
     size = _check_size(size)
     if not isinstance(padded, bytes) or len(padded) != padded_size(size):
@@ -92,6 +137,13 @@ def unpad_rows(
 
     Returns:
         ``(payloads, valid)``: the ``(k, size)`` payload bytes and a mask of valid rows.
+
+    Args:
+        rows: A ``(k, padded_size(size))`` ``uint8`` array of padded payloads.
+        size: The payload width every valid row states.
+
+    Raises:
+        CryptoParameterError: ``rows`` does not have that shape, or ``size`` is out of range.
     """
     size = _check_size(size)
     rows = np.asarray(rows, dtype=np.uint8)

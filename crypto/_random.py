@@ -27,6 +27,15 @@ def secure_permutation(n: int) -> npt.NDArray[np.int64]:
     Sorts n random 64-bit keys. Conditioned on the keys being distinct, the sorting order is
     exactly uniform; keys collide with probability < n²/2^65 (≈ 3·10^-8 at n = 10^6), and
     then every key is redrawn, so no tie-breaking rule can bias the result.
+
+    Args:
+        n: The length, an integer >= 0.
+
+    Returns:
+        An ``int64`` array holding each of 0..n−1 once.
+
+    Raises:
+        CryptoParameterError: ``n`` is not an integer >= 0.
     """
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise CryptoParameterError(f"n must be an integer >= 0, got {n!r}")
@@ -39,7 +48,19 @@ def secure_permutation(n: int) -> npt.NDArray[np.int64]:
 
 
 def secure_uniform_ints(modulus: int, size: int | tuple[int, ...]) -> npt.NDArray[np.int64]:
-    """Integers uniform on [0, modulus) from ``os.urandom`` (rejection sampling, no bias)."""
+    """Integers uniform on [0, modulus) from ``os.urandom`` (rejection sampling, no bias).
+
+    Args:
+        modulus: The exclusive upper end, an integer in [1, 2**62].
+        size: The output shape (an int, or a tuple of non-negative ints).
+
+    Returns:
+        An ``int64`` array of that shape.
+
+    Raises:
+        CryptoParameterError: ``modulus`` is not an integer in [1, 2**62], or ``size`` is not
+            non-negative integers.
+    """
     # A float modulus passed the range check and then drew from the wrong range (2.5 gave
     # {0, 1}); a numpy uint64 one turns the arithmetic below into float64.
     if isinstance(modulus, bool) or not isinstance(modulus, int | np.integer):
@@ -73,6 +94,9 @@ def csprng_generator() -> np.random.Generator:
     For samplers written against the numpy Generator API (a protocol's fake-message
     sampler) when their output must be unpredictable: ChaCha20 is a stream cipher, so its
     output is computationally indistinguishable from uniform without the key.
+
+    Returns:
+        A fresh generator, seeded independently at every call.
     """
     key = int.from_bytes(os.urandom(32), "big")
     return np.random.Generator(randomgen.ChaCha(key=key, counter=0, rounds=20))

@@ -88,6 +88,13 @@ def combine_shares(shares: npt.ArrayLike, *, modulus: int) -> int:
     Every integer share counts as its residue mod q, whatever its dtype (a ``uint64`` share
     above 2^63 included); non-integer shares are refused rather than truncated.
 
+    Args:
+        shares: The shares, any shape.
+        modulus: The share modulus q.
+
+    Returns:
+        The sum of the shares mod q, in [0, q) (0 for no share).
+
     Raises:
         CryptoParameterError: bad modulus, or shares that are not integers.
     """

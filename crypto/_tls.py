@@ -381,6 +381,10 @@ def _check_identity(
 def save_certificate(path: str | os.PathLike[str], cert: x509.Certificate) -> None:
     """Write ``cert`` as PEM to a new file ``path`` (world-readable; never overwrites).
 
+    Args:
+        path: The file to create.
+        cert: The certificate to write.
+
     Raises:
         TLSConfigError: ``path`` exists or cannot be written.
     """
@@ -394,6 +398,12 @@ def save_certificate(path: str | os.PathLike[str], cert: x509.Certificate) -> No
 
 def load_certificate(path: str | os.PathLike[str]) -> x509.Certificate:
     """Read one PEM certificate.
+
+    Args:
+        path: The PEM file.
+
+    Returns:
+        The certificate.
 
     Raises:
         TLSConfigError: The file is missing, unreadable or not a PEM certificate.
@@ -415,6 +425,10 @@ def load_certificate(path: str | os.PathLike[str]) -> x509.Certificate:
 def save_private_key(path: str | os.PathLike[str], key: Ed25519PrivateKey) -> None:
     """Write ``key`` as unencrypted PKCS#8 PEM to a new file ``path`` with mode 0600.
 
+    Args:
+        path: The file to create.
+        key: The Ed25519 private key to write.
+
     Raises:
         InvalidKey: ``path`` exists or cannot be created.
     """
@@ -432,6 +446,12 @@ def save_private_key(path: str | os.PathLike[str], key: Ed25519PrivateKey) -> No
 
 def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     """Read an Ed25519 PEM private key, refusing a file others can read.
+
+    Args:
+        path: The PEM file (mode 0600 or narrower).
+
+    Returns:
+        The Ed25519 private key.
 
     Raises:
         InvalidKey: The file is missing, not a regular file, has a mode wider than 0600,
@@ -529,6 +549,9 @@ def peer_common_name(connection: _HasPeerCert) -> str | None:
 
     Returns:
         The peer certificate's CN, or None if the peer presented no (verified) certificate.
+
+    Args:
+        connection: An ``ssl.SSLSocket``, ``ssl.SSLObject`` or anything with ``getpeercert``.
     """
     der = connection.getpeercert(binary_form=True)
     if not der:

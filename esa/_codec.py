@@ -111,7 +111,11 @@ class HopCodec(abc.ABC):
 
     @abc.abstractmethod
     def new_replay_cache(self) -> ReplayCache:
-        """An empty replay cache for one epoch at one hop."""
+        """An empty replay cache for one epoch at one hop.
+
+        Returns:
+            A cache that records the replay keys of accepted batches.
+        """
 
     @abc.abstractmethod
     def seal(
@@ -124,7 +128,19 @@ class HopCodec(abc.ABC):
         first_hop: int,
         workers: int | None,
     ) -> Reports:
-        """Reports for hop ``first_hop`` carrying padded ``payloads``."""
+        """Reports for hop ``first_hop`` carrying padded ``payloads``.
+
+        Args:
+            payloads: the ``(k, payload_size)`` padded payloads.
+            crowd_ids: the crowd id of each payload.
+            epoch: the epoch bound into every layer.
+            route: public keys of hops ``first_hop``, …, last = analyzer.
+            first_hop: global index of ``route[0]``.
+            workers: number of processes (``None``: every available core).
+
+        Returns:
+            One report per payload, in order.
+        """
 
     @abc.abstractmethod
     def open(
@@ -142,27 +158,68 @@ class HopCodec(abc.ABC):
         ``seen`` is the replay cache of earlier batches of this epoch (``None`` turns replay
         protection off — a test-only switch); duplicates within the batch are dropped too.
         The caller adds ``Opened.replay_keys`` to the cache once it accepts the batch.
+
+        Args:
+            reports: the batch, as received.
+            key: this hop's layer private key (``None`` for the ideal codec).
+            epoch: the epoch every layer must be bound to.
+            hop: global index of this hop.
+            seen: the epoch's replay cache, or ``None``.
+            workers: number of processes (``None``: every available core).
+
+        Returns:
+            The valid reports to pass on, their crowd ids and replay keys, and the counts of
+            invalid and replayed reports.
         """
 
     @abc.abstractmethod
     def payload_rows(self, forward: Reports) -> tuple[npt.NDArray[np.uint8], int]:
         """At the analyzer: the ``(k, payload_size)`` padded payloads, and how many were
-        malformed (wrong length)."""
+        malformed (wrong length).
+
+        Args:
+            forward: the reports the analyzer's own hop forwarded (its :meth:`open`'s).
+
+        Returns:
+            ``(payloads, malformed)``.
+        """
 
     @staticmethod
     @abc.abstractmethod
     def take(reports: Reports, index: npt.NDArray[np.int64]) -> Reports:
-        """Reports at ``index`` (used to permute, filter and split by crowd)."""
+        """Reports at ``index`` (used to permute, filter and split by crowd).
+
+        Args:
+            reports: a batch of this codec's reports.
+            index: positions in the batch.
+
+        Returns:
+            The reports at those positions, in the order of ``index``.
+        """
 
     @staticmethod
     @abc.abstractmethod
     def concat(parts: Sequence[Reports]) -> Reports:
-        """Concatenate batches."""
+        """Concatenate batches.
+
+        Args:
+            parts: batches of this codec's reports.
+
+        Returns:
+            One batch, the parts in order.
+        """
 
     @staticmethod
     @abc.abstractmethod
     def count(reports: Reports) -> int:
-        """Number of reports in a batch."""
+        """Number of reports in a batch.
+
+        Args:
+            reports: a batch of this codec's reports.
+
+        Returns:
+            The number of reports.
+        """
 
 
 def first_occurrences(values: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
@@ -199,7 +256,14 @@ class OnionCodec(HopCodec):
         return _KeySetCache()
 
     def expected_size(self, hop: int) -> int:
-        """Length of every honest report arriving at ``hop``."""
+        """Length of every honest report arriving at ``hop``.
+
+        Args:
+            hop: global index of the hop.
+
+        Returns:
+            The padded payload size plus one layer's overhead per remaining hop.
+        """
         return crypto.report_size(self.payload_size, self.layers - hop)
 
     def seal(
@@ -233,6 +297,23 @@ class OnionCodec(HopCodec):
         seen: ReplayCache | None,
         workers: int | None,
     ) -> Opened:
+        """:meth:`HopCodec.open` with onion layers (:func:`crypto.peel_batch`).
+
+        Args:
+            reports: the batch, as received (``bytes`` reports).
+            key: this hop's layer private key.
+            epoch: the epoch every layer must be bound to.
+            hop: global index of this hop.
+            seen: the epoch's replay cache, or ``None``.
+            workers: number of processes (``None``: every available core).
+
+        Returns:
+            The valid reports to pass on, their crowd ids and replay keys, and the counts of
+            invalid and replayed reports.
+
+        Raises:
+            ValueError: no layer key.
+        """
         if key is None:
             raise ValueError("an onion hop needs its layer key")
         assert seen is None or isinstance(seen, _KeySetCache)
@@ -410,7 +491,19 @@ class IdealCodec(HopCodec):
 
 
 def make_codec(mode: str, *, message_size: int, layers: int) -> HopCodec:
-    """The codec for ``--crypto MODE``."""
+    """The codec for ``--crypto MODE``.
+
+    Args:
+        mode: ``"onion"`` (real onion encryption) or ``"ideal"`` (the same hops, no encryption).
+        message_size: bytes of one encoded protocol message (padded to this size).
+        layers: hops of the route, the shufflers plus the analyzer (1 to 2^16).
+
+    Returns:
+        The codec, shared by the encoder and every hop of one run.
+
+    Raises:
+        ConfigError: ``mode`` is neither ``"onion"`` nor ``"ideal"``.
+    """
     codecs: dict[str, type[HopCodec]] = {"onion": OnionCodec, "ideal": IdealCodec}
     try:
         cls = codecs[mode]

@@ -28,6 +28,12 @@ class ConfigError(ESAError, ValueError):
     """A party or pipeline was configured with invalid settings."""
 
 
+class DataError(ESAError, ValueError):
+    """Users' data that a protocol cannot take as given: a missing value, a value of the wrong
+    kind or outside the range (with refusal asked for), more categories than bins. The message
+    names the row."""
+
+
 class ReplayedReport(ESAError):
     """A report whose ephemeral key was already seen in this epoch.
 
@@ -41,6 +47,21 @@ class ThresholdNotMet(ESAError):
 
     The roles never raise it: a held crowd is counted (``HopCounters.held``), and a
     simulated run's estimate is marked lost (``esa.check_held``)."""
+
+
+class GuaranteeMismatch(ESAError):
+    """The run that happened is not the one the protocol's guarantee was calibrated for,
+    and the caller asked to refuse such a run (``on_mismatch="refuse"``).
+
+    Attributes:
+        differences: what differs, one line each (e.g. ``"n: calibrated 100000, arrived 50"``).
+    """
+
+    def __init__(self, differences: list[str]) -> None:
+        self.differences = list(differences)
+        super().__init__(
+            "the run differs from the privacy calibration: " + "; ".join(self.differences)
+        )
 
 
 # --------------------------------------------------------------------------- wire format
@@ -103,12 +124,15 @@ class PeerRejected(ESAError):
     Attributes:
         reason: the REJECT's reason, as its counter name (e.g. ``"busy"``).
         detail: the party's short explanation.
+        retry_after: seconds the party asked the sender to wait before resending
+            (``retry_later``, ``quota_exceeded``); 0 if it gave no hint.
     """
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, retry_after: float = 0.0) -> None:
         super().__init__(f"peer rejected the frame: {reason} ({detail})")
         self.reason = reason
         self.detail = detail
+        self.retry_after = retry_after
 
 
 class FrameRefused(ESAError):
@@ -117,16 +141,20 @@ class FrameRefused(ESAError):
     Args:
         code: the REJECT reason (an ``esa.net.RejectReason``).
         detail: what the REJECT says.
+        retry_after: seconds the sender should wait before resending (the REJECT's
+            ``retry_after_ms``; only for ``RETRY_LATER`` and ``QUOTA_EXCEEDED``).
 
     Attributes:
         code: as given.
         reason: the counter the refusal is counted under (``code``'s name, lower case).
+        retry_after: as given.
     """
 
-    def __init__(self, code: enum.IntEnum, detail: str) -> None:
+    def __init__(self, code: enum.IntEnum, detail: str, *, retry_after: float = 0.0) -> None:
         super().__init__(detail)
         self.code = code
         self.reason = code.name.lower()
+        self.retry_after = retry_after
 
 
 class _Abandoned(ESAError):

@@ -16,10 +16,12 @@ import numpy as np
 import numpy.typing as npt
 
 import crypto
-from protocols import Estimate, MessageTally, ShuffleProtocol
+from protocols import Estimate, MessageTally, PrivacyGuarantee, ShuffleProtocol
 
 from ._codec import make_codec
+from ._document import json_document
 from ._errors import ConfigError, check_integer, check_workers
+from ._guarantee import OnMismatch, RunGuarantee, check_on_mismatch, run_facts, run_guarantee
 from ._roles import (
     Analyzer,
     AnalyzerOutput,
@@ -29,6 +31,7 @@ from ._roles import (
     lost_estimate,
     reports_per_fake,
 )
+from ._threshold import NoisyThreshold
 
 __all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
 
@@ -49,6 +52,12 @@ class PipelineConfig:
         shufflers: m >= 1 shufflers in the chain.
         fake_reports: n_r uniform fake reports each shuffler adds per released crowd (MURS).
         threshold: a crowd with fewer reports is held by a shuffler (0: no threshold).
+        threshold_noise: ε_t of a noisy threshold (``None``, the default: the plain one):
+            each shuffler releases a crowd of c reports iff c + Z ≥ ``threshold``, Z ~
+            DLap(e^{−ε_t}) fresh per crowd, drawn from the seeded generator with
+            ``seeded_fakes`` and from the OS CSPRNG without. The decision is ε_t-DP per
+            report (:mod:`esa._threshold`), and the run's statement adds m·k·ε_t to its ε
+            (:func:`esa.run_guarantee`). Needs ``threshold`` >= 1.
         crypto: ``"onion"`` (real encryption, default) or ``"ideal"`` (plaintext stand-in).
         replay_protection: test-only switch; ``False`` lets replayed reports through.
         workers: processes for the crypto (``None``: every core).
@@ -68,7 +77,8 @@ class PipelineConfig:
     Raises:
         ConfigError: a field of the wrong type or out of range (the integers must be ints:
             shufflers in [1, 2^16 − 1], epoch and crowd_id in [0, 2^64), fake_reports and
-            threshold >= 0, workers None or >= 1), or tally with onion crypto.
+            threshold >= 0, workers None or >= 1), tally with onion crypto, or a
+            ``threshold_noise`` not a finite number > 0 or given with threshold 0.
     """
 
     shufflers: int = 3
@@ -81,6 +91,7 @@ class PipelineConfig:
     crowd_id: int = 0
     seeded_fakes: bool = True
     representation: Literal["reports", "tally"] = "reports"
+    threshold_noise: float | None = None
 
     def __post_init__(self) -> None:
         # All checks here, before any work (typed errors, raised up front); integral fields
@@ -106,6 +117,10 @@ class PipelineConfig:
             )
         if self.representation == "tally" and self.crypto != "ideal":
             raise ConfigError("representation 'tally' needs crypto='ideal' (there are no reports)")
+        if self.threshold_noise is not None:
+            # NoisyThreshold validates ε_t (finite, > 0) and threshold >= 1.
+            rule = NoisyThreshold(self.threshold, self.threshold_noise)
+            object.__setattr__(self, "threshold_noise", rule.epsilon)
 
     @property
     def total_fakes(self) -> int:
@@ -119,6 +134,11 @@ class RunResult:
 
     ``extra["drop_check"]`` is ``{"ok", "problems"}`` from the hops' counters
     (:func:`check_drops`), as a TCP run's analyzer reports it from the signed statements.
+
+    ``guarantee`` is the privacy statement of the run that happened
+    (:func:`esa.run_guarantee`); left out, it is derived from ``hops`` with
+    ``on_mismatch="recompute"``. :attr:`privacy` is the one to report, never
+    ``protocol.privacy`` (the calibration).
     """
 
     protocol: ShuffleProtocol
@@ -130,6 +150,41 @@ class RunResult:
     analyzer_messages: npt.NDArray[Any]
     seconds: dict[str, float]
     extra: dict[str, Any] = field(default_factory=dict)
+    guarantee: RunGuarantee | None = None
+
+    def __post_init__(self) -> None:
+        if self.guarantee is None:
+            facts = run_facts(
+                self.protocol,
+                self.hops,
+                n=self.n,
+                sent=None,
+                shufflers=self.config.shufflers,
+                threshold=self.config.threshold,
+                threshold_epsilon=self.config.threshold_noise,
+            )
+            self.guarantee = run_guarantee(self.protocol, facts, on_mismatch="recompute")
+
+    @property
+    def run_guarantee(self) -> RunGuarantee:
+        """The run's privacy statement (see the class docstring)."""
+        assert self.guarantee is not None  # set by __post_init__
+        return self.guarantee
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        """The guarantee that holds for this run."""
+        return self.run_guarantee.privacy
+
+    @property
+    def calibration(self) -> PrivacyGuarantee:
+        """The protocol's calibrated guarantee (what it was configured for)."""
+        return self.run_guarantee.calibrated
+
+    @property
+    def mismatch(self) -> tuple[str, ...]:
+        """How the run differs from the calibration (empty: it does not)."""
+        return self.run_guarantee.differences
 
     @property
     def error(self) -> npt.NDArray[np.float64]:
@@ -143,9 +198,21 @@ class RunResult:
     def rmse(self) -> float:
         return float(np.sqrt(np.mean(self.error**2))) if self.error.size else 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        privacy = self.protocol.privacy
-        return {
+    def to_json(self, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The run as the JSON document ``esa simulate --json`` prints, exactly.
+
+        Args:
+            metadata: ``command`` (argv list), ``parameters`` (the parsed arguments) and
+                ``seed``, as :func:`esa.json_document` takes them; without it they are
+                ``null``, ``{}`` and ``extra["seed"]`` (or ``null``).
+
+        Returns:
+            A JSON-safe dict: ``schema_version``, ``version``, the metadata, the run's fields
+            and ``non_finite`` (every non-finite number is ``null`` there, its place listed in
+            ``non_finite``; docs/schema/simulate.schema.json).
+        """
+        privacy = self.privacy
+        body = {
             "protocol": self.protocol.name,
             "n": self.n,
             "domain": self.protocol.domain,
@@ -153,6 +220,8 @@ class RunResult:
             "epsilon_local": privacy.epsilon_local,
             "delta": privacy.delta,
             "bound": privacy.bound,
+            "privacy_recomputed": self.run_guarantee.recomputed,
+            "run_differences": list(self.mismatch),
             "shufflers": self.config.shufflers,
             "fake_reports": self.config.fake_reports,
             "threshold": self.config.threshold,
@@ -169,6 +238,7 @@ class RunResult:
             "seconds": dict(self.seconds),
             **self.extra,
         }
+        return json_document(body, {"seed": self.extra.get("seed"), **(metadata or {})})
 
 
 def _chain_keys(
@@ -233,7 +303,15 @@ def check_held(estimate: Estimate, hops: Sequence[HopCounters]) -> Estimate:
     a shuffler held a crowd below its threshold: the run sends one crowd per chain, so the
     held users are missing from whatever the estimator computed, and comparing it with the
     truth over every user would be wrong. (A deployment's analyzer, which estimates for the
-    users that reached it, does not apply this.)"""
+    users that reached it, does not apply this.)
+
+    Args:
+        estimate: the analyzer's estimate.
+        hops: the counters of every hop of the run.
+
+    Returns:
+        ``estimate`` itself if no report was held, else the lost estimate.
+    """
     held = sum(h.held for h in hops)
     return lost_estimate(estimate, reports_held=held) if held else estimate
 
@@ -284,6 +362,18 @@ def _hop_name(h: HopCounters, channels: int) -> str:
     return f"hop {h.hop}" if channels == 1 else f"chain {h.channel + 1} hop {h.hop}"
 
 
+def _threshold_rngs(
+    config: PipelineConfig, rng: np.random.Generator, count: int
+) -> list[np.random.Generator | None]:
+    """Each shuffler's generator for its noisy threshold: spawned from ``rng`` with
+    ``seeded_fakes`` (spawned after the other stages' children, so a run without a noisy
+    threshold draws exactly as before); ``None`` otherwise, so a live-like run draws the
+    noise from the OS CSPRNG."""
+    if config.threshold_noise is None or not config.seeded_fakes:
+        return [None] * count
+    return list(rng.spawn(count))
+
+
 def _result(
     protocol: ShuffleProtocol,
     config: PipelineConfig,
@@ -292,12 +382,24 @@ def _result(
     out: AnalyzerOutput,
     clock: _Stopwatch,
     sent: Sequence[int],
+    on_mismatch: OnMismatch,
 ) -> RunResult:
     hops.append(out.counters)
     out = replace(out, estimate=check_held(out.estimate, hops))
     seconds = dict(clock.seconds)
     seconds["total"] = sum(seconds.values())
     problems = check_drops(hops, sent)
+    facts = run_facts(
+        protocol,
+        hops,
+        n=int(x.shape[0]),
+        sent=sent,
+        shufflers=config.shufflers,
+        threshold=config.threshold,
+        threshold_epsilon=config.threshold_noise,
+    )
+    # Validated before anything is released: "refuse" raises GuaranteeMismatch here.
+    guarantee = run_guarantee(protocol, facts, on_mismatch=on_mismatch)
     return RunResult(
         protocol=protocol,
         config=config,
@@ -309,6 +411,7 @@ def _result(
         seconds=seconds,
         # What a TCP run's analyzer reports (simulations._tcp_run), from the same counters.
         extra={"drop_check": {"ok": not problems, "problems": problems}},
+        guarantee=guarantee,
     )
 
 
@@ -317,11 +420,12 @@ def run_pipeline(
     values: npt.ArrayLike,
     config: PipelineConfig,
     *,
-    rng: np.random.Generator,
+    rng: int | np.random.Generator | None = None,
     interceptors: Mapping[int, Interceptor] | None = None,
     keys: Sequence[crypto.PartyKeys] | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    on_mismatch: OnMismatch = "recompute",
 ) -> RunResult:
     """Run every user's report through m shufflers to the analyzer.
 
@@ -329,8 +433,10 @@ def run_pipeline(
         protocol: the configured mechanism.
         values: users' raw values (validated by the protocol).
         config: the deployment.
-        rng: seeded generator for the statistics (randomizers, and fakes when
-            ``config.seeded_fakes``); children are spawned from it per stage.
+        rng: seed or generator for the statistics (randomizers, and fakes when
+            ``config.seeded_fakes``), as ``numpy.random.default_rng`` takes it (an int
+            gives the same run as ``default_rng`` of it; None: fresh OS entropy);
+            children are spawned from it per stage.
         interceptors: ``{hop: fn(reports) -> reports}`` applied to the batch arriving at
             ``hop`` (0..m-1 shufflers of the first chain, m analyzer): how tests and audits
             model a malicious or colluding party on the path.
@@ -338,7 +444,42 @@ def run_pipeline(
         on_stage: called with each stage's name as it starts (progress display).
         on_progress: called with ``(done, total)`` reports of the current stage as their
             encryption or peeling finishes (onion runs; a progress bar for long stages).
+        on_mismatch: what to do when the run differs from the protocol's calibration
+            (fewer or more users arrived, other fakes): ``"recompute"`` (default) states
+            the guarantee of the run that happened (:func:`esa.run_guarantee`: the
+            protocol's own for the run, else ε_l, else ∞); ``"refuse"`` raises
+            :class:`GuaranteeMismatch` instead of returning a result.
+
+    Returns:
+        The run, with :attr:`RunResult.privacy` the guarantee of this run.
+
+    Raises:
+        ParameterError: values outside the protocol's input domain.
+        ConfigError: an invalid interceptor hop, keys, representation or on_mismatch.
+        GuaranteeMismatch: ``on_mismatch="refuse"`` and the run differs from the
+            calibration.
+
+    Example:
+        1000 users' values through two shufflers to the analyzer, without encryption
+        (``crypto="ideal"``):
+
+        >>> import numpy as np
+        >>> from esa import PipelineConfig, run_pipeline
+        >>> from protocols import ProtocolSpec, build_protocol
+        >>> spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4)
+        >>> protocol = build_protocol("hist_kr", spec)
+        >>> values = np.arange(1000) % 4
+        >>> config = PipelineConfig(shufflers=2, crypto="ideal")
+        >>> result = run_pipeline(protocol, values, config, rng=7)
+        >>> result.truth
+        array([250., 250., 250., 250.])
+        >>> [(hop.role, hop.forwarded) for hop in result.hops]
+        [('shuffler', 1000), ('shuffler', 1000), ('analyzer', 1000)]
+        >>> bool(np.all(np.abs(result.estimate.values - result.truth) < 100))
+        True
     """
+    on_mismatch = check_on_mismatch(on_mismatch)
+    rng = np.random.default_rng(rng)
     x = protocol.validate_values(values)
     n = int(x.shape[0])
     m = config.shufflers
@@ -349,7 +490,7 @@ def run_pipeline(
     if config.representation == "tally":
         if interceptors or keys is not None:
             raise ConfigError("a tally run has no reports to intercept and no keys to use")
-        return _run_tally(protocol, x, config, rng=rng, on_stage=on_stage)
+        return _run_tally(protocol, x, config, rng=rng, on_stage=on_stage, on_mismatch=on_mismatch)
     codec = make_codec(config.crypto, message_size=protocol.message_size, layers=m + 1)
     channels = protocol.channels
     if keys is not None and channels != 1:
@@ -357,6 +498,7 @@ def run_pipeline(
     # One chain of m shufflers per channel (RSum_RM: one per precision); one analyzer.
     layer_keys, routes = _chain_keys(config, channels, keys)
     stats_rng, *fake_rngs = rng.spawn(m * channels + 1)
+    threshold_rngs = _threshold_rngs(config, rng, m * channels)
     clock = _Stopwatch(on_stage)
 
     with clock.stage("encode", "encode"):
@@ -398,6 +540,8 @@ def run_pipeline(
                     replay_protection=config.replay_protection,
                     workers=config.workers,
                     channel=c,
+                    threshold_noise=config.threshold_noise,
+                    threshold_rng=threshold_rngs[c * m + i],
                 )
                 with _counting(on_progress, work):
                     batch, counters = shuffler.process(batch, epoch=config.epoch)
@@ -422,7 +566,7 @@ def run_pipeline(
         n_fakes = sum(h.fakes_added for h in hops) // reports_per_fake(protocol)
         with _counting(on_progress, codec.count(batch)):
             out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
-    return _result(protocol, config, x, hops, out, clock, sent)
+    return _result(protocol, config, x, hops, out, clock, sent, on_mismatch)
 
 
 def _run_tally(
@@ -432,6 +576,7 @@ def _run_tally(
     *,
     rng: np.random.Generator,
     on_stage: Callable[[str], None] | None,
+    on_mismatch: OnMismatch,
 ) -> RunResult:
     """:func:`run_pipeline` with ``representation="tally"``: the same roles, on tallies."""
     if not protocol.supports_tally:
@@ -444,6 +589,7 @@ def _run_tally(
     n, m = int(x.shape[0]), config.shufflers
     codec = make_codec("ideal", message_size=protocol.message_size, layers=m + 1)
     stats_rng, *fake_rngs = rng.spawn(m + 1)
+    threshold_rngs = _threshold_rngs(config, rng, m)
     clock = _Stopwatch(on_stage)
 
     with clock.stage("encode", "encode"):
@@ -461,6 +607,8 @@ def _run_tally(
                 threshold=config.threshold,
                 fake_reports=config.fake_reports,
                 fake_rng=fake_rngs[i] if config.seeded_fakes else None,
+                threshold_noise=config.threshold_noise,
+                threshold_rng=threshold_rngs[i],
             )
             tally, counters = shuffler.process_tally(tally)
             hops.append(counters)
@@ -468,4 +616,4 @@ def _run_tally(
         analyzer = Analyzer(hop=m, codec=codec, key=None, protocol=protocol)
         n_fakes = sum(h.fakes_added for h in hops) // reports_per_fake(protocol)
         out = analyzer.process_tally(tally, n_users=n, n_fakes=n_fakes)
-    return _result(protocol, config, x, hops, out, clock, sent)
+    return _result(protocol, config, x, hops, out, clock, sent, on_mismatch)

@@ -24,6 +24,7 @@ from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError, check_integer, check_workers
+from ._threshold import NoisyThreshold, check_threshold_epsilon
 
 __all__ = [
     "Analyzer",
@@ -41,7 +42,9 @@ class HopCounters:
     """Per-hop accounting of one epoch, in reports. Every received report lands in exactly
     one of ``invalid``, ``replayed``, ``held`` or ``forwarded``, and forwarded = received −
     invalid − replayed − held + ``fakes_added``: fake *reports*, so a Split-Mix fake value
-    counts its ``shares`` (:func:`reports_per_fake`)."""
+    counts its ``shares`` (:func:`reports_per_fake`). ``noisy_threshold`` says the hop
+    decided its crowds with a noisy threshold (:mod:`esa._threshold`; never the noise drawn);
+    :meth:`to_json` lists it only when True."""
 
     hop: int
     role: str
@@ -52,13 +55,29 @@ class HopCounters:
     held: int = 0
     fakes_added: int = 0
     forwarded: int = 0
+    noisy_threshold: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The counters as a JSON object.
+
+        Returns:
+            One key per field (``noisy_threshold`` only when True).
+        """
+        out = asdict(self)
+        if not self.noisy_threshold:
+            del out["noisy_threshold"]
+        return out
 
 
 def reports_per_fake(protocol: ShuffleProtocol) -> int:
-    """Reports one fake value travels as: its Split-Mix shares, else 1."""
+    """Reports one fake value travels as: its Split-Mix shares, else 1.
+
+    Args:
+        protocol: the configured protocol.
+
+    Returns:
+        ``share_spec.shares`` if the protocol splits its values, else 1.
+    """
     return 1 if protocol.share_spec is None else protocol.share_spec.shares
 
 
@@ -67,6 +86,14 @@ def split_messages(protocol: ShuffleProtocol, messages: npt.NDArray[Any]) -> npt
 
     Shares come from the OS CSPRNG: they never change the sum, so a seeded simulation
     stays reproducible while the shares stay unpredictable.
+
+    Args:
+        protocol: the configured protocol.
+        messages: the encoded messages (1-D values, or rows whose last column is the value).
+
+    Returns:
+        ``messages`` itself without Split-Mix; else m rows per message, each carrying one share
+        in place of the value (shares of one value adjacent).
     """
     spec = protocol.share_spec
     if spec is None:
@@ -104,18 +131,47 @@ class Encoder:
         epoch: int,
         crowd_id: int = 0,
     ) -> Any:
-        """Every user's reports for hop 0 (one report per message)."""
+        """Every user's reports for hop 0 (one report per message).
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+            epoch: the epoch bound into every layer.
+            crowd_id: the crowd id of every report.
+
+        Returns:
+            The reports, in the codec's representation.
+        """
         return self.seal_messages(
             self.messages(values, rng=rng), epoch=epoch, crowd_id=crowd_id, first_hop=0
         )
 
     def messages(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        """Every user's messages: randomized, then split into Split-Mix shares if asked."""
+        """Every user's messages: randomized, then split into Split-Mix shares if asked.
+
+        Args:
+            values: one value per user.
+            rng: the randomizers' generator.
+
+        Returns:
+            The protocol's messages (rows, or share rows under Split-Mix).
+        """
         return split_messages(self.protocol, self.protocol.randomize(values, rng=rng))
 
     def seal_messages(
         self, messages: npt.NDArray[Any], *, epoch: int, crowd_id: int, first_hop: int
     ) -> Any:
+        """Encode, pad and seal ``messages`` into reports for hop ``first_hop`` onwards.
+
+        Args:
+            messages: protocol messages (:meth:`messages`, or a shuffler's fakes).
+            epoch: the epoch bound into every layer.
+            crowd_id: the crowd id of every report.
+            first_hop: global index of the first hop the reports go to.
+
+        Returns:
+            One report per message, in the codec's representation.
+        """
         rows = self.protocol.encode(messages)
         payloads = crypto.pad_rows(rows, self.protocol.message_size)
         crowds = np.full(payloads.shape[0], crowd_id, dtype=np.uint64)
@@ -140,6 +196,12 @@ class Shuffler:
             this one; the entries up to ``hop`` are unused).
         protocol: the protocol, for its uniform fake-message sampler.
         threshold: a crowd with fewer than ``threshold`` reports is held, not released.
+        threshold_noise: ε_t of a noisy threshold (``None``, the default: the plain one): a
+            crowd of c reports is released iff c + Z ≥ ``threshold``, Z ~ DLap(e^{−ε_t})
+            drawn per crowd per epoch; the decision is ε_t-DP per report
+            (:class:`esa._threshold.NoisyThreshold`). Needs ``threshold`` >= 1.
+        threshold_rng: generator for Z in a reproducible simulation; ``None`` (the default,
+            and what a live party uses) draws Z from the OS CSPRNG.
         fake_reports: n_r uniform fake reports added to each released crowd (MURS).
         fake_rng: generator for the fakes' *values* in a reproducible simulation; ``None``
             (the default, and what a live party uses) draws them from the OS CSPRNG.
@@ -151,7 +213,8 @@ class Shuffler:
     Raises:
         ConfigError: a hop outside [0, codec.layers − 2], a route not of ``codec.layers``
             keys, a negative or non-integer threshold, fake count, channel or worker count,
-            or an onion codec without a key.
+            an onion codec without a key, or a ``threshold_noise`` not a finite number > 0
+            or given with threshold 0.
     """
 
     def __init__(
@@ -168,11 +231,16 @@ class Shuffler:
         replay_protection: bool = True,
         workers: int | None = 1,
         channel: int = 0,
+        threshold_noise: float | None = None,
+        threshold_rng: np.random.Generator | None = None,
     ) -> None:
         # The codec's last layer is the analyzer's: a shuffler at or past it would find
         # every honest report of the wrong size and drop them all as invalid.
         hop = check_integer(hop, f"shuffler hop (of {codec.layers} layers)", 0, codec.layers - 2)
         self.threshold = check_integer(threshold, "threshold", 0)
+        eps_t = check_threshold_epsilon(threshold_noise)
+        self.noisy = None if eps_t is None else NoisyThreshold(self.threshold, eps_t)
+        self.threshold_rng = threshold_rng
         self.fake_reports = check_integer(fake_reports, "fake_reports", 0)
         self.channel = check_integer(channel, "channel", 0, protocol.channels - 1)
         self.workers = check_workers(workers)
@@ -195,7 +263,19 @@ class Shuffler:
         self._fake_encoder = Encoder(protocol, codec, self.route, workers=self.workers)
 
     def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
-        """Handle one batch of ``epoch``; returns the permuted output and the counters."""
+        """Handle one batch of ``epoch``; returns the permuted output and the counters.
+
+        A crowd smaller than the threshold is held back (:attr:`held`) and not forwarded; every
+        other crowd gets the shuffler's fakes.
+
+        Args:
+            reports: the batch, as received.
+            epoch: the epoch every layer must be bound to.
+
+        Returns:
+            ``(out, counters)``: the forwarded reports in a uniformly random order, and the hop's
+            counters.
+        """
         counters = HopCounters(hop=self.hop, role="shuffler", received=len(reports))
         seen = self._replay_cache(epoch) if self.replay_protection else None
         opened = self.codec.open(
@@ -214,7 +294,7 @@ class Shuffler:
             else:
                 index = np.flatnonzero(opened.crowd_ids == crowd)
                 members, size = self.codec.take(opened.forward, index), int(index.size)
-            if size < self.threshold:
+            if not self._releases(size, counters):
                 counters.held += size
                 self.held.append(members)
                 continue
@@ -235,9 +315,16 @@ class Shuffler:
 
         A tally summarizes the multiset a permutation leaves, so there is nothing to peel,
         replay or permute; the threshold and the fakes apply exactly as to reports.
+
+        Args:
+            tally: the summary of the messages received.
+
+        Returns:
+            ``(tally, counters)``: the summary with the fakes added (empty if below the
+            threshold), and the hop's counters.
         """
         counters = HopCounters(hop=self.hop, role="shuffler", received=tally.messages)
-        if tally.messages < self.threshold:
+        if not self._releases(tally.messages, counters):
             counters.held = tally.messages
             return tally.empty_like(), counters
         if self.fake_reports:
@@ -247,6 +334,15 @@ class Shuffler:
             counters.fakes_added = fakes.messages  # in reports: a fake value's shares
         counters.forwarded = tally.messages
         return tally, counters
+
+    def _releases(self, size: int, counters: HopCounters) -> bool:
+        """Whether a crowd of ``size`` reports is released: ``size >= threshold``, or with a
+        noisy threshold size + Z >= threshold (fresh Z; ``counters`` record that it was
+        noisy, not Z)."""
+        if self.noisy is None:
+            return size >= self.threshold
+        counters.noisy_threshold = True
+        return self.noisy.releases(size, rng=self.threshold_rng)
 
     def _fakes(self, count: int, *, epoch: int, crowd_id: int) -> Any:
         """n_r uniform fakes, encrypted for the hops after this one like a user's report."""
@@ -336,6 +432,19 @@ class Analyzer:
         self.workers = check_workers(workers)
 
     def process(self, reports: Any, *, epoch: int, n_users: int, n_fakes: int) -> AnalyzerOutput:
+        """Peel the last layer, decode the messages and estimate from them.
+
+        Reports that fail to open, unpad or decode are counted as invalid and dropped.
+
+        Args:
+            reports: the batch the last shuffler forwarded.
+            epoch: the epoch every layer must be bound to.
+            n_users: the number of users, as the estimator needs it.
+            n_fakes: the fake values the shufflers added, which the estimator removes.
+
+        Returns:
+            The estimate, the decoded valid messages and the hop's counters.
+        """
         counters = HopCounters(hop=self.hop, role="analyzer", received=len(reports))
         opened = self.codec.open(
             reports,
@@ -359,7 +468,16 @@ class Analyzer:
         return AnalyzerOutput(estimate=estimate, messages=messages, counters=counters)
 
     def process_tally(self, tally: MessageTally, *, n_users: int, n_fakes: int) -> AnalyzerOutput:
-        """:meth:`process` for the ``tally`` representation: estimate from the summary."""
+        """:meth:`process` for the ``tally`` representation: estimate from the summary.
+
+        Args:
+            tally: the summary the last shuffler forwarded.
+            n_users: the number of users, as the estimator needs it.
+            n_fakes: the fake values the shufflers added, which the estimator removes.
+
+        Returns:
+            The estimate, no messages, and the hop's counters.
+        """
         counters = HopCounters(
             hop=self.hop, role="analyzer", received=tally.messages, forwarded=tally.messages
         )

@@ -1,0 +1,115 @@
+"""One executor for the parallel stages, and experiment rows that do not depend on where or
+with what else a grid point runs (esa.resolve_executor, plan.point_seed)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import esa
+from simulations.experiments import ExperimentPlan, run_experiments
+from simulations.experiments.plan import point_seed
+
+#: the CSV columns that measure wall-clock time: the only ones a run may change
+WALL_CLOCK = ("analyzer_seconds", "total_seconds")
+
+
+def _plan(category: str = "counting") -> ExperimentPlan:
+    return ExperimentPlan(
+        category=category,
+        defaults={"n": 2000, "epsilon": 1.0, "delta": 1e-6, "domain": 8, "skew": 0.5},
+        sweeps={"epsilon": (0.5, 1.0), "n": (1000.0, 2000.0)},
+        repeats=2,
+        max_messages=200_000,
+        quick=True,
+    )
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    for r in rows:
+        for col in WALL_CLOCK:
+            r.pop(col)
+    return rows
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_local_pool_by_default_sized_to_the_cores() -> None:
+    with esa.resolve_executor() as ex:
+        assert isinstance(ex, ProcessPoolExecutor)
+        assert ex._max_workers == esa.available_cores()  # type: ignore[attr-defined]
+        assert list(ex.map(_square, range(4))) == [0, 1, 4, 9]
+    with esa.resolve_executor(workers=2) as ex:
+        assert ex._max_workers == 2  # type: ignore[attr-defined]
+
+
+def test_a_given_executor_is_used_and_left_running() -> None:
+    with ThreadPoolExecutor(1) as mine:
+        with esa.resolve_executor(cluster=mine) as ex:
+            assert ex is mine
+        assert mine.submit(_square, 3).result() == 9  # not shut down
+
+
+def test_bad_workers_and_cluster_are_config_errors() -> None:
+    with pytest.raises(esa.ConfigError, match="workers"), esa.resolve_executor(workers=0):
+        pass
+    with pytest.raises(esa.ConfigError, match="cluster"), esa.resolve_executor(cluster=3.5):
+        pass
+
+
+def test_point_seed_is_the_tasks_identity() -> None:
+    point = {"n": 2000.0, "epsilon": 1.0, "delta": 1e-6, "domain": 8.0, "skew": 0.5}
+    a = point_seed(7, "counting", "cnt_rr", point)
+    same = point_seed(7, "counting", "cnt_rr", dict(reversed(point.items())))
+    assert a.spawn_key == same.spawn_key
+    assert a.entropy == 7
+    draws = {
+        np.random.default_rng(s).integers(2**62)
+        for s in (
+            a,
+            point_seed(8, "counting", "cnt_rr", point),
+            point_seed(7, "counting", "ldp_rr", point),
+            point_seed(7, "sum", "cnt_rr", point),
+            point_seed(7, "counting", "cnt_rr", {**point, "epsilon": 0.5}),
+        )
+    }
+    assert len(draws) == 5
+    assert np.random.default_rng(a).integers(2**62) == np.random.default_rng(same).integers(2**62)
+
+
+def test_a_protocols_rows_do_not_depend_on_the_others(tmp_path: Path) -> None:
+    one = run_experiments("counting", out_dir=tmp_path / "a", plan=_plan(), only=["cnt_rr"])
+    two = run_experiments(
+        "counting", out_dir=tmp_path / "ab", plan=_plan(), only=["cnt_rr", "cnt_pure"]
+    )
+    rows_one = _rows(one.csv_path)
+    rows_two = [r for r in _rows(two.csv_path) if r["method"] != "cnt_pure"]
+    assert rows_one == rows_two
+    assert any(r["status"] == "ok" and r["method"] == "cnt_rr" for r in rows_one)
+
+
+def test_parallel_run_equals_serial_run(tmp_path: Path) -> None:
+    serial = run_experiments("counting", out_dir=tmp_path / "s", plan=_plan(), only=["cnt_rr"])
+    parallel = run_experiments(
+        "counting", out_dir=tmp_path / "p", plan=_plan(), only=["cnt_rr"], workers=2
+    )
+    assert _rows(serial.csv_path) == _rows(parallel.csv_path)
+    assert len(_rows(serial.csv_path)) == 4 * 3
+
+
+def test_any_executor_gives_the_same_rows(tmp_path: Path) -> None:
+    serial = run_experiments("counting", out_dir=tmp_path / "s", plan=_plan(), seed=3)
+    with ThreadPoolExecutor(2) as ex:
+        threaded = run_experiments(
+            "counting", out_dir=tmp_path / "t", plan=_plan(), seed=3, cluster=ex
+        )
+    assert isinstance(ex, Executor)
+    assert _rows(serial.csv_path) == _rows(threaded.csv_path)

@@ -1,0 +1,63 @@
+"""Start-up cost: the CLI registers every command without the party services or scipy.optimize.
+
+Each check runs in a fresh interpreter (``sys.modules`` of this one is already full) and
+asserts on ``sys.modules`` after the call returns.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+HEAVY = ("trio", "esa.net", "scipy.optimize")
+
+
+def _loaded_after(call: str) -> dict[str, bool]:
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        import simulations.cli as cli
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                {call}
+            except SystemExit:
+                pass
+        print(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    )
+    loaded: dict[str, bool] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_help_imports_no_services_nor_optimizer() -> None:
+    loaded = _loaded_after('cli.main(["--help"])')
+    assert loaded == dict.fromkeys(HEAVY, False)
+
+
+def test_building_the_parser_imports_no_services_nor_optimizer() -> None:
+    loaded = _loaded_after("cli.build_parser()")
+    assert loaded == dict.fromkeys(HEAVY, False)
+
+
+def test_amplify_imports_no_services() -> None:
+    """``esa amplify`` never talks to a party: trio and esa.net stay out. (Its numerical
+    bounds solve with scipy.optimize.brentq, so the optimizer is loaded by the computation
+    itself, not by start-up; the two tests above pin that.)"""
+    loaded = _loaded_after('cli.main(["amplify", "--epsilon-local", "1", "--n", "100000"])')
+    assert not loaded["trio"]
+    assert not loaded["esa.net"]
+
+
+def test_lazy_net_names_still_import() -> None:
+    """``from esa import serve`` (a name of esa.net) still works, loading esa.net then."""
+    code = (
+        "import sys, esa; assert 'esa.net' not in sys.modules; "
+        "from esa import serve, parse_address; import esa.net; "
+        "assert serve is esa.net.serve and esa.parse_address is esa.net.parse_address"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
