@@ -33,12 +33,12 @@ from simulations._tcp_run import running_chain, wait_processed
 
 
 def one_run(
-    args: argparse.Namespace, frame_reports: int, reports: list[bytes], root: Path, protocol: Any
+    args: argparse.Namespace, frame_reports: int, reports: list[bytes], root: Path, source: Any
 ) -> dict[str, Any]:
     n = args.n
     with running_chain(
         root,
-        protocol,
+        source,
         shufflers=args.shufflers,
         crypto_mode=args.crypto,
         key_epoch=1,
@@ -92,7 +92,8 @@ def main() -> None:
         "--workers", type=int, default=None, help="processes for encoding and per party"
     )
     args = ap.parse_args()
-    protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=args.n, domain=16))
+    source = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=args.n, domain=16))
+    protocol = build_protocol(*source)
     values = np.random.default_rng(0).integers(0, 16, args.n)
     with tempfile.TemporaryDirectory(prefix="esa-bench-") as tmp:
         root = Path(tmp)
@@ -120,7 +121,7 @@ def main() -> None:
             )
         )
         for i, fr in enumerate(args.frame_reports):
-            out = one_run(args, fr, reports, root / f"run{i}", protocol)
+            out = one_run(args, fr, reports, root / f"run{i}", source)
             lossless = (
                 out["acknowledged"] == out["stored_once"] == out["analyzer_received"] == args.n
                 and out["failed_frames"] == 0

@@ -15,6 +15,11 @@ The statistics follow :func:`esa.run_pipeline` exactly (same ``rng.spawn`` order
 randomizers and for each shuffler's fakes: chain c's hop i takes child ``1 + c·m + i``), so
 the same seed gives the same estimate over TCP as in process; the permutation is from the
 CSPRNG in both and estimates do not depend on it.
+
+The children get the protocol as a deployed party does: the declarative ``[protocol]`` table
+of its name and :class:`~protocols.ProtocolSpec`, built in the child with
+:func:`~protocols.build_protocol`. No protocol object crosses a process boundary, so a
+protocol object alone, without the parameters it was built from, is refused.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -51,9 +56,12 @@ from esa import (
     submit_reports,
 )
 from esa.net import QueryKind
-from protocols import Estimate, ShuffleProtocol
+from protocols import Estimate, ProtocolSpec, ShuffleProtocol, build_protocol
 
-__all__ = ["Chain", "PartyProcess", "run_tcp", "start_chain"]
+__all__ = ["Chain", "PartyProcess", "ProtocolSource", "protocol_doc", "run_tcp", "start_chain"]
+
+#: A protocol as the parties are configured with it: its registered name and parameters.
+ProtocolSource = tuple[str, ProtocolSpec]
 
 
 @dataclass
@@ -65,6 +73,11 @@ class PartyProcess:
     log: Path
     popen: subprocess.Popen[bytes]
     address: Address
+    #: The query listener (STATUS, RESULT, trap audit), dialled with the query client's
+    #: certificate when the chain runs TLS.
+    query_address: Address = field(default_factory=lambda: Address("127.0.0.1", 0))
+    #: TLS contexts to dial the batch port and the query listener with (None: plaintext).
+    tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None
 
     def stop(self, *, grace: float = 5.0) -> None:
         """Terminate the party's process group; SIGKILL if it does not exit in ``grace``."""
@@ -118,12 +131,18 @@ class Chain:
     def analyzer(self) -> PartyProcess:
         return self.parties[-1]
 
-    def restart(self, index: int, *, timeout: float = 30.0) -> PartyProcess:
-        """Start party ``index`` again from its config (same state directory and port)."""
+    def restart(
+        self, index: int, *, timeout: float = 30.0, env: dict[str, str] | None = None
+    ) -> PartyProcess:
+        """Start party ``index`` again from its config (same state directory and port);
+        ``env`` adds environment variables (crash tests' pause points:
+        :mod:`esa.net._testhooks`)."""
         old = self.parties[index]
         if old.popen.poll() is None:
             old.kill()
-        self.parties[index] = _spawn(old.name, old.config, old.log, timeout=timeout)
+        self.parties[index] = _spawn(
+            old.name, old.config, old.log, timeout=timeout, tls=old.tls, env=env
+        )
         return self.parties[index]
 
     def stop(self) -> None:
@@ -156,18 +175,35 @@ def _write_toml(path: Path, doc: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _launch(name: str, config: Path, log: Path) -> PartyProcess:
+def _launch(
+    name: str,
+    config: Path,
+    log: Path,
+    tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+    env: dict[str, str] | None = None,
+) -> PartyProcess:
     role = "analyzer" if name == crypto.analyzer_name() else "shuffler"
     (config.parent / "state" / name / "port").unlink(missing_ok=True)
+    (config.parent / "state" / name / "query_port").unlink(missing_ok=True)
     with open(log, "ab") as fh:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "simulations.cli", "serve", role, "--config", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "simulations.cli",
+                "serve",
+                role,
+                "--config",
+                str(config),
+                "--local-simulation",  # its configs may use plaintext and seeded fakes
+            ],
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: we can always kill all of it
+            env={**os.environ, **env} if env else None,
         )
-    return PartyProcess(name, config, log, popen, Address("127.0.0.1", 0))
+    return PartyProcess(name, config, log, popen, Address("127.0.0.1", 0), tls=tls)
 
 
 def _await_ready(proc: PartyProcess, *, timeout: float) -> None:
@@ -181,15 +217,27 @@ def _await_ready(proc: PartyProcess, *, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise _StartFailed(f"{proc.name} did not start within {timeout} s: {_tail(proc.log)}")
         time.sleep(0.02)
-    proc.address = Address("127.0.0.1", int(port_file.read_text()))
+    batch_tls, query_tls = proc.tls if proc.tls is not None else (None, None)
+    proc.address = Address("127.0.0.1", int(port_file.read_text()), tls=batch_tls)
+    # Written before the port file (PartyService.run).
+    query_port = int((port_file.parent / "query_port").read_text())
+    proc.query_address = Address("127.0.0.1", query_port, tls=query_tls)
 
 
 class _StartFailed(esa.ESAError):
     pass
 
 
-def _spawn(name: str, config: Path, log: Path, *, timeout: float) -> PartyProcess:
-    proc = _launch(name, config, log)
+def _spawn(
+    name: str,
+    config: Path,
+    log: Path,
+    *,
+    timeout: float,
+    tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+    env: dict[str, str] | None = None,
+) -> PartyProcess:
+    proc = _launch(name, config, log, tls, env)
     try:
         _await_ready(proc, timeout=timeout)
     except BaseException:
@@ -219,9 +267,52 @@ def _tail(log: Path, n: int = 2000) -> str:
         return "(no log)"
 
 
+def protocol_doc(protocol: ProtocolSource) -> dict[str, Any]:
+    """The ``[protocol]`` table a child party builds ``protocol`` from (checked as
+    :func:`esa.net.protocol_table` reads it).
+
+    Args:
+        protocol: the protocol's registered name and its :class:`~protocols.ProtocolSpec`.
+
+    Returns:
+        The table: name, epsilon, delta, n, domain, fake_reports, options, and bound and
+        shufflers where they differ from their defaults.
+
+    Raises:
+        esa.ConfigError: ``protocol`` is not a ``(name, ProtocolSpec)`` pair (a protocol
+            object does not say what it was built from), or the table is invalid.
+    """
+    if not (
+        isinstance(protocol, tuple)
+        and len(protocol) == 2
+        and isinstance(protocol[0], str)
+        and isinstance(protocol[1], ProtocolSpec)
+    ):
+        raise esa.ConfigError(
+            f"give the protocol as (name, ProtocolSpec), not {type(protocol).__name__}: the "
+            "parties build it from its declarative parameters, no protocol object is handed over"
+        )
+    name, spec = protocol
+    table: dict[str, Any] = {
+        "name": name,
+        "epsilon": spec.epsilon,
+        "delta": spec.delta,
+        "n": spec.n,
+        "domain": spec.domain,
+        "fake_reports": spec.fake_reports,
+        "options": dict(spec.options),
+    }
+    if spec.bound is not None:
+        table["bound"] = spec.bound
+    if spec.shufflers != 1:
+        table["shufflers"] = spec.shufflers
+    esa.net.protocol_table(table)
+    return table
+
+
 def start_chain(
     root: Path,
-    protocol: ShuffleProtocol,
+    protocol: ProtocolSource,
     *,
     shufflers: int,
     crypto_mode: str = "onion",
@@ -239,30 +330,57 @@ def start_chain(
     keydir: Path | None = None,
     workers: int | None = 1,
     channels: int = 1,
+    tls: bool = True,
 ) -> Chain:
     """Write keys and configs under ``root`` and start every party (analyzer first).
 
+    ``protocol`` is the protocol's name and :class:`~protocols.ProtocolSpec`: every config's
+    ``[protocol]`` table states them and each party builds the protocol itself.
     ``channels`` chains of ``shufflers`` shufflers each are started, all forwarding to one
     analyzer (one chain per channel of the protocol, as :func:`esa.run_pipeline` runs them);
     chain c's hop i is ``shuffler-{c·m + i + 1}`` (:func:`esa.chain_route`), and
     ``fake_rng_states[c·m + i]`` seeds its fakes. ``keydir`` reuses an existing key
     directory (default: a fresh one in ``root/keys``).
+
+    With ``tls`` (the default) the parties speak TLS, with certificates from a fresh
+    deployment CA in ``root/tls``; each :class:`PartyProcess` dials its batch port trusting
+    that CA and its query listener with the client certificate ``root/tls/query-client``.
+    ``tls=False`` writes ``[tls] insecure_plaintext = true`` (tests of other features).
     """
+    proto_table = protocol_doc(protocol)
     root.mkdir(parents=True, exist_ok=True)
     if keydir is None:
         keydir = root / "keys"
         crypto.KeyDirectory.create(keydir, shufflers=shufflers * channels)
-    with open(root / "protocol.pickle", "wb") as fh:
-        pickle.dump(protocol, fh)
     operator = Ed25519PrivateKey.generate()
     total = shufflers * channels
     names = [crypto.shuffler_name(i) for i in range(total)] + [crypto.analyzer_name()]
     configs: list[dict[str, Any]] = [{} for _ in names]
     chain = Chain(root, [], operator, key_epoch, configs, channels)
+    tls_table: dict[str, dict[str, Any]] = {}
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext] | None = None
+    if tls:
+        tls_dir = root / "tls"
+        files = esa.net.write_tls_material(
+            tls_dir, {name: ["127.0.0.1"] for name in names}, clients=["query-client"]
+        )
+        ca = Path(files["ca"]["cert"])
+        tls_table = {
+            name: {"ca": str(ca), "cert": files[name]["cert"], "key": files[name]["key"]}
+            for name in names
+        }
+        contexts = (
+            esa.net.tls_client_context(ca),
+            esa.net.tls_client_context(
+                ca,
+                cert=Path(files["query-client"]["cert"]),
+                key=Path(files["query-client"]["key"]),
+            ),
+        )
     # Every party starts at once on ports picked just before; another program could take
     # one in between, so a start that fails on a taken port is retried with fresh ports.
     for attempt in range(3):
-        ports = _free_ports(len(names))
+        ports = _free_ports(2 * len(names))  # batch ports, then query ports
         for index, name in enumerate(names):
             channel, hop = divmod(index, shufflers) if index < total else (0, shufflers)
             doc: dict[str, Any] = {
@@ -271,6 +389,8 @@ def start_chain(
                 "state_dir": f"state/{name}",
                 "crypto": crypto_mode,
                 "listen": {"host": "127.0.0.1", "port": ports[index]},
+                "query": {"host": "127.0.0.1", "port": ports[len(names) + index]},
+                "tls": tls_table.get(name, {"insecure_plaintext": True}),
                 "keys": {"epochs": {str(key_epoch): str(keydir.resolve())}},
                 "operator": {
                     "public_key": operator.public_key().public_bytes_raw().hex(),
@@ -287,7 +407,7 @@ def start_chain(
                     "max_connections": max_connections,
                     "chunk_reports": chunk_reports,
                 },
-                "protocol": {"pickle": "protocol.pickle"},
+                "protocol": proto_table,
                 # Children exit by themselves if this process dies without stopping them.
                 "simulation": {"parent_pid": os.getpid()},
             }
@@ -309,7 +429,9 @@ def start_chain(
         chain.parties = []
         try:
             for name in names:
-                chain.parties.append(_launch(name, root / f"{name}.toml", root / f"{name}.log"))
+                chain.parties.append(
+                    _launch(name, root / f"{name}.toml", root / f"{name}.log", contexts)
+                )
             for proc in chain.parties:
                 _await_ready(proc, timeout=start_timeout)
             return chain
@@ -324,7 +446,7 @@ def start_chain(
 
 
 @contextlib.contextmanager
-def running_chain(root: Path, protocol: ShuffleProtocol, **kwargs: Any) -> Iterator[Chain]:
+def running_chain(root: Path, protocol: ProtocolSource, **kwargs: Any) -> Iterator[Chain]:
     """:func:`start_chain` that always tears every process down."""
     chain = start_chain(root, protocol, **kwargs)
     try:
@@ -376,22 +498,26 @@ def _terminate_cleanly() -> Iterator[None]:
 
 
 def run_tcp(
-    protocol: ShuffleProtocol,
+    source: ProtocolSource,
     values: npt.ArrayLike,
     config: esa.PipelineConfig,
     *,
     rng: np.random.Generator,
+    protocol: ShuffleProtocol | None = None,
     connections: int = 50,
     timeout: float = 600.0,
 ) -> esa.RunResult:
     """Run the pipeline with every party as its own process speaking TCP on 127.0.0.1.
 
     Args:
-        protocol: the configured mechanism.
+        source: the protocol's name and :class:`~protocols.ProtocolSpec`; the parties
+            build it from these (:func:`start_chain`).
         values: users' raw values.
         config: the deployment (shufflers, fakes, threshold, crypto, epoch id).
         rng: seeded generator of the statistics, used exactly as :func:`esa.run_pipeline`
             uses it.
+        protocol: the protocol ``build_protocol(*source)`` already made (default: built
+            here); it must be that one, as the parties build exactly that.
         connections: concurrent client connections (shared out among the chains' first
             shufflers).
         timeout: bound on the whole run, in seconds.
@@ -403,6 +529,9 @@ def run_tcp(
     Raises:
         esa.ESAError: a party failed to start, or the run did not finish in ``timeout``.
     """
+    protocol_doc(source)  # refuse anything but (name, ProtocolSpec) before building
+    if protocol is None:
+        protocol = build_protocol(*source)
     x = protocol.validate_values(values)
     n = int(x.shape[0])
     m = config.shufflers
@@ -417,7 +546,7 @@ def run_tcp(
         t = time.perf_counter()
         chain = start_chain(
             root,
-            protocol,
+            source,
             shufflers=m,
             channels=channels,
             crypto_mode=config.crypto,
@@ -479,7 +608,7 @@ def run_tcp(
                     await close_epochs_together([f.address for f in chain.firsts], chain.operator)
                     await wait_processed(chain, timeout=timeout)
                     res = await query(
-                        chain.analyzer.address,
+                        chain.analyzer.query_address,
                         QueryKind.RESULT,
                         {"n": n, "messages": True},
                     )
@@ -487,7 +616,7 @@ def run_tcp(
                     got = len(pages[0]) // protocol.message_size
                     while got < res["messages_total"]:
                         page = await query(
-                            chain.analyzer.address,
+                            chain.analyzer.query_address,
                             QueryKind.RESULT,
                             {"n": n, "messages": True, "messages_offset": got},
                         )
@@ -525,5 +654,7 @@ def run_tcp(
             "submit": sub.to_json(),
             "drop_check": res["drop_check"],
             "epochs": res["epochs"],
+            # The analyzer's own statement for the run (RESULT's "privacy").
+            "analyzer_privacy": res.get("privacy"),
         },
     )

@@ -30,8 +30,14 @@ KEY_EPOCH = 1
 M = 2  # shufflers per chain
 
 
+def _source(n: int = 3000) -> tuple[str, ProtocolSpec]:
+    """RSum_RM with 2 messages, as the parties are configured with it (name and spec)."""
+    return ("rsum_rm", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, options={"messages": 2}))
+
+
 def _rm(n: int = 3000) -> RSumRM:
-    p = RSumRM(epsilon=1.0, delta=1e-6, n=n, messages=2)
+    p = build_protocol(*_source(n))
+    assert isinstance(p, RSumRM)
     assert p.channels == 2
     return p
 
@@ -39,10 +45,11 @@ def _rm(n: int = 3000) -> RSumRM:
 @pytest.mark.slow
 def test_same_seed_same_estimate_and_counters_as_in_process() -> None:
     n, n_r = 3000, 3
+    source = _source(n)
     protocol = _rm(n)
     values = np.random.default_rng(7).random(n)
     config = esa.PipelineConfig(shufflers=M, fake_reports=n_r, workers=1)
-    tcp = run_tcp(protocol, values, config, rng=np.random.default_rng(11), timeout=120)
+    tcp = run_tcp(source, values, config, rng=np.random.default_rng(11), timeout=120)
     inproc = esa.run_pipeline(protocol, values, config, rng=np.random.default_rng(11))
     # Bit-identical: the same randomizer draws and the same per-chain fakes.
     np.testing.assert_array_equal(tcp.estimate.values, inproc.estimate.values)
@@ -78,9 +85,10 @@ def test_analyzer_sigkilled_between_chains_counts_everything_once(tmp_path: Path
     """Chain 1 delivers epoch 0, the analyzer is SIGKILLed and restarted, then chain 2
     delivers: the analyzer waits for both chains and counts every report exactly once."""
     n = 400
+    source = _source(3000)
     protocol = _rm(3000)
     with running_chain(
-        tmp_path, protocol, shufflers=M, channels=2, crypto_mode="ideal", key_epoch=KEY_EPOCH
+        tmp_path, source, shufflers=M, channels=2, crypto_mode="ideal", key_epoch=KEY_EPOCH
     ) as chain:
         kd = crypto.KeyDirectory.load(tmp_path / "keys")
         codec = esa.make_codec("ideal", message_size=protocol.message_size, layers=M + 1)
@@ -121,7 +129,7 @@ def test_analyzer_sigkilled_between_chains_counts_everything_once(tmp_path: Path
         async def second_half() -> dict[str, Any]:
             await deliver(1)
             await wait_processed(chain, timeout=60)
-            return await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
+            return await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
 
         res = trio.run(second_half)
     assert res["drop_check"] == {"ok": True, "problems": []}
@@ -148,6 +156,7 @@ def _doc(role: str, hop: int, **extra: Any) -> dict[str, Any]:
         "channels": 2,
         "state_dir": f"state-{role}-{hop}",
         "listen": {"host": "127.0.0.1", "port": 0},
+        "tls": {"insecure_plaintext": True},  # TLS is tested in test_net_tls.py
         "keys": {"epochs": {str(KEY_EPOCH): "keys"}},
         "protocol": {"name": "rsum_rm", "epsilon": 1.0, "delta": 1e-6, "n": 3000},
         **extra,
@@ -219,7 +228,7 @@ def test_analyzer_joins_the_chains_and_tells_them_apart_by_signature(keydir: Pat
         assert await _ack(fs, counts1) == w.Ack(0, 0)
         while svc.counters["epochs_processed"] < 1:
             await trio.sleep(0.02)
-        res.update(await _result(fs))
+        res.update(await _result(await connect(query=True)))  # the query listener
 
     drive(svc, script, work_loop=True)
     assert res["epochs"] == 1
@@ -265,7 +274,7 @@ def test_crash_between_the_chains_commits_counts_each_report_once(keydir: Path) 
     async def recover(connect: Connect) -> None:
         while svc.inbox.epochs("closed"):
             await trio.sleep(0.02)
-        res.update(await _result(await connect()))
+        res.update(await _result(await connect(query=True)))
 
     drive(svc, recover, work_loop=True)
     assert svc.counters["epochs_processed"] == 0  # nothing analyzed twice
@@ -338,9 +347,10 @@ def test_submit_needs_the_first_shuffler_of_every_chain(
     from simulations.cli import main
     from simulations.commands import submit
 
-    # Parties that state no [protocol] (a simulation's pickled one): the flags decide.
+    # Parties that state no [protocol]: the flags decide (a local simulation's client).
     monkeypatch.setattr(submit, "_deployment", lambda addresses: (None, None))
-    argv = ["submit", "--keys", str(keydir / "keys"), "--protocol", "rsum_rm", "--n", "3000"]
+    argv = ["submit", "--local-simulation", "--keys", str(keydir / "keys"), "--protocol", "rsum_rm"]
+    argv += ["--n", "3000", "--insecure-plaintext"]
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--to", "127.0.0.1:9"])
     assert exc.value.code == 2

@@ -40,10 +40,11 @@ from simulations._tcp_run import run_tcp, running_chain, start_chain, wait_proce
 @pytest.mark.slow
 def test_same_seed_same_estimate_over_tcp_as_in_process() -> None:
     n = 1500
-    protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=6))
+    source = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=6))
+    protocol = build_protocol(*source)
     values = np.random.default_rng(7).integers(0, 6, n)
     config = esa.PipelineConfig(shufflers=2, fake_reports=4, workers=1)
-    tcp = run_tcp(protocol, values, config, rng=np.random.default_rng(11), timeout=120)
+    tcp = run_tcp(source, values, config, rng=np.random.default_rng(11), timeout=120)
     inproc = esa.run_pipeline(protocol, values, config, rng=np.random.default_rng(11))
     # Bit-identical: the same randomizer draws and the same fakes, shuffled differently.
     np.testing.assert_array_equal(tcp.estimate.values, inproc.estimate.values)
@@ -65,11 +66,12 @@ def test_load_epochs_by_size_and_hostile_client_over_tcp(tmp_path: Path) -> None
     """20 concurrent clients, 2000 reports in frames of 10 (200 frames), epochs closing at
     500 reports, a garbage-sending client in the middle: zero loss, every epoch processed."""
     n = 2000
-    protocol = build_protocol("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n))
+    source = ("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n))
+    protocol = build_protocol(*source)
     values = (np.arange(n) % 3 == 0).astype(np.int64)
     with running_chain(
         tmp_path,
-        protocol,
+        source,
         shufflers=2,
         crypto_mode="ideal",
         key_epoch=1,
@@ -83,9 +85,15 @@ def test_load_epochs_by_size_and_hostile_client_over_tcp(tmp_path: Path) -> None
         reports = [r.tobytes() for r in enc.encode(values, rng=np.random.default_rng(0), epoch=1)]
 
         def hostile() -> bytes:
-            with socket.create_connection(
-                (chain.first.address.host, chain.first.address.port), timeout=10
-            ) as s:
+            # Over TLS, as every client of the chain: the garbage is inside the channel.
+            tls = chain.first.address.tls
+            assert tls is not None
+            with (
+                socket.create_connection(
+                    (chain.first.address.host, chain.first.address.port), timeout=10
+                ) as raw,
+                tls.wrap_socket(raw, server_hostname=chain.first.address.host) as s,
+            ):
                 s.sendall(w.encode_frame(b"\x01\x01garbage-garbage"))
                 return s.recv(4096)
 
@@ -102,7 +110,7 @@ def test_load_epochs_by_size_and_hostile_client_over_tcp(tmp_path: Path) -> None
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=60)
             first = await query(chain.first.address, esa.net.QueryKind.STATUS)
-            res = await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
+            res = await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
             return stats, first, res
 
         stats, first, res = trio.run(main)
@@ -143,8 +151,9 @@ def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
     """An auditor commits to trap reports before an epoch and opens them after: all arrive
     on an honest path; traps that never reach the analyzer are reported as missing."""
     n = 200
-    protocol = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=4))
-    with running_chain(tmp_path, protocol, shufflers=2, key_epoch=1) as chain:
+    source = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=4))
+    protocol = build_protocol(*source)
+    with running_chain(tmp_path, source, shufflers=2, key_epoch=1) as chain:
         kd = crypto.KeyDirectory.load(tmp_path / "keys")
         route = [p.layer_public for p in kd.route()]
         codec = esa.make_codec("onion", message_size=protocol.message_size, layers=3)
@@ -172,7 +181,7 @@ def test_trap_reports_reveal_dropped_reports(tmp_path: Path) -> None:
             with pytest.raises(PeerRejected, match="bad_trap_opening"):
                 # an opening must match a commitment
                 await open_traps(analyzer, forged, auditor=chain.auditor)
-            res = await query(analyzer, esa.net.QueryKind.RESULT, {"n": n})
+            res = await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
             return ok, bad, res
 
         ok, bad, res = trio.run(main)
@@ -193,10 +202,11 @@ def test_split_mix_trap_values_count_once_among_the_fakes(tmp_path: Path) -> Non
     one fake (its Horvitz-Thompson weight depends on the number of fake values), while the
     audit counts trap reports."""
     n, d, count = 200, 4, 3
-    protocol = build_protocol("disele", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=d))
+    source = ("disele", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=d))
+    protocol = build_protocol(*source)
     assert protocol.share_spec is not None
     shares = protocol.share_spec.shares
-    with running_chain(tmp_path, protocol, shufflers=1, key_epoch=1) as chain:
+    with running_chain(tmp_path, source, shufflers=1, key_epoch=1) as chain:
         route = [p.layer_public for p in crypto.KeyDirectory.load(tmp_path / "keys").route()]
         codec = esa.make_codec("onion", message_size=protocol.message_size, layers=2)
         enc = esa.Encoder(protocol, codec, route, workers=1)
@@ -210,7 +220,7 @@ def test_split_mix_trap_values_count_once_among_the_fakes(tmp_path: Path) -> Non
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=60)
             opened = await open_traps(chain.analyzer.address, traps, auditor=chain.auditor)
-            res = await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
+            res = await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
             return opened, res
 
         opened, res = trio.run(main)
@@ -227,10 +237,11 @@ def test_split_mix_fakes_keep_the_signed_counts_consistent() -> None:
     each hop whose fakes were counted as values), and the estimate removes 2 fake values
     per shuffler, exactly as in process."""
     n = 300
-    protocol = build_protocol("disele", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8))
+    source = ("disele", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8))
+    protocol = build_protocol(*source)
     values = np.random.default_rng(5).integers(0, 8, n)
     config = esa.PipelineConfig(shufflers=2, fake_reports=2, crypto="ideal", workers=1)
-    tcp = run_tcp(protocol, values, config, rng=np.random.default_rng(1), timeout=120)
+    tcp = run_tcp(source, values, config, rng=np.random.default_rng(1), timeout=120)
     inproc = esa.run_pipeline(protocol, values, config, rng=np.random.default_rng(1))
     assert tcp.to_json()["drop_check"] == {"ok": True, "problems": []}
     assert tcp.estimate.extra["complete"] is True
@@ -241,10 +252,10 @@ def test_split_mix_fakes_keep_the_signed_counts_consistent() -> None:
 _ORPHANING_PARENT = """
 import os, sys
 from pathlib import Path
-from protocols import ProtocolSpec, build_protocol
+from protocols import ProtocolSpec
 from simulations._tcp_run import start_chain
-p = build_protocol("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
-chain = start_chain(Path(sys.argv[1]), p, shufflers=1)
+source = ("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
+chain = start_chain(Path(sys.argv[1]), source, shufflers=1)
 print(" ".join(str(q.popen.pid) for q in chain.parties), flush=True)
 os._exit(0)  # die without tearing the chain down
 """
@@ -289,11 +300,11 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack if it hangs
 import numpy as np
 import esa
-from protocols import ProtocolSpec, build_protocol
+from protocols import ProtocolSpec
 from simulations._tcp_run import run_tcp
-p = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=200000, domain=4))
+source = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=200000, domain=4))
 values = np.zeros(200000, dtype=np.int64)
-run_tcp(p, values, esa.PipelineConfig(shufflers=1, workers=1), rng=np.random.default_rng(0))
+run_tcp(source, values, esa.PipelineConfig(shufflers=1, workers=1), rng=np.random.default_rng(0))
 """
 
 
@@ -349,11 +360,11 @@ def test_ctrl_c_tears_the_chain_down(tmp_path: Path) -> None:
 
 
 def test_a_party_failing_to_start_leaves_nothing_running(tmp_path: Path) -> None:
-    protocol = build_protocol("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
+    source = ("cnt_rr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
     before = set(_children(os.getpid()))
     # max_frame below the config's minimum: every party exits at once with a usage error.
     with pytest.raises(esa.ESAError, match=r"exited with 2: .*max_frame_bytes"):
-        start_chain(tmp_path, protocol, shufflers=2, max_frame=10)
+        start_chain(tmp_path, source, shufflers=2, max_frame=10)
     assert not [p for p in set(_children(os.getpid())) - before if _alive(p)]
 
 
@@ -363,12 +374,13 @@ def test_result_of_a_split_mix_protocol_says_whether_every_share_arrived(tmp_pat
     one share never submitted the sum is lost and the RESULT says so (NaN estimate, infinite
     std) instead of reporting a wrong number."""
     n = 400
-    protocol = build_protocol("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n))
+    source = ("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n))
+    protocol = build_protocol(*source)
     assert protocol.share_spec is not None
     values = np.random.default_rng(3).random(n)
 
     def result(state: Path, drop: int) -> dict[str, Any]:
-        with running_chain(state, protocol, shufflers=1, crypto_mode="ideal", key_epoch=1) as chain:
+        with running_chain(state, source, shufflers=1, crypto_mode="ideal", key_epoch=1) as chain:
             route = [p.layer_public for p in crypto.KeyDirectory.load(state / "keys").route()]
             codec = esa.make_codec("ideal", message_size=protocol.message_size, layers=2)
             enc = esa.Encoder(protocol, codec, route, workers=1)
@@ -379,7 +391,7 @@ def test_result_of_a_split_mix_protocol_says_whether_every_share_arrived(tmp_pat
                 await submit_reports(chain.first.address, reports, key_epoch=1)
                 await close_epoch(chain.first.address, chain.operator)
                 await wait_processed(chain, timeout=60)
-                return await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
+                return await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
 
             return trio.run(epoch)
 

@@ -67,6 +67,7 @@ def _config(
         "channels": channels,
         "state_dir": str(state / (f"{role}-{channel}-{hop}" if role == "shuffler" else role)),
         "listen": {"host": "127.0.0.1", "port": 0},
+        "tls": {"insecure_plaintext": True},  # TLS is tested in test_net_tls.py
         "keys": {"epochs": {str(KEY_EPOCH): f"keys{channels}"}},
         "protocol": {"name": "unused-here", "epsilon": 1.0, "delta": 1e-6, "n": 1},
         "limits": {"read_timeout_seconds": 10.0},
@@ -84,14 +85,18 @@ def _party(root: Path, state: Path, protocol: ShuffleProtocol, **kwargs: Any) ->
     return PartyService(_config(root, state, **kwargs), protocol=protocol)
 
 
-def _close_frame() -> bytes:
-    # The client's strictly increasing stamps: a party accepts each operator command once.
-    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, _control_time_ms()).sign(OPERATOR)
+def _close_frame(target: str) -> bytes:
+    # The client's strictly increasing stamps; the frame names the party it is for.
+    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, _control_time_ms(), target=target).sign(
+        OPERATOR
+    )
 
 
 async def _close(svc: PartyService) -> w.Ack:
     assert svc.port is not None
-    (resp,) = await request(Address("127.0.0.1", svc.port), [_close_frame()], timeout=10)
+    (resp,) = await request(
+        Address("127.0.0.1", svc.port), [_close_frame(svc.party_name)], timeout=10
+    )
     return w.parse_ack(resp)
 
 
@@ -108,6 +113,12 @@ async def _status(svc: PartyService, *, forwarded: int) -> dict[str, Any]:
 def _addr(svc: PartyService) -> Address:
     assert svc.port is not None
     return Address("127.0.0.1", svc.port)
+
+
+def _qaddr(svc: PartyService) -> Address:
+    """The party's query listener (RESULT is served there only)."""
+    assert svc.query_port is not None
+    return Address("127.0.0.1", svc.query_port)
 
 
 async def _processed(svc: PartyService, count: int) -> None:
@@ -193,7 +204,7 @@ def test_an_empty_chain_counts_as_delivered(keydir: Path, tmp_path: Path) -> Non
             # One epoch per chain and close; the empty chain's is empty.
             assert [await _close(chain[0]) for chain in chains] == [w.Ack(1, 0)] * 2
             await _processed(analyzer, full + 1)
-            out[f"epoch{full}"] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+            out[f"epoch{full}"] = await query(_qaddr(analyzer), w.QueryKind.RESULT, {"n": n})
         out["status"] = [await _status(chain[0], forwarded=2) for chain in chains]
 
     _run(main, parties)
@@ -236,12 +247,12 @@ def test_single_chain_empty_epoch_is_recorded_as_empty(keydir: Path, tmp_path: P
         parties.extend([analyzer, first, second])
         assert await _close(first) == w.Ack(1, 0)
         await _processed(analyzer, 1)
-        out["empty"] = await query(_addr(analyzer), w.QueryKind.RESULT)
+        out["empty"] = await query(_qaddr(analyzer), w.QueryKind.RESULT)
         out["second"] = await _status(second, forwarded=1)
         await submit_reports(_addr(first), reports, key_epoch=KEY_EPOCH)
         assert await _close(first) == w.Ack(1, 0)
         await _processed(analyzer, 2)
-        out["both"] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+        out["both"] = await query(_qaddr(analyzer), w.QueryKind.RESULT, {"n": n})
         out["first"] = await _status(first, forwarded=2)
 
     _run(main, parties)
@@ -359,7 +370,7 @@ def test_crashes_around_the_empty_epoch_forward_it_exactly_once(
 
         async def until_forwarded(svc: PartyService) -> None:
             await _status(svc, forwarded=1)
-            out["res"] = await query(_addr(analyzer), w.QueryKind.RESULT)
+            out["res"] = await query(_qaddr(analyzer), w.QueryKind.RESULT)
 
         assert not await _life(s0, until_forwarded)
         assert _states(db, "shuffler-1") == [(0, "forwarded", 0)]
@@ -370,7 +381,7 @@ def test_crashes_around_the_empty_epoch_forward_it_exactly_once(
             await close(svc)
             await _status(svc, forwarded=2)
             await _processed(analyzer, 2)
-            out["again"] = await query(_addr(analyzer), w.QueryKind.RESULT)
+            out["again"] = await query(_qaddr(analyzer), w.QueryKind.RESULT)
 
         assert not await _life(s0, close_again)
         out["second"] = (dict(second.counters), dict(second.rejected))
@@ -447,13 +458,15 @@ def test_close_at_closes_only_the_named_epoch(tmp_path: Path) -> None:
         assert [inbox.epoch_size(e) for e in range(3)] == [1, 0, 0]
 
 
-def _close_at_frame(at: int) -> bytes:
-    # Same stamp sequence as esa.close_epochs_together below, so no command looks stale.
-    return w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, _control_time_ms(), at).sign(OPERATOR)
+def _close_at_frame(at: int, target: str) -> bytes:
+    # Same stamp sequence as esa.close_epochs_together below; the frame names its party.
+    return w.ControlFrame(
+        w.ControlCommand.CLOSE_EPOCH_AT, _control_time_ms(), at, target=target
+    ).sign(OPERATOR)
 
 
 async def _close_at(svc: PartyService, at: int) -> bytes:
-    (resp,) = await request(_addr(svc), [_close_at_frame(at)], timeout=10)
+    (resp,) = await request(_addr(svc), [_close_at_frame(at, svc.party_name)], timeout=10)
     return resp
 
 
@@ -484,7 +497,7 @@ def test_a_close_that_reached_one_chain_only_is_realigned(keydir: Path, tmp_path
         out["moved"] = await esa.close_epochs_together(firsts, OPERATOR)
         out["next"] = [(await query(a, w.QueryKind.STATUS))["next_epoch"] for a in firsts]
         await _processed(analyzer, 2)
-        out["result"] = await query(_addr(analyzer), w.QueryKind.RESULT, {"n": n})
+        out["result"] = await query(_qaddr(analyzer), w.QueryKind.RESULT, {"n": n})
 
     _run(main, parties)
     assert out["moved"] == [1, 2]  # chain 2 caught up on epoch 0, then both closed epoch 1

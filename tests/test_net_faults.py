@@ -30,8 +30,10 @@ from esa.net import _wire as w
 from esa.net._config import config_from_dict, load_config, parse_address
 from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import running_chain, wait_processed
+from tests._inmemory import Connect
 
-PROTOCOL = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
+SOURCE = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
+PROTOCOL = build_protocol(*SOURCE)
 KEY_EPOCH = 1
 
 
@@ -42,6 +44,7 @@ def _doc(hop: int, shufflers: int = 2, **extra: Any) -> dict[str, Any]:
         "hop": hop,
         "state_dir": f"state-{hop}",
         "listen": {"host": "127.0.0.1", "port": 0},
+        "tls": {"insecure_plaintext": True},  # TLS is tested in test_net_tls.py
         "keys": {"epochs": {str(KEY_EPOCH): "keys"}},
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
         "limits": {"read_timeout_seconds": 5.0, "max_connections": 4, "max_frame_bytes": 65536},
@@ -75,7 +78,7 @@ def _reports(
     return list(enc.seal_messages(msgs, epoch=key_epoch, crowd_id=0, first_hop=first_hop))
 
 
-Client = Callable[[], Awaitable[FrameStream]]
+Client = Connect  # connect(query=True): the query listener
 
 
 def _drive(
@@ -94,9 +97,10 @@ def _drive(
             for task in background:
                 nursery.start_soon(task)
 
-            async def connect() -> FrameStream:
+            async def connect(*, query: bool = False) -> FrameStream:
+                # query: the query listener (RESULT is answered there only)
                 client, server = trio.testing.memory_stream_pair()
-                nursery.start_soon(svc.handle, server)
+                nursery.start_soon(svc.handle_query if query else svc.handle, server)
                 return FrameStream(client, max_frame=2**24, read_timeout=60.0)
 
             await script(connect)
@@ -341,7 +345,7 @@ def test_control_needs_the_operator_key(keydir: Path) -> None:
     pub = op.public_key().public_bytes_raw().hex()
     svc = _service(keydir, 0, state_dir="state-0e", operator={"public_key": pub})
     now = int(time.time() * 1000)
-    frame = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now)
+    frame = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now, target="shuffler-1")
 
     async def script(connect: Client) -> None:
         fs = await connect()
@@ -352,10 +356,11 @@ def test_control_needs_the_operator_key(keydir: Path) -> None:
         assert w.parse_ack(await fs.receive()) == w.Ack(1, 0)
         await fs.send(frame.sign(op))  # the same signed frame again: a replay
         assert _reason(await fs.receive()) == "stale_control"
-        old = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now - 3_600_000)
+        old = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now - 3_600_000, target="shuffler-1")
         await fs.send(old.sign(op))  # an hour old
         assert _reason(await fs.receive()) == "stale_control"
-        await fs.send(w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now + 1).sign(op))
+        later = w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, now + 1, target="shuffler-1")
+        await fs.send(later.sign(op))
         assert w.parse_ack(await fs.receive()) == w.Ack(1, 0)
 
     _drive(svc, script)
@@ -415,7 +420,9 @@ def test_key_epochs_rotate_and_retire(keydir: Path) -> None:
             await fs.send(frame.to_bytes())
             assert w.parse_ack(await fs.receive()).stored == len(batch)
         await fs.send(
-            w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000)).sign(op)
+            w.ControlFrame(
+                w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000), target="shuffler-1"
+            ).sign(op)
         )
         assert w.parse_ack(await fs.receive()).stored == 2  # one epoch per key epoch
 
@@ -450,16 +457,16 @@ def test_internal_errors_are_answered_and_counted(
 ) -> None:
     svc = _service(keydir, 2, state_dir="state-a1")
 
-    def broken(params: dict[str, Any]) -> dict[str, Any]:
+    async def broken(params: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("estimator exploded")
 
     async def script(connect: Client) -> None:
-        fs = await connect()
+        fs = await connect(query=True)
         await fs.send(w.Query(w.QueryKind.RESULT, b'{"n": "many"}').to_bytes())
         assert _reason(await fs.receive()) == "malformed_frame"
         await fs.send(w.Query(w.QueryKind.RESULT, b"[1, 2]").to_bytes())
         assert _reason(await fs.receive()) == "malformed_frame"
-        monkeypatch.setattr(svc, "result", broken)
+        monkeypatch.setattr(svc, "_result", broken)
         await fs.send(w.Query(w.QueryKind.RESULT, b"{}").to_bytes())
         assert _reason(await fs.receive()) == "internal"
         await fs.send(w.Query(w.QueryKind.STATUS).to_bytes())  # still serving
@@ -492,7 +499,7 @@ def test_result_queries_out_of_range_or_before_any_epoch(keydir: Path) -> None:
     svc = _service(keydir, 2, state_dir="state-a6", auditor={"public_key": auditor})
 
     async def script(connect: Client) -> None:
-        fs = await connect()
+        fs = await connect(query=True)
         await fs.send(w.Query(w.QueryKind.RESULT, b"{}").to_bytes())
         body = json.loads(w.parse_reply(await fs.receive()).body)
         assert body["epochs"] == 0
@@ -688,7 +695,9 @@ def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> No
         await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good + wrong)).to_bytes())
         assert w.parse_ack(await fs.receive()) == w.Ack(10, 0)
         await fs.send(
-            w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000)).sign(op)
+            w.ControlFrame(
+                w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000), target="shuffler-1"
+            ).sign(op)
         )
         await fs.receive()
         (rec,) = await svc._db(svc.inbox.epochs, "closed")
@@ -720,7 +729,7 @@ def test_result_messages_come_in_pages(keydir: Path, monkeypatch: pytest.MonkeyP
     got: list[bytes] = []
 
     async def script(connect: Client) -> None:
-        fs = await connect()
+        fs = await connect(query=True)
         while True:
             params = {"n": 10, "messages": True, "messages_offset": len(got)}
             await fs.send(w.Query(w.QueryKind.RESULT, json.dumps(params).encode()).to_bytes())
@@ -814,7 +823,7 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
     """Kill hop 0 with reports acknowledged but the epoch open, and hop 1 before the batch
     reaches it; restart both. The analyzer must count exactly the acknowledged reports."""
     with running_chain(
-        tmp_path, PROTOCOL, shufflers=2, key_epoch=KEY_EPOCH, read_timeout=5.0, chunk_reports=100
+        tmp_path, SOURCE, shufflers=2, key_epoch=KEY_EPOCH, read_timeout=5.0, chunk_reports=100
     ) as chain:
         kd = crypto.KeyDirectory.load(tmp_path / "keys")
         codec = esa.make_codec("onion", message_size=PROTOCOL.message_size, layers=3)
@@ -853,7 +862,7 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
 
         async def finish() -> dict[str, Any]:
             await wait_processed(chain, timeout=60)
-            return await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": 600})
+            return await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": 600})
 
         res = trio.run(finish)
     assert res["drop_check"] == {"ok": True, "problems": []}

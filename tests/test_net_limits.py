@@ -49,7 +49,8 @@ from protocols import ProtocolSpec, build_protocol
 from simulations._tcp_run import running_chain, wait_processed
 from tests._inmemory import Connect, drive
 
-PROTOCOL = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
+SOURCE = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
+PROTOCOL = build_protocol(*SOURCE)
 KEY_EPOCH = 1
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,6 +68,7 @@ def _service_at(root: Path, state_dir: str, **limits: Any) -> PartyService:
         "hop": 0,
         "state_dir": state_dir,
         "listen": {"host": "127.0.0.1", "port": 0},
+        "tls": {"insecure_plaintext": True},  # TLS is tested in test_net_tls.py
         "next": {"host": "127.0.0.1", "port": 9},
         "keys": {"epochs": {str(KEY_EPOCH): "keys"}},
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
@@ -362,7 +364,7 @@ def test_a_signal_during_processing_stops_the_party_and_loses_nothing(
     restarted it processes the epoch again and the analyzer counts every acknowledged
     report exactly once."""
     processing = 30.0  # seconds the first shuffler's processing takes in this run
-    with running_chain(tmp_path, PROTOCOL, shufflers=1, key_epoch=KEY_EPOCH) as chain:
+    with running_chain(tmp_path, SOURCE, shufflers=1, key_epoch=KEY_EPOCH) as chain:
         reports = _reports(tmp_path, 200)
         first = chain.first
         first.stop()
@@ -405,7 +407,7 @@ def test_a_signal_during_processing_stops_the_party_and_loses_nothing(
         async def finish() -> tuple[dict[str, Any], dict[str, Any]]:
             await wait_processed(chain, timeout=60)
             status = await query(chain.first.address, w.QueryKind.STATUS)
-            return status, await query(chain.analyzer.address, w.QueryKind.RESULT)
+            return status, await query(chain.analyzer.query_address, w.QueryKind.RESULT)
 
         status, result = trio.run(finish)
     assert status["counters"]["epochs_processed"] == 1  # processed again after the restart
@@ -465,7 +467,8 @@ def test_running_out_of_descriptors_is_counted_and_logged_once(
         status = trio.run(main)
     finally:
         svc.close()
-    assert status["counters"]["accept_errors"] == 5
+    # Five failures on each listener the party opens: its batch port and its query port.
+    assert status["counters"]["accept_errors"] == 10
     err = capsys.readouterr().err
     assert err.count("cannot accept connections (EMFILE: Too many open files)") == 1
     assert "Traceback" not in err

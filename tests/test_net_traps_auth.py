@@ -56,6 +56,7 @@ def _analyzer(root: Path, state: str, auditor: Ed25519PrivateKey | None) -> Part
         "hop": 2,
         "state_dir": state,
         "listen": {"host": "127.0.0.1", "port": 0},
+        "tls": {"insecure_plaintext": True},  # TLS is tested in test_net_tls.py
         "keys": {"epochs": {str(KEY_EPOCH): "keys"}},
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
     }
@@ -136,8 +137,9 @@ async def _deliver_and_process(
         await svc._process(rec)
 
 
-async def _result(fs: FrameStream) -> dict[str, Any]:
-    return await _ask(fs, w.QueryKind.RESULT, {})
+async def _result(connect: Connect) -> dict[str, Any]:
+    """RESULT, asked on the analyzer's query listener (the batch port refuses it)."""
+    return await _ask(await connect(query=True), w.QueryKind.RESULT, {})
 
 
 def _same_result(a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -162,7 +164,7 @@ def test_an_analyzer_without_an_auditor_refuses_every_trap_frame(keydir: Path) -
             got = await _ask(fs, what, params)
             assert got["rejected"] == "bad_signature"
             assert "no [auditor] public_key" in got["detail"]
-        assert (await _result(fs))["traps"]["unopened_commitments"] == 0
+        assert (await _result(connect))["traps"]["unopened_commitments"] == 0
 
     drive(svc, script)
     assert svc.rejected == {"bad_signature": 3}
@@ -211,14 +213,14 @@ def test_trap_frames_must_be_signed_by_the_auditor_for_this_analyzer(keydir: Pat
             ({**signed, "key_epoch": 7}, "unknown_key_epoch"),
         ]:
             assert (await _ask(fs, w.QueryKind.TRAP_COMMIT, params))["rejected"] == reason
-        assert (await _result(fs))["traps"]["unopened_commitments"] == 0  # nothing recorded
+        assert (await _result(connect))["traps"]["unopened_commitments"] == 0  # nothing recorded
         got = await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(traps, auditor))
         assert got == {"commitment": traps.commitment.hex(), "covers_epochs_after": -1}
         # A refused opening records nothing either.
         assert (await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(traps, operator)))["rejected"] == (
             "bad_signature"
         )
-        assert (await _result(fs))["traps"] == {
+        assert (await _result(connect))["traps"] == {
             "opened": 0,
             "arrived": 0,
             "unopened_commitments": 1,
@@ -243,7 +245,7 @@ def test_the_qa_inflation_attack_changes_neither_n_nor_the_estimate(keydir: Path
         fs = await connect()
         reports = _honest(keydir) + list(mine.analyzer_layers)
         await _deliver_and_process(svc, fs, keydir, reports, epoch=0)
-        before = await _result(fs)
+        before = await _result(connect)
         assert (before["n"], before["n_fakes"], before["drop_check"]["ok"]) == (HONEST + 1, 0, True)
         for traps in (evil, junk):
             for what, params in [
@@ -265,7 +267,7 @@ def test_the_qa_inflation_attack_changes_neither_n_nor_the_estimate(keydir: Path
                 assert got["rejected"] == "bad_signature"
                 assert got["detail"].startswith("unsigned trap")
         await _deliver_and_process(svc, fs, keydir, [], epoch=1)  # "any later epoch"
-        after = await _result(fs)
+        after = await _result(connect)
         _same_result(before, after)
 
     drive(svc, script)
@@ -288,7 +290,7 @@ def test_a_trap_set_listing_a_report_twice_is_refused_even_from_the_auditor(
         got = await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(doubled, auditor))
         assert got["rejected"] == "bad_trap_opening"
         assert "twice" in got["detail"]
-        res = await _result(fs)
+        res = await _result(connect)
         assert res["traps"] == {"opened": 0, "arrived": 0, "unopened_commitments": 1}
         assert (res["n"], res["n_fakes"]) == (HONEST + 2, 0)
 
@@ -313,15 +315,15 @@ def test_a_trap_report_counts_once_across_commitments_and_replays(keydir: Path) 
         await _deliver_and_process(svc, fs, keydir, _honest(keydir) + list(two.analyzer_layers), 0)
         replies.append(await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(first, auditor)))
         replies.append(await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(both, auditor)))
-        results.append(await _result(fs))
+        results.append(await _result(connect))
         replies.append(await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(both, auditor)))  # replay
         replies.append(await _ask(fs, w.QueryKind.TRAP_COMMIT, _commit(first, auditor)))
-        results.append(await _result(fs))
+        results.append(await _result(connect))
 
     async def after_restart(connect: Connect) -> None:
         fs = await connect()
         replies.append(await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(first, auditor)))
-        results.append(await _result(fs))
+        results.append(await _result(connect))
 
     svc = _analyzer(keydir, "state-once", auditor)
     drive(svc, script)
@@ -358,7 +360,7 @@ def test_the_auditor_still_catches_a_shuffler_that_replaces_reports(keydir: Path
         await _deliver_and_process(svc, fs, keydir, delivered, 0)
         got = await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(traps, auditor))
         assert got == {"traps": 10, "repeated": 0, "arrived": 5, "missing": 5, "ok": False}
-        res = await _result(fs)
+        res = await _result(connect)
         assert res["traps"] == {"opened": 10, "arrived": 5, "unopened_commitments": 0}
         assert res["n_fakes"] == 5
         assert res["n"] == HONEST  # 195 users + the 5 substitutes
@@ -390,12 +392,12 @@ def test_traps_waiting_in_an_unprocessed_epoch_are_not_opened_yet(keydir: Path) 
         got = await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(traps, auditor))
         assert got["rejected"] == "bad_trap_opening"
         assert "not processed yet" in got["detail"]
-        assert (await _result(fs))["traps"]["unopened_commitments"] == 1
+        assert (await _result(connect))["traps"]["unopened_commitments"] == 1
         for rec in await svc._db(svc.inbox.epochs, "closed"):
             await svc._process(rec)
         got = await _ask(fs, w.QueryKind.TRAP_OPEN, _opening(traps, auditor))
         assert got == {"traps": 4, "repeated": 0, "arrived": 4, "missing": 0, "ok": True}
-        res = await _result(fs)
+        res = await _result(connect)
         assert (res["n"], res["n_fakes"]) == (20, 4)
 
     drive(svc, script)
@@ -424,7 +426,7 @@ def test_openings_recorded_before_signing_are_left_out(keydir: Path) -> None:
     async def script(connect: Connect) -> None:
         fs = await connect()
         await _deliver_and_process(svc, fs, keydir, _honest(keydir, 30), 0)
-        res = await _result(fs)
+        res = await _result(connect)
         assert res["traps"] == {
             "opened": 0,
             "arrived": 0,
@@ -474,6 +476,7 @@ def test_auditor_config_errors(change: dict[str, Any], message: str) -> None:
         "hop": 2,
         "state_dir": "s",
         "listen": {"host": "127.0.0.1", "port": 0},
+        "tls": {"insecure_plaintext": True},  # TLS is tested in test_net_tls.py
         "keys": {"epochs": {"1": "keys"}},
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 10},
         "auditor": {"public_key": _pub(Ed25519PrivateKey.generate())},

@@ -1,7 +1,7 @@
 """The wire format: known-answer vectors, round trips, tampering, hostile lengths.
 
 Regenerate the vectors (only when the format version changes) with
-``python -m tests.test_wire > tests/vectors/wire.json``.
+``python -m tests.test_wire > simulations/conformance/vectors/wire.json``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from esa.net import _wire as w
 
 from ._weak_keys import SMALL_ORDER_ED25519
 
-VECTORS = Path(__file__).parent / "vectors" / "wire.json"
+VECTORS = Path(__file__).parent.parent / "simulations" / "conformance" / "vectors" / "wire.json"
 
 # Ed25519 signing is deterministic (RFC 8032), so fixed seeds give fixed signatures.
 SENDER = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
@@ -60,6 +60,17 @@ def _statement(hop: int, key: Ed25519PrivateKey) -> w.CountStatement:
     ).signed_by(key)
 
 
+def _control(command: w.ControlCommand, epoch: int = 0) -> w.ControlFrame:
+    return w.ControlFrame(
+        command,
+        1234567,
+        epoch,
+        target="shuffler-1",
+        deployment_id=bytes(range(16)),
+        nonce=bytes(16),
+    )
+
+
 def build_vectors() -> dict[str, Any]:
     """Every frame kind, encoded from fixed inputs and fixed keys."""
     return {
@@ -75,10 +86,8 @@ def build_vectors() -> dict[str, Any]:
             "counts": w.CountsFrame((_statement(0, SENDER), _statement(1, OPERATOR)))
             .to_bytes()
             .hex(),
-            "control": w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1234567).sign(OPERATOR).hex(),
-            "control_at": w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, 1234567, 42)
-            .sign(OPERATOR)
-            .hex(),
+            "control": _control(w.ControlCommand.CLOSE_EPOCH).sign(OPERATOR).hex(),
+            "control_at": _control(w.ControlCommand.CLOSE_EPOCH_AT, 42).sign(OPERATOR).hex(),
             "query": w.Query(w.QueryKind.RESULT, b'{"n":5}').to_bytes().hex(),
             "reply": w.Reply(b'{"ok":true}').to_bytes().hex(),
             "framed_ack": w.encode_frame(w.Ack(3, 1).to_bytes()).hex(),
@@ -102,9 +111,11 @@ def test_vectors_parse_back() -> None:
     assert [s.hop for s in counts.statements] == [0, 1]
     assert all(s.consistent for s in counts.statements)
     ctl = w.verify_control(frames["control"], OPERATOR.public_key())
-    assert ctl == w.ControlFrame(w.ControlCommand.CLOSE_EPOCH, 1234567)
+    assert ctl == _control(w.ControlCommand.CLOSE_EPOCH)
     ctl = w.verify_control(frames["control_at"], OPERATOR.public_key())
-    assert ctl == w.ControlFrame(w.ControlCommand.CLOSE_EPOCH_AT, 1234567, 42)
+    assert ctl == _control(w.ControlCommand.CLOSE_EPOCH_AT, 42)
+    assert (ctl.target, ctl.deployment_id, ctl.nonce) == ("shuffler-1", bytes(range(16)), bytes(16))
+    assert frames["control"][0] == w.CONTROL_VERSION == 2  # the only kind whose layout changed
     assert w.parse_query(frames["query"]) == w.Query(w.QueryKind.RESULT, b'{"n":5}')
     assert w.parse_reply(frames["reply"]).body == b'{"ok":true}'
     assert w.frame_length(frames["framed_ack"][:4]) == len(frames["ack"])

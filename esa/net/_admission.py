@@ -1,25 +1,108 @@
-"""Admission: the connection slots a party serves, and who gets one when they run out.
+"""Admission: the connection slots a party serves, who gets one when they run out, and the
+rate and quota bounds a client is held to.
 
 A party serves at most ``max_connections`` connections at once, and at most
 ``max_connections_per_peer`` from one client address (:func:`address_group`). When a
 newcomer finds either full, a connection that has had a frame refused and waits for its
-next one is closed to make room (:meth:`Admission.make_room`); only if there is none is
-the newcomer refused as ``busy``. So junk that is answered with REJECTs cannot hold slots
-against real clients, and no one address can hold all of them with valid frames either.
+next one is closed to make room (:meth:`Admission.make_room`); failing that, the connection
+that has waited longest for its next frame, if that is at least :data:`IDLE_GRACE_SECONDS`.
+Idle connections are also closed under pressure: once ``evict_idle_above`` of
+``max_connections`` is taken, every newcomer closes the longest-idle connection (idle at
+least as long), so idle sockets cannot hold the slots against clients that send; and a
+connection idle for ``read_timeout_seconds`` is always closed (its read times out). Only if
+no connection qualifies is the newcomer refused as ``busy``. The grace keeps a client that
+is between two frames (an ACK read, its next frame on the way) from losing its slot.
+
+The first shuffler also rate-limits SUBMIT frames per connection and per address group
+(:meth:`Admission.frame_wait`, token buckets) and keeps each address group's, or each
+token holder's, reports per epoch (:meth:`Admission.charge`). An operator hands clients
+tokens made by :func:`mint_token` (``esa token``).
+
+A refusal that says when to retry (``retry_later``, ``quota_exceeded``) also throttles:
+the party reads nothing more from that connection — and, when the address group's rate
+or quota was the bound broken, from any connection of the group — until the hint has
+passed, at most :data:`MAX_THROTTLE_SECONDS` (:meth:`Admission.throttle`,
+:meth:`Admission.read_at`). The sender's next frame then waits in the kernel's buffers and
+TCP flow control holds the sender back, at no cost to the party. A connection that sends
+while throttled anyway has its frame refused (unparsed) once the throttle has passed, and
+after :data:`THROTTLE_STRIKES` of those it is closed and its slot freed.
 """
 
 from __future__ import annotations
 
 import collections
 import ipaddress
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Final
 
 import trio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ._config import Limits
+from ._wire import ClientToken
 
-__all__ = ["Admission", "Connection", "address_group", "peer_of"]
+__all__ = [
+    "IDLE_GRACE_SECONDS",
+    "MAX_THROTTLE_SECONDS",
+    "THROTTLE_STRIKES",
+    "Admission",
+    "Connection",
+    "TokenBucket",
+    "address_group",
+    "mint_token",
+    "peer_of",
+]
+
+#: How long a connection must have waited for its next frame before it may be closed for
+#: being idle (:meth:`Admission.admit`).
+IDLE_GRACE_SECONDS: Final = 1.0
+#: The longest a refusal stops a connection (or an address group) being read, whatever its
+#: retry hint says (a quota's hint is the epoch deadline): a throttled connection holds a
+#: slot, and a peer's close is noticed only when reading resumes.
+MAX_THROTTLE_SECONDS: Final = 5.0
+#: Frames a connection may send while throttled (each refused unparsed) before it is closed.
+THROTTLE_STRIKES: Final = 3
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """A token bucket: ``rate`` tokens a second, holding at most ``burst``.
+
+    Args:
+        rate: tokens added per second (> 0).
+        burst: the most it holds; it starts full.
+    """
+
+    rate: float
+    burst: float
+    tokens: float = field(init=False)
+    stamp: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0 or not self.burst >= 1:
+            raise ValueError(f"a token bucket needs rate > 0 and burst >= 1, got {self}")
+        self.tokens = self.burst
+        self.stamp = trio.current_time()
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def wait(self) -> float:
+        """Seconds until one token is there; 0 if one is (it is not taken)."""
+        self._refill(trio.current_time())
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+
+    def take(self) -> None:
+        """Take one token (after :meth:`wait` said 0)."""
+        self.tokens -= 1
+
+    @property
+    def full(self) -> bool:
+        self._refill(trio.current_time())
+        return self.tokens >= self.burst
 
 
 @dataclass(slots=True, eq=False)
@@ -33,14 +116,29 @@ class Connection:
     #: Set while the handler waits for the next frame: cancelling it then closes the
     #: connection with nothing half done (:meth:`Admission.make_room`).
     reading: trio.CancelScope | None = None
+    #: When it began waiting for its current (next) frame, on trio's clock.
+    idle_since: float = field(default_factory=trio.current_time)
+    #: Its SUBMIT rate limit (None: none), made on its first SUBMIT.
+    bucket: TokenBucket | None = None
+    #: Until when (trio's clock) nothing is read from it (:meth:`Admission.throttle`).
+    throttled_until: float = -math.inf
+    #: Whether its current frame was sent while it was throttled.
+    sent_early: bool = False
+    #: Frames it sent while throttled that were refused (:data:`THROTTLE_STRIKES`).
+    strikes: int = 0
+    #: The REJECT code of the refusal that last throttled it (0: none): a frame sent
+    #: while throttled is refused with the same one.
+    throttle_code: int = 0
 
 
 class Admission:
-    """The connections a party serves, oldest first, and how many each peer holds.
+    """The connections a party serves, oldest first, how many each peer holds, and the
+    rate limits and per-epoch quotas of the first shuffler's SUBMIT frames.
 
     Args:
         limits: the party's ``[limits]``.
-        counters: the party's counters (``connections_closed_for_room`` is counted here).
+        counters: the party's counters (``connections_closed_for_room`` and
+            ``idle_connections_closed`` are counted here).
     """
 
     def __init__(self, limits: Limits, counters: collections.Counter[str]) -> None:
@@ -48,6 +146,9 @@ class Admission:
         self._counters = counters
         self._connections: dict[Connection, None] = {}
         self._per_peer: collections.Counter[str] = collections.Counter()
+        self._peer_buckets: dict[str, TokenBucket] = {}
+        self._used: collections.Counter[str] = collections.Counter()
+        self._peer_until: dict[str, float] = {}
 
     @property
     def active(self) -> int:
@@ -58,7 +159,8 @@ class Admission:
         return conn in self._connections
 
     def admit(self, conn: Connection) -> str | None:
-        """Count ``conn`` in, closing another to make room if a limit is reached.
+        """Count ``conn`` in, closing another to make room if a limit is reached or the
+        slots are nearly all taken (``evict_idle_above``).
 
         Args:
             conn: the newcomer.
@@ -71,50 +173,172 @@ class Admission:
         peer_full = peer is not None and self._per_peer[peer] >= per_peer
         if peer_full and not self.make_room(c for c in self._connections if c.peer == peer):
             return "too many connections from your address"
-        full = len(self._connections) >= self._limits.max_connections
-        if full and not self.make_room(self._connections):
-            return "too many connections"
+        limit = self._limits.max_connections
+        if len(self._connections) >= limit:
+            if not self.make_room(self._connections):
+                return "too many connections"
+        elif len(self._connections) >= self._limits.evict_idle_above * limit:
+            self._close_idlest(self._connections)
         self._connections[conn] = None
         if peer is not None:
             self._per_peer[peer] += 1
         return None
 
     def make_room(self, among: Iterable[Connection]) -> bool:
-        """Close one of ``among`` that has had a frame refused and is waiting for its next
-        frame — the one refused most often, the oldest of those — and stop counting it.
+        """Close one of ``among`` that waits for its next frame: one that has had a frame
+        refused if any — the one refused most often, the oldest of those — else the one
+        that has waited longest (:data:`IDLE_GRACE_SECONDS` at least); and stop counting it.
 
-        Such a connection has delivered nothing the party took since its last refusal, and
-        closing it while it reads cuts nothing half done. A client of this package never
-        sends on after a REJECT anyway (it resends on a fresh connection), and a connection
-        that only ever sent valid frames is never closed this way.
+        A refused connection has delivered nothing the party took since its last refusal,
+        and one that waits has nothing half done: closing it while it reads cuts nothing. A
+        client of this package resends on a fresh connection either way (it never sends on
+        after a REJECT, and a closed connection is a failure it retries).
 
         Args:
             among: the connections that may make room, oldest first.
 
         Returns:
-            False if none qualifies.
+            False if none waits for a frame.
         """
+        among = list(among)
         candidates = [c for c in among if c.refused and c.reading is not None]
         if not candidates:
-            return False
+            return self._close_idlest(among)
         victim = max(candidates, key=lambda c: c.refused)  # the first maximum: the oldest
-        assert victim.reading is not None
-        victim.reading.cancel()
-        self.release(victim)
+        self._close(victim)
         self._counters["connections_closed_for_room"] += 1
         return True
 
+    def _close_idlest(self, among: Iterable[Connection]) -> bool:
+        """Close the connection of ``among`` that has waited longest for its next frame, if
+        that is :data:`IDLE_GRACE_SECONDS` or longer."""
+        since = trio.current_time() - IDLE_GRACE_SECONDS
+        waiting = [c for c in among if c.reading is not None and c.idle_since <= since]
+        if not waiting:
+            return False
+        self._close(min(waiting, key=lambda c: c.idle_since))
+        self._counters["idle_connections_closed"] += 1
+        return True
+
+    def _close(self, victim: Connection) -> None:
+        assert victim.reading is not None
+        victim.reading.cancel()
+        self.release(victim)
+
     def release(self, conn: Connection) -> None:
-        """Stop counting ``conn`` (once: when closed for room, and again when it ends)."""
+        """Stop counting ``conn`` (once: when closed for room, and again when it ends).
+
+        Args:
+            conn: the connection.
+        """
         if self._connections.pop(conn, False) is None and conn.peer is not None:
             self._per_peer[conn.peer] -= 1
             if not self._per_peer[conn.peer]:
                 del self._per_peer[conn.peer]
+                bucket = self._peer_buckets.get(conn.peer)
+                # A full bucket is a fresh one: forget it. A drained one stays, so that
+                # reconnecting does not refill it.
+                if bucket is not None and bucket.full:
+                    del self._peer_buckets[conn.peer]
+
+    def frame_wait(self, conn: Connection, *, per_connection: float, per_peer: float) -> float:
+        """Take one SUBMIT frame from ``conn``'s rate limits; returns 0 if it may be taken,
+        else the seconds until it may (nothing is taken then).
+
+        Args:
+            conn: the sender.
+            per_connection: frames per second one connection may send (0: no limit).
+            per_peer: frames per second one address group may send (0: no limit).
+
+        Returns:
+            0, or the seconds to wait.
+        """
+        buckets: list[TokenBucket] = []
+        if per_connection:
+            if conn.bucket is None:
+                conn.bucket = TokenBucket(per_connection, max(1.0, per_connection))
+            buckets.append(conn.bucket)
+        if per_peer and conn.peer is not None:
+            bucket = self._peer_buckets.get(conn.peer)
+            if bucket is None:
+                bucket = self._peer_buckets[conn.peer] = TokenBucket(per_peer, max(1.0, per_peer))
+            buckets.append(bucket)
+        waits = [b.wait() for b in buckets]
+        wait = max(waits, default=0.0)
+        if not wait:
+            for b in buckets:
+                b.take()
+            return wait
+        # The group's bucket is the last one: when it is spent, the whole group waits.
+        group_spent = bool(per_peer and conn.peer is not None and waits[-1])
+        self.throttle(conn, wait, group=group_spent)
+        return wait
+
+    def throttle(self, conn: Connection, seconds: float, *, group: bool = False) -> None:
+        """Read nothing more from ``conn`` — with ``group``, from any connection of its
+        address group — for ``seconds`` (at most :data:`MAX_THROTTLE_SECONDS`).
+
+        Args:
+            conn: the connection just refused.
+            seconds: the retry hint its REJECT carries.
+            group: whether the address group's own bound (rate, quota) was broken.
+        """
+        until = trio.current_time() + min(seconds, MAX_THROTTLE_SECONDS)
+        conn.throttled_until = max(conn.throttled_until, until)
+        if group and conn.peer is not None:
+            self._peer_until[conn.peer] = max(self._peer_until.get(conn.peer, -math.inf), until)
+
+    def read_at(self, conn: Connection) -> float:
+        """When (trio's clock) ``conn``'s next frame may be read: its own throttle's end or
+        its address group's, whichever is later (in the past when it is not throttled).
+
+        Args:
+            conn: the connection.
+
+        Returns:
+            A time on trio's clock.
+        """
+        until = conn.throttled_until
+        if conn.peer is not None:
+            group = self._peer_until.get(conn.peer)
+            if group is not None:
+                if group <= trio.current_time():
+                    del self._peer_until[conn.peer]  # passed: forget it
+                else:
+                    until = max(until, group)
+        return until
+
+    def used(self, key: str) -> int:
+        """Reports charged to ``key`` this epoch (:meth:`charge`).
+
+        Args:
+            key: ``peer:…`` or ``client:…``.
+
+        Returns:
+            The reports charged.
+        """
+        return self._used[key]
+
+    def charge(self, key: str, reports: int) -> None:
+        """Charge ``reports`` to ``key`` (``peer:…`` or ``client:…``) for this epoch.
+
+        Args:
+            key: ``peer:…`` or ``client:…``.
+            reports: the reports to charge.
+        """
+        self._used[key] += reports
+
+    def new_epoch(self) -> None:
+        """An epoch closed: every quota starts afresh."""
+        self._used.clear()
 
 
 def peer_of(stream: trio.abc.Stream) -> str | None:
     """What ``max_connections_per_peer`` counts a connection under (:func:`address_group`);
-    None for a stream that is not a connected IP socket (tests' in-memory streams)."""
+    None for a stream that is not a connected IP socket (tests' in-memory streams). A TLS
+    stream counts under the address of the TCP connection it runs on."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
     if not isinstance(stream, trio.SocketStream):
         return None
     try:
@@ -126,7 +350,14 @@ def peer_of(stream: trio.abc.Stream) -> str | None:
 
 def address_group(host: str) -> str | None:
     """A client's IPv4 address, or its IPv6 /64: one host commonly has a whole /64 to pick
-    addresses from. None if ``host`` is no IP address."""
+    addresses from. None if ``host`` is no IP address.
+
+    Args:
+        host: the client's address, as the listener reports it.
+
+    Returns:
+        The group's name, or None.
+    """
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:
@@ -136,3 +367,36 @@ def address_group(host: str) -> str | None:
             return str(addr.ipv4_mapped)
         return str(ipaddress.IPv6Network((int(addr) >> 64 << 64, 64)))
     return str(addr)
+
+
+def mint_token(
+    operator_key: Ed25519PrivateKey,
+    *,
+    deployment: str,
+    key_epoch: int,
+    client_id: str,
+    expires_at: int,
+    quota: int,
+) -> bytes:
+    """A client token signed by the operator: what a first shuffler's
+    ``[admission] require_client_token`` asks for, and what
+    :func:`~esa.net.submit_reports` shows with ``token=``.
+
+    Args:
+        operator_key: the ``[operator]`` signing key (its public key is in the party's config).
+        deployment: the deployment id the party binds tokens to: its manifest's
+            ``deployment_id`` (32 hex digits) when it has a manifest, else its
+            ``[admission] deployment_id``.
+        key_epoch: the key epoch the client's reports are wrapped for.
+        client_id: whom the party keeps the quota under (1..64 bytes of UTF-8).
+        expires_at: when the token stops being taken, in Unix seconds.
+        quota: reports the client may have checked per epoch (0: no quota).
+
+    Returns:
+        The token's bytes.
+
+    Raises:
+        crypto.CryptoParameterError: a field out of range (an id too long, a negative time).
+    """
+    token = ClientToken(deployment, key_epoch, client_id, expires_at, quota)
+    return token.sign(operator_key)

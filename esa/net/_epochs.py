@@ -9,6 +9,7 @@ close an epoch when its upstream batch is complete (the inbox does that on recei
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import time
@@ -16,13 +17,19 @@ from typing import Final
 
 import trio
 
-from .._errors import EpochAhead, FrameRefused
+from .._errors import EpochAhead, FrameRefused, InboxDamaged
+from ._inbox import Inbox
 from ._party import PartyBase
 from ._wire import Ack, ControlCommand, RejectReason, verify_control
 
-__all__ = ["EpochControl"]
+__all__ = ["CONTROL_MAX_SKEW_MS", "CONTROL_WINDOW_MS", "EpochControl"]
 
-_CONTROL_WINDOW_MS: Final = 5 * 60 * 1000  # an operator's clock may be this far off
+#: How old an operator's command may be when it arrives (its nonce is kept this long).
+CONTROL_WINDOW_MS: Final = 5 * 60 * 1000
+#: How far ahead of the party's clock a command's time stamp may be (the operator's
+#: clock may run fast by this much); a command stamped further ahead is refused.
+CONTROL_MAX_SKEW_MS: Final = 30 * 1000
+_NONCES_KEY: Final = "control_nonces"
 
 
 class EpochControl(PartyBase):
@@ -96,28 +103,94 @@ class EpochControl(PartyBase):
                 await self._wake_epoch.wait()
 
     async def _on_control(self, payload: bytes) -> bytes:
+        """An operator's signed command, taken once, only by the party it names, and only
+        while fresh.
+
+        Checked in this order, nothing recorded until all pass: the operator's signature;
+        the frame's deployment id and target party are this party's (a command for
+        another deployment sharing the operator key, or for another party, is refused);
+        it was issued at most :data:`CONTROL_WINDOW_MS` ago and at most
+        :data:`CONTROL_MAX_SKEW_MS` ahead of this party's clock; its nonce is not one
+        this party accepted within the window; the command applies to this party. Then
+        the nonce and ``last_control_ms`` are committed to the inbox in one transaction
+        — so a restart remembers them — and only then is the command carried out. A
+        refused frame changes nothing, so a future-dated frame cannot hold later,
+        correctly timed commands off.
+        """
         if self.operator_key is None:
             raise FrameRefused(RejectReason.BAD_SIGNATURE, "no operator key configured")
         frame = verify_control(payload, self.operator_key)
-        # Signed commands are replayable by anyone who saw one on the wire: accept each
-        # only once (strictly increasing time stamps) and only while fresh.
+        deployment = self.config.deployment_id
+        if frame.deployment_id != deployment or frame.target != self.party_name:
+            raise FrameRefused(
+                RejectReason.WRONG_TARGET,
+                f"control frame for party {frame.target!r} of deployment "
+                f"{frame.deployment_id.hex()}; this is {self.party_name!r} of deployment "
+                f"{deployment.hex()}",
+            )
         now_ms = int(time.time() * 1000)
-        if abs(now_ms - frame.issued_at_ms) > _CONTROL_WINDOW_MS or (
-            frame.issued_at_ms <= self._last_control_ms
-        ):
+        if frame.issued_at_ms > now_ms + CONTROL_MAX_SKEW_MS:
             raise FrameRefused(
                 RejectReason.STALE_CONTROL,
-                f"control frame issued at {frame.issued_at_ms} ms is stale or replayed",
+                f"control frame issued at {frame.issued_at_ms} ms, more than "
+                f"{CONTROL_MAX_SKEW_MS // 1000} s ahead of this party's clock ({now_ms} ms)",
             )
-        self._last_control_ms = frame.issued_at_ms
-        await self._db(self.inbox.set_meta, "last_control_ms", str(frame.issued_at_ms))
-        if frame.command in (ControlCommand.CLOSE_EPOCH, ControlCommand.CLOSE_EPOCH_AT):
-            if not self.is_first:
-                raise FrameRefused(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")
-            at = frame.epoch if frame.command is ControlCommand.CLOSE_EPOCH_AT else None
-            try:
-                closed = await self._close_open_epochs(operator=True, at=at)
-            except EpochAhead as exc:
-                raise FrameRefused(RejectReason.EPOCH_AHEAD, str(exc)) from None
-            return Ack(closed, 0).to_bytes()
-        raise FrameRefused(RejectReason.UNEXPECTED_KIND, f"command {frame.command}")
+        if now_ms - frame.issued_at_ms > CONTROL_WINDOW_MS:
+            raise FrameRefused(
+                RejectReason.STALE_CONTROL,
+                f"control frame issued at {frame.issued_at_ms} ms is older than "
+                f"{CONTROL_WINDOW_MS // 1000} s",
+            )
+        seen = await self._db(_control_nonces, self.inbox)
+        if frame.nonce.hex() in seen:
+            raise FrameRefused(
+                RejectReason.STALE_CONTROL, "control frame replayed (its nonce was taken)"
+            )
+        if frame.command not in (ControlCommand.CLOSE_EPOCH, ControlCommand.CLOSE_EPOCH_AT):
+            raise FrameRefused(RejectReason.UNEXPECTED_KIND, f"command {frame.command}")
+        if not self.is_first:
+            raise FrameRefused(RejectReason.WRONG_HOP, "only the first shuffler closes epochs")
+        # Forget nonces whose frames would be refused as stale anyway: the set stays as
+        # small as the commands of one window.
+        horizon = now_ms - CONTROL_WINDOW_MS - CONTROL_MAX_SKEW_MS
+        kept = {n: t for n, t in seen.items() if t >= horizon}
+        kept[frame.nonce.hex()] = frame.issued_at_ms
+        last = max(self._last_control_ms, frame.issued_at_ms)
+        await self._db(_record_control, self.inbox, kept, last)
+        self._last_control_ms = last
+        at = frame.epoch if frame.command is ControlCommand.CLOSE_EPOCH_AT else None
+        try:
+            closed = await self._close_open_epochs(operator=True, at=at)
+        except EpochAhead as exc:
+            raise FrameRefused(RejectReason.EPOCH_AHEAD, str(exc)) from None
+        return Ack(closed, 0).to_bytes()
+
+
+def _control_nonces(inbox: Inbox) -> dict[str, int]:
+    """The nonces of accepted operator commands still within the window (hex -> issued
+    at, ms), from the inbox.
+
+    Raises:
+        InboxDamaged: the stored value is not such a table.
+    """
+    raw = inbox.get_meta(_NONCES_KEY, "{}")
+    try:
+        table = json.loads(raw)
+    except ValueError:
+        table = None
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in table.items()
+    ):
+        raise InboxDamaged(f"meta {_NONCES_KEY} is {raw[:80]!r}, not a nonce table")
+    return table
+
+
+def _record_control(inbox: Inbox, nonces: dict[str, int], last_ms: int) -> None:
+    """Commit an accepted command's nonce table and time stamp in one transaction."""
+    with inbox._txn() as db:
+        db.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            (_NONCES_KEY, json.dumps(nonces, sort_keys=True)),
+        )
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("last_control_ms", str(last_ms)))

@@ -27,6 +27,16 @@ client's retry of a frame whose ACK was lost stores nothing twice. Digests of a 
 can be dropped with :meth:`Inbox.retire_key_epoch` once its keys are destroyed, which keeps
 the database bounded.
 
+Storage is private and forgets what it deletes: the database and its side files are
+created with mode 0600 whatever the umask (the analyzer's inbox holds decoded messages), and
+``secure_delete`` overwrites deleted content. Counters (:meth:`Inbox.counters`) live in the
+file too: the deltas queued with :meth:`Inbox.count` are written by the next write
+transaction, the one that changes what they count, so a restart resumes them.
+
+The analyzer keeps a result summary (:meth:`Inbox.summary`): a hook
+(:attr:`Inbox.summarize`) computes it inside each transaction that changes what a result
+reports (an epoch analyzed, a trap commitment or opening), so a query reads one row.
+
 Damage is an error, never a different answer (:class:`InboxDamaged`): the replay cache
 holds the digest of every stored report, so :meth:`Inbox.epoch_reports` checks each report
 against it before the report is processed, and :meth:`Inbox.check_integrity` runs SQLite's
@@ -42,10 +52,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import sqlite3
 import time
-from collections import defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +69,7 @@ from .._errors import (
     InboxError,
     TrapsNotProcessed,
 )
+from ._testhooks import pause_point
 
 __all__ = [
     "ConflictingBatch",
@@ -114,6 +126,10 @@ CREATE TABLE IF NOT EXISTS traps (
 CREATE TABLE IF NOT EXISTS trap_reports (
     key_epoch INTEGER NOT NULL, digest BLOB NOT NULL, commitment BLOB NOT NULL,
     arrived INTEGER NOT NULL, PRIMARY KEY (key_epoch, digest)
+) WITHOUT ROWID;
+-- a party's counters (STATUS), written with the transactions that change them
+CREATE TABLE IF NOT EXISTS counters (
+    grp TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (grp, name)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     epoch INTEGER NOT NULL, chunk_index INTEGER NOT NULL, payload BLOB NOT NULL,
@@ -192,6 +208,21 @@ def _set_aside_counts(db: sqlite3.Connection) -> dict[int, int]:
     return {int(e): int(c) for e, c in rows.fetchall()}
 
 
+def _private_files(path: Path) -> None:
+    """Create ``path`` with mode 0600 if missing and make it and its side files 0600,
+    whatever the umask (SQLite gives the ``-wal`` and ``-shm`` files it creates the mode
+    of the database file)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.chmod(side, 0o600)
+
+
 def _next_epoch_id(db: sqlite3.Connection) -> int:
     """The id the next closed epoch gets: one past the largest ever used."""
     (next_id,) = db.execute("SELECT COALESCE(MAX(epoch), -1) + 1 FROM epochs").fetchone()
@@ -199,7 +230,15 @@ def _next_epoch_id(db: sqlite3.Connection) -> int:
 
 
 def report_digest(key_epoch: int, report: bytes) -> bytes:
-    """The replay-cache key of a report: SHA-256 over its key epoch and bytes."""
+    """The replay-cache key of a report: SHA-256 over its key epoch and bytes.
+
+    Args:
+        key_epoch: the key epoch the report was submitted under.
+        report: the report's bytes.
+
+    Returns:
+        The 32-byte digest.
+    """
     return hashlib.sha256(key_epoch.to_bytes(4, "big") + report).digest()
 
 
@@ -322,6 +361,13 @@ class Inbox:
 
     def __init__(self, path: str | Path, *, party: str) -> None:
         self._path = str(path)
+        self.created = False
+        self._pending_counts: Counter[tuple[str, str]] = Counter()
+        #: The analyzer's result summary, computed inside a write transaction (see the
+        #: module docstring); None: no summary kept.
+        self.summarize: Callable[[Inbox], dict[str, Any]] | None = None
+        if self._path != ":memory:":
+            _private_files(Path(self._path))
         self._db = _connect(self._path)
         try:
             self._setup(party)
@@ -333,6 +379,7 @@ class Inbox:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA + _SET_ASIDE_SCHEMA)
         with self._txn() as db:
             # Inboxes written before chunks had a digest: their stored chunks keep none
@@ -346,6 +393,8 @@ class Inbox:
                 if column.split()[0] not in trap_columns:
                     db.execute(f"ALTER TABLE traps ADD COLUMN {column}")
             rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            # Whether this open created the inbox (a party's first start on it).
+            self.created = not rows
             if not rows:
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(_SCHEMA_VERSION),))
                 db.execute("INSERT INTO meta VALUES ('party', ?)", (party,))
@@ -376,6 +425,9 @@ class Inbox:
             path: the inbox database file.
             write: take the exclusive lock needed for changes (:meth:`set_aside`).
             timeout: seconds to wait for another connection's lock before giving up.
+
+        Returns:
+            The inbox.
 
         Raises:
             InboxError: there is no file at ``path``, it is not a party's inbox, or it is
@@ -418,19 +470,100 @@ class Inbox:
         inbox = cls.__new__(cls)
         inbox._path = str(target)
         inbox._db = db
+        inbox._pending_counts = Counter()
+        inbox.summarize = None
+        inbox.created = False
         return inbox
 
     # ------------------------------------------------------------------ plumbing
 
     @contextmanager
-    def _txn(self) -> Iterator[sqlite3.Connection]:
+    def _txn(self, *, summary: bool = False, pause: str = "") -> Iterator[sqlite3.Connection]:
+        """One write transaction; it also writes the counter deltas queued so far and,
+        with ``summary``, the result summary as of its own changes. ``pause`` names the
+        crash tests' pause point before its COMMIT (:mod:`esa.net._testhooks`)."""
         self._db.execute("BEGIN IMMEDIATE")
+        pending = self._pending_counts
         try:
             yield self._db
+            if summary and self.summarize is not None:
+                self._store_summary(self.summarize)
+            self._pending_counts = Counter()
+            self._write_counts(pending)
+            if pause:
+                pause_point(pause)
         except BaseException:
             self._db.execute("ROLLBACK")
+            self._pending_counts = pending + self._pending_counts
             raise
         self._db.execute("COMMIT")
+
+    def _store_summary(self, summarize: Callable[[Inbox], dict[str, Any]]) -> None:
+        """Store the result summary; if computing it fails, drop the stored one instead
+        (a query then computes the result afresh), so that the transaction — an epoch's
+        analysis — never fails for its summary's sake."""
+        try:
+            text = json.dumps(summarize(self), sort_keys=True)
+        except Exception:
+            self._db.execute("DELETE FROM meta WHERE key = 'result_summary'")
+            return
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('result_summary', ?)", (text,))
+
+    def _write_counts(self, deltas: Counter[tuple[str, str]]) -> None:
+        self._db.executemany(
+            "INSERT INTO counters VALUES (?, ?, ?) ON CONFLICT (grp, name) "
+            "DO UPDATE SET value = value + excluded.value",
+            [(g, n, v) for (g, n), v in deltas.items() if v],
+        )
+
+    # ------------------------------------------------------------------ counters
+
+    def count(self, group: str, name: str, delta: int = 1) -> None:
+        """Queue ``delta`` for counter ``group/name``: written by the next write
+        transaction (or :meth:`flush_counts`).
+
+        Args:
+            group: the counter's group.
+            name: the counter's name.
+            delta: the amount to add.
+        """
+        self._pending_counts[(group, name)] += delta
+
+    def flush_counts(self) -> None:
+        """Write the queued counter deltas now (a transaction of their own; none if none)."""
+        if any(self._pending_counts.values()):
+            with self._txn():
+                pass
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """The counters as stored: ``{group: {name: value}}`` (queued deltas excluded).
+
+        Returns:
+            The stored counters.
+        """
+        if not self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'counters'"
+        ).fetchone():
+            return {}
+        out: dict[str, dict[str, int]] = defaultdict(dict)
+        for g, n, v in self._db.execute("SELECT grp, name, value FROM counters ORDER BY grp, name"):
+            out[str(g)][str(n)] = int(v)
+        return dict(out)
+
+    def summary(self) -> dict[str, Any] | None:
+        """The stored result summary (the analyzer), or None if none was written yet.
+
+        Returns:
+            The summary, or None.
+        """
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'result_summary'").fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def refresh_summary(self) -> None:
+        """Recompute and store the result summary now (e.g. after the summary hook was set
+        on an inbox whose epochs were analyzed before)."""
+        with self._txn(summary=True):
+            pass
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -483,10 +616,25 @@ class Inbox:
         return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
 
     def get_meta(self, key: str, default: str = "") -> str:
+        """A stored metadata value.
+
+        Args:
+            key: the metadata key.
+            default: what to return if it is not stored.
+
+        Returns:
+            The value, or ``default``.
+        """
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return str(row[0]) if row else default
 
     def set_meta(self, key: str, value: str) -> None:
+        """Store a metadata value (replacing any).
+
+        Args:
+            key: the metadata key.
+            value: the value.
+        """
         with self._txn() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
@@ -496,6 +644,13 @@ class Inbox:
         """Durably store client reports; returns ``(stored, duplicates)`` after COMMIT.
 
         A report already seen in ``key_epoch`` (a retry or a replay) is not stored again.
+
+        Args:
+            key_epoch: the key epoch the reports were submitted under.
+            reports: the reports.
+
+        Returns:
+            ``(stored, duplicates)``.
         """
         return self.add_report_groups([(key_epoch, reports)])[0]
 
@@ -506,9 +661,15 @@ class Inbox:
 
         The commit's fsync is the cost of durability; concurrent frames share it. Returns
         ``(stored, duplicates)`` per group, valid once this call returns (committed).
+
+        Args:
+            groups: ``(key_epoch, reports)`` per frame.
+
+        Returns:
+            ``(stored, duplicates)`` per group, in order.
         """
         out = []
-        with self._txn() as db:
+        with self._txn(pause="commit_reports") as db:
             was_open = _any_open(db)
             for key_epoch, reports in groups:
                 stored = self._store_new(db, key_epoch, None, reports)
@@ -542,7 +703,11 @@ class Inbox:
         return stored
 
     def open_count(self) -> dict[int, int]:
-        """Reports not yet in a closed epoch, per key epoch."""
+        """Reports not yet in a closed epoch, per key epoch.
+
+        Returns:
+            ``{key_epoch: reports}``.
+        """
         rows = self._db.execute(
             "SELECT key_epoch, COUNT(*) FROM reports WHERE epoch IS NULL GROUP BY key_epoch"
         ).fetchall()
@@ -556,6 +721,12 @@ class Inbox:
         record, and a damaged record is no time either: they are taken to have arrived at
         ``now``, which is recorded (the deadline then starts once more, as it did on every
         restart before).
+
+        Args:
+            now: the current wall-clock time, recorded where no time is on record.
+
+        Returns:
+            The time, or None.
         """
         if not _any_open(self._db):
             return None
@@ -576,6 +747,12 @@ class Inbox:
 
         Returns ``None`` (and creates nothing) when no report of ``key_epoch`` is open; an
         operator's close that must always produce an epoch uses :meth:`close_epochs`.
+
+        Args:
+            key_epoch: the key epoch whose open reports to close.
+
+        Returns:
+            The new epoch's id, or ``None``.
         """
         created = self.close_epochs([key_epoch])
         return created[0] if created else None
@@ -600,6 +777,19 @@ class Inbox:
         open. An empty epoch is an epoch like any other: it moves ``closed → processed →
         forwarded`` and its (empty) batch is forwarded once — that is what lets an
         operator's close reach the analyzer when nobody submitted anything.
+
+        Args:
+            key_epochs: the key epochs to close, one epoch each, in order.
+            empty: key epochs that get an empty epoch when they have no open report.
+            if_none_open: the key epoch that gets an empty epoch when none of ``key_epochs``
+                has an open report.
+            at: close only if the next epoch id is ``at``.
+
+        Returns:
+            The new epoch ids (empty if nothing was closed).
+
+        Raises:
+            EpochAhead: ``at`` is past the next epoch id.
         """
         created = []
         with self._txn() as db:
@@ -656,6 +846,14 @@ class Inbox:
     ) -> tuple[int, int, bool]:
         """Durably store one chunk of an upstream batch.
 
+        Args:
+            batch_id: the upstream batch's id.
+            epoch: the upstream party's epoch id of the batch.
+            key_epoch: the key epoch of its reports.
+            chunk_index: this chunk's index in the batch.
+            chunk_count: the batch's number of chunks.
+            reports: the chunk's reports.
+
         Returns:
             ``(stored, duplicates, new_chunk)``. A chunk already committed is a no-op
             (``new_chunk`` False): this is what makes resends after a crash harmless.
@@ -666,7 +864,7 @@ class Inbox:
                 stored chunk's ids); the caller rejects it.
         """
         digest = hashlib.sha256(b"".join(len(r).to_bytes(4, "big") + r for r in reports)).digest()
-        with self._txn() as db:
+        with self._txn(pause="commit_chunk") as db:
             row = db.execute(
                 "SELECT epoch, key_epoch, chunk_count FROM upstream WHERE batch_id = ?",
                 (batch_id,),
@@ -710,6 +908,13 @@ class Inbox:
     def add_counts(self, *, batch_id: bytes, counts: bytes) -> bool:
         """Store the upstream COUNTS frame of a batch; returns whether it was new.
 
+        Args:
+            batch_id: the upstream batch's id.
+            counts: the COUNTS frame's payload.
+
+        Returns:
+            True if the counts were new.
+
         Raises:
             InboxError: no chunk of the batch has arrived yet.
             ConflictingBatch: other counts are stored for the batch (a resend is byte for
@@ -733,13 +938,28 @@ class Inbox:
         return True
 
     def upstream_duplicates(self, epoch: int) -> int:
-        """Reports of an epoch's upstream batch that repeated an already-seen report."""
+        """Reports of an epoch's upstream batch that repeated an already-seen report.
+
+        Args:
+            epoch: the epoch's id.
+
+        Returns:
+            The number of repeated reports.
+        """
         row = self._db.execute(
             "SELECT duplicates FROM upstream WHERE epoch = ?", (epoch,)
         ).fetchone()
         return int(row[0]) if row else 0
 
     def batch_complete(self, batch_id: bytes) -> bool:
+        """Whether an upstream batch is stored whole, its epoch recorded.
+
+        Args:
+            batch_id: the upstream batch's id.
+
+        Returns:
+            True once every chunk (and the batch's epoch) is stored.
+        """
         row = self._db.execute(
             "SELECT u.epoch FROM upstream u JOIN epochs e ON e.epoch = u.epoch "
             "WHERE u.batch_id = ?",
@@ -767,12 +987,23 @@ class Inbox:
     # ------------------------------------------------------------------ processing
 
     def next_epoch(self) -> int:
-        """The id the next closed epoch will get (epoch ids are never reused)."""
+        """The id the next closed epoch will get (epoch ids are never reused).
+
+        Returns:
+            The next epoch id.
+        """
         with self._txn() as db:
             return _next_epoch_id(db)
 
     def epochs(self, state: str | None = None) -> list[EpochRecord]:
-        """Epochs in ``state`` (all when None), oldest first."""
+        """Epochs in ``state`` (all when None), oldest first.
+
+        Args:
+            state: an epoch state, or None for every epoch.
+
+        Returns:
+            The epochs' records.
+        """
         query = "SELECT epoch, key_epoch, state, upstream_counts, counts, stats FROM epochs"
         args: tuple[Any, ...] = ()
         if state is not None:
@@ -787,6 +1018,12 @@ class Inbox:
     def epoch_reports(self, epoch: int) -> list[bytes]:
         """The stored input reports of a closed epoch, in arrival order, each checked
         against the replay-cache digest recorded in the transaction that stored it.
+
+        Args:
+            epoch: a closed epoch's id.
+
+        Returns:
+            The reports.
 
         Raises:
             InboxDamaged: a report does not match its digest (or its digest is gone): the
@@ -939,11 +1176,22 @@ class Inbox:
         return damaged
 
     def set_aside_counts(self) -> dict[int, int]:
-        """How many reports were set aside per epoch (:meth:`set_aside`); empty if none."""
+        """How many reports were set aside per epoch (:meth:`set_aside`); empty if none.
+
+        Returns:
+            ``{epoch: reports set aside}``.
+        """
         return _set_aside_counts(self._db)
 
     def epoch_size(self, epoch: int) -> int:
-        """How many input reports a closed epoch holds (0 for an empty epoch)."""
+        """How many input reports a closed epoch holds (0 for an empty epoch).
+
+        Args:
+            epoch: a closed epoch's id.
+
+        Returns:
+            The number of reports.
+        """
         row = self._db.execute("SELECT COUNT(*) FROM reports WHERE epoch = ?", (epoch,)).fetchone()
         return int(row[0])
 
@@ -955,6 +1203,7 @@ class Inbox:
         counts: bytes | None = None,
         outbox: Sequence[bytes] = (),
         output: Sequence[bytes] | None = None,
+        also: Callable[[sqlite3.Connection], object] | None = None,
     ) -> None:
         """Atomically record an epoch's processing and drop its input.
 
@@ -964,11 +1213,15 @@ class Inbox:
             counts: the COUNTS payload to send after the chunks (shufflers).
             outbox: the signed outgoing chunk payloads (shufflers).
             output: decoded fixed-size messages (the analyzer), stored concatenated.
+            also: called with the connection inside the same transaction, after the
+                epoch's own writes (the analyzer's budget ledger, :mod:`esa.net._ledger`);
+                whatever it raises rolls the whole transaction back.
 
         Raises:
             InboxError: the epoch is not ``closed`` (it was processed already).
         """
-        with self._txn() as db:
+        pause_point("before_commit_processed")
+        with self._txn(summary=True, pause="commit_processed") as db:
             row = db.execute("SELECT state FROM epochs WHERE epoch = ?", (epoch,)).fetchone()
             if row is None or row[0] != "closed":
                 raise InboxError(f"epoch {epoch} is not awaiting processing (state {row})")
@@ -989,8 +1242,18 @@ class Inbox:
                 [(epoch, i, p) for i, p in enumerate(outbox)],
             )
             db.execute("DELETE FROM reports WHERE epoch = ?", (epoch,))
+            if also is not None:
+                also(db)
 
     def pending_outbox(self, epoch: int) -> list[OutboxEntry]:
+        """The outgoing chunks of an epoch that the next hop has not acknowledged.
+
+        Args:
+            epoch: the epoch's id.
+
+        Returns:
+            The chunks, in chunk order.
+        """
         rows = self._db.execute(
             "SELECT chunk_index, payload FROM outbox WHERE epoch = ? AND acked = 0 "
             "ORDER BY chunk_index",
@@ -999,6 +1262,12 @@ class Inbox:
         return [OutboxEntry(epoch, int(i), bytes(p)) for i, p in rows]
 
     def mark_acked(self, epoch: int, chunk_index: int) -> None:
+        """Record that the next hop acknowledged one outgoing chunk of an epoch.
+
+        Args:
+            epoch: the epoch's id.
+            chunk_index: the chunk's index.
+        """
         with self._txn() as db:
             db.execute(
                 "UPDATE outbox SET acked = 1 WHERE epoch = ? AND chunk_index = ?",
@@ -1006,7 +1275,11 @@ class Inbox:
             )
 
     def mark_forwarded(self, epoch: int) -> None:
-        """The next hop acknowledged every chunk and the counts; outgoing bytes are freed."""
+        """The next hop acknowledged every chunk and the counts; outgoing bytes are freed.
+
+        Args:
+            epoch: the epoch's id.
+        """
         with self._txn() as db:
             db.execute(
                 "UPDATE epochs SET state = 'forwarded' WHERE epoch = ? AND state = 'processed'",
@@ -1015,7 +1288,11 @@ class Inbox:
             db.execute("DELETE FROM outbox WHERE epoch = ?", (epoch,))
 
     def outputs(self) -> list[tuple[EpochRecord, list[bytes]]]:
-        """Every processed epoch's decoded messages (the analyzer), oldest first."""
+        """Every processed epoch's decoded messages (the analyzer), oldest first.
+
+        Returns:
+            ``(epoch, messages)`` per processed epoch.
+        """
         rows = self._db.execute(
             "SELECT epoch, output, output_size FROM epochs WHERE state != 'closed' ORDER BY epoch"
         ).fetchall()
@@ -1028,7 +1305,11 @@ class Inbox:
         return out
 
     def key_epochs_seen(self) -> list[int]:
-        """Key epochs with replay digests on record."""
+        """Key epochs with replay digests on record.
+
+        Returns:
+            The key epochs, ascending.
+        """
         rows = self._db.execute("SELECT DISTINCT key_epoch FROM seen ORDER BY key_epoch")
         return [int(r[0]) for r in rows.fetchall()]
 
@@ -1039,6 +1320,12 @@ class Inbox:
         digests bounds the database. The digests of reports still stored are kept: they
         are what :meth:`epoch_reports` checks those reports against. Returns the number
         of digests removed.
+
+        Args:
+            key_epoch: the retired key epoch.
+
+        Returns:
+            The number of digests removed.
         """
         with self._txn() as db:
             keep = {
@@ -1057,8 +1344,15 @@ class Inbox:
     # ------------------------------------------------------------------ traps (analyzer)
 
     def add_trap_commitment(self, commitment: bytes) -> int:
-        """Record an auditor's commitment; returns the last epoch it does *not* cover."""
-        with self._txn() as db:
+        """Record an auditor's commitment; returns the last epoch it does *not* cover.
+
+        Args:
+            commitment: the 32-byte commitment.
+
+        Returns:
+            The largest epoch id when the commitment was first recorded (−1 if there was none).
+        """
+        with self._txn(summary=True) as db:
             (last,) = db.execute("SELECT COALESCE(MAX(epoch), -1) FROM epochs").fetchone()
             db.execute(
                 "INSERT OR IGNORE INTO traps (commitment, after_epoch) VALUES (?, ?)",
@@ -1071,7 +1365,14 @@ class Inbox:
 
     def trap(self, commitment: bytes) -> tuple[int, TrapOpening | None] | None:
         """``(after_epoch, its opening or None while unopened)`` of a commitment, or None
-        if it is unknown."""
+        if it is unknown.
+
+        Args:
+            commitment: the commitment.
+
+        Returns:
+            The pair, or None.
+        """
         row = self._db.execute(
             "SELECT after_epoch, commitment, total, arrived, repeated, auditor FROM traps "
             "WHERE commitment = ?",
@@ -1093,6 +1394,15 @@ class Inbox:
         distinct reports received. Opening a commitment again changes nothing and returns
         the first opening.
 
+        Args:
+            commitment: the commitment being opened.
+            key_epoch: the traps' key epoch.
+            reports: the trap reports (analyzer layers) of the opening.
+            auditor: the auditor's verify key that signed the opening.
+
+        Returns:
+            The opening: the traps listed, repeated, arrived and missing.
+
         Raises:
             InboxError: ``commitment`` is unknown, or ``reports`` lists one report twice.
             TrapsNotProcessed: a listed report is stored here unprocessed; nothing is
@@ -1101,7 +1411,7 @@ class Inbox:
         if len(set(reports)) != len(reports):
             raise InboxError("a trap opening lists a report twice")
         digests = [report_digest(key_epoch, r) for r in reports]
-        with self._txn() as db:
+        with self._txn(summary=True) as db:
             row = db.execute(
                 "SELECT commitment, total, arrived, repeated, auditor FROM traps "
                 "WHERE commitment = ?",
@@ -1153,6 +1463,9 @@ class Inbox:
         An opening with no ``auditor`` was recorded before openings were signed: anyone
         could have sent it, and its traps were counted without the one-count-per-report
         rule, so RESULT leaves it out (and says how many).
+
+        Returns:
+            The openings and the number of unopened commitments.
         """
         rows = self._db.execute(
             "SELECT commitment, total, arrived, repeated, auditor FROM traps "

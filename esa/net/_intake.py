@@ -5,15 +5,56 @@ the COUNTS chain from the hop before it (the analyzer: from the last shuffler of
 chain, :meth:`Intake._verify_upstream`). A frame is acknowledged only after the
 transaction that stores it has committed; concurrent SUBMIT frames share one transaction
 (group commit, :meth:`Intake._writer_loop`).
+
+Admission of client reports (the first shuffler's ``[admission]``, :meth:`Intake._on_submit`).
+A SUBMIT is checked cheapest first, and refused at the first bound it breaks, each refusal a
+REJECT counted under its reason (STATUS ``rejected``; the finer cause under ``counters``).
+Every check up to the quota reads the frame's header and token only: the payload is split
+into reports (``submit_frames_parsed``) only once the frame is admitted, so a refusal costs
+the frame's bytes and no more. A ``retry_later`` or ``quota_exceeded`` refusal also stops the
+party reading from the connection — from the whole address group when the group's rate or
+quota was broken — until its hint has passed (:meth:`~esa.net.Admission.throttle`); a frame
+sent meanwhile is refused the same way unparsed (``refused_while_throttled``), and the third
+such frame closes the connection (``throttled_connections_closed``,
+:data:`~esa.net._admission.THROTTLE_STRIKES`).
+
+1. ``unauthenticated`` — no client token while ``require_client_token`` is set (free: the
+   frame's length tells);
+2. ``retry_later`` — the connection's or the address group's SUBMIT rate is spent
+   (``frames_per_second_per_*``), or the reports stored but not yet processed, closed
+   epochs waiting for processing included, would pass ``max_pending_reports``
+   (back-pressure); the REJECT says when to retry, and :func:`~esa.net.submit_reports`
+   waits that long (bounded) before resending;
+3. ``unauthenticated`` — a token that does not verify under the ``[operator]`` key, names
+   another deployment or key epoch, or has expired;
+4. ``quota_exceeded`` — the client's reports this epoch would pass its quota: its token's,
+   or else its address group's ``reports_per_epoch_per_peer``;
+5. ``invalid_report`` — a report of the frame does not open under this shuffler's layer
+   key: it is peeled (X25519 + AEAD) here, at intake, and the whole frame refused.
+
+Why peel at intake rather than count only verified reports toward ``[epoch] max_reports``:
+an onion report of the right size cannot be told from junk without its X25519 + AEAD
+check, and that check is due anyway when the epoch is processed. Checked here, junk is never
+stored, so it cannot fill the inbox or the backlog cap, close an epoch early
+(``max_reports``) or start an epoch's deadline, and no epoch carries junk to be processed
+later; a count of verified reports would still store the junk and need the same check
+before the count means anything. The cost is one more peel of each honest report (the epoch
+is peeled again when processed, its output being what is signed and forwarded); the
+quota is charged before the peel, so a keyless flooder pays the party for at most its
+quota of peels per epoch, and after that is refused from the frame's header. With
+``crypto = "ideal"`` (the plaintext stand-in) there is nothing to authenticate and no peel.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from .._codec import OnionCodec
 from .._errors import (
     BadSignature,
     ConflictingBatch,
@@ -22,22 +63,53 @@ from .._errors import (
     InboxError,
     WireError,
 )
+from ._admission import Connection
 from ._party import PartyBase, Pending, T
 from ._wire import (
+    _PREFIX,
+    _SUBMIT,
+    _TOKEN_LENGTH,
     Ack,
+    ClientToken,
     RejectReason,
+    SubmitFrame,
     parse_submit,
+    parse_token,
     reports_header,
     unverified_key_epoch,
     verify_batch,
     verify_counts,
 )
 
+#: How long a count of the stored-but-unprocessed reports is reused (it only overstates:
+#: processing lowers it, and the frames stored since are added).
+_BACKLOG_REFRESH_SECONDS = 0.5
+
 __all__ = ["Intake"]
+
+
+def _submit_head(payload: bytes) -> tuple[int, int, bytes]:
+    """(key_epoch, report count, client token) of a SUBMIT payload, read from its header
+    and its tail: nothing is split into reports.
+
+    Raises:
+        WireError: not a well-formed SUBMIT (:func:`~esa.net._wire.reports_header`).
+    """
+    count, size = reports_header(payload)
+    key_epoch = _SUBMIT.unpack_from(payload, _PREFIX.size)[0]
+    end = _PREFIX.size + _SUBMIT.size + count * size
+    token = payload[end + _TOKEN_LENGTH.size :] if len(payload) > end else b""
+    return int(key_epoch), count, token
 
 
 class Intake(PartyBase):
     """SUBMIT, BATCH and COUNTS frames: checked, committed, acknowledged."""
+
+    # The backlog count and when it was read (trio's clock), and the epochs_closed counter
+    # the quotas were last reset at; class defaults, set per instance once used.
+    _backlog: int = 0
+    _backlog_at: float = -math.inf
+    _quota_epochs: int = -1
 
     def _check_sizes(self, reports: tuple[bytes, ...]) -> None:
         if reports:
@@ -59,18 +131,170 @@ class Intake(PartyBase):
         if count:
             self._check_size(size)
 
-    async def _on_submit(self, payload: bytes) -> bytes:
+    async def _on_submit(self, payload: bytes, conn: Connection | None = None) -> bytes:
+        """Admit, check, commit and acknowledge a client's SUBMIT (the module docstring
+        gives the order of the checks); ``conn`` is the connection it came on (None: no
+        per-connection or per-address bound applies).
+
+        Every bound is checked on the frame's header alone (:func:`_submit_head`); the
+        payload is split into reports (``submit_frames_parsed``) only once the frame is
+        admitted and its reports charged. A ``retry_later`` or ``quota_exceeded`` refusal
+        also throttles the connection, or its whole address group when the group's own
+        bound was broken (:meth:`~esa.net.Admission.throttle`)."""
         if not self.is_first:
             raise FrameRefused(RejectReason.WRONG_HOP, f"hop {self.hop} takes no client reports")
+        rule = self.config.admission
         self._check_declared_size(payload)
+        key_epoch, count, token = _submit_head(payload)
+        if rule.require_client_token and not token:
+            self.counters["refused_keyless"] += 1
+            raise FrameRefused(
+                RejectReason.UNAUTHENTICATED, "this party takes reports with a client token only"
+            )
+        conn = conn if conn is not None else Connection(None)
+        if conn.sent_early:
+            # Sent while throttled: refused from its header, as the refusal that throttled
+            # it was (a frame sent at once on a fresh connection of a throttled group:
+            # retry_later), and throttled again.
+            self.counters["refused_while_throttled"] += 1
+            code = RejectReason(conn.throttle_code or RejectReason.RETRY_LATER)
+            if code is RejectReason.QUOTA_EXCEEDED:
+                wait = self.config.epoch.deadline_seconds
+            else:
+                wait = rule.retry_after_seconds
+            self.admission.throttle(conn, wait)
+            raise FrameRefused(code, "sent before the retry hint had passed", retry_after=wait)
+        wait = self.admission.frame_wait(
+            conn,
+            per_connection=rule.frames_per_second_per_connection,
+            per_peer=rule.frames_per_second_per_peer,
+        )
+        if wait:
+            self.counters["refused_rate_limited"] += 1
+            conn.throttle_code = RejectReason.RETRY_LATER
+            raise FrameRefused(RejectReason.RETRY_LATER, "SUBMIT rate limit", retry_after=wait)
+        backlog = await self._backlog_count()
+        if backlog + count > rule.max_pending_reports:
+            self.counters["refused_backlog_full"] += 1
+            self.admission.throttle(conn, rule.retry_after_seconds)
+            conn.throttle_code = RejectReason.RETRY_LATER
+            raise FrameRefused(
+                RejectReason.RETRY_LATER,
+                f"{backlog} reports wait to be processed (cap {rule.max_pending_reports})",
+                retry_after=rule.retry_after_seconds,
+            )
+        self._check_key_epoch(key_epoch)
+        key, quota = self._quota_of(token, key_epoch, conn)
+        self._roll_quotas()
+        used = self.admission.used(key)
+        if quota and used + count > quota:
+            self.counters["refused_over_quota"] += 1
+            hint = self.config.epoch.deadline_seconds
+            # An address group's quota holds for all of its connections; a token's for its own.
+            self.admission.throttle(conn, hint, group=key.startswith("peer:"))
+            conn.throttle_code = RejectReason.QUOTA_EXCEEDED
+            raise FrameRefused(
+                RejectReason.QUOTA_EXCEEDED,
+                f"{used} of this epoch's {quota} reports used; {count} more refused",
+                retry_after=hint,
+            )
+        # Charged before the peel: junk uses the quota up as well as reports that open.
+        self.admission.charge(key, count)
         frame = parse_submit(payload)
-        self._check_key_epoch(frame.key_epoch)
-        self._check_sizes(frame.reports)
+        self.counters["submit_frames_parsed"] += 1
+        invalid = await self._invalid_reports(frame)
+        if invalid:
+            self.counters["invalid_reports_refused"] += invalid
+            raise FrameRefused(
+                RejectReason.INVALID_REPORT, f"{invalid} of the {count} reports do not open"
+            )
         stored, dups = await self._store_reports(frame.key_epoch, frame.reports)
+        self._backlog += stored
         self.counters["reports_acknowledged"] += len(frame.reports)
         self.counters["duplicate_reports"] += dups
         self._wake_epoch.set()
         return Ack(stored, dups).to_bytes()
+
+    async def _backlog_count(self) -> int:
+        """Reports stored but not processed: the open ones and those of closed epochs."""
+        now = trio.current_time()
+        if now - self._backlog_at >= _BACKLOG_REFRESH_SECONDS:
+
+            def count() -> int:
+                closed = self.inbox.epochs("closed")
+                open_reports = sum(self.inbox.open_count().values())
+                return open_reports + sum(self.inbox.epoch_size(e.epoch) for e in closed)
+
+            self._backlog = await self._db(count)
+            self._backlog_at = trio.current_time()
+        return self._backlog
+
+    def _roll_quotas(self) -> None:
+        """Start every quota afresh once an epoch has closed since they were last reset."""
+        closed = self.counters["epochs_closed"]
+        if closed != self._quota_epochs:
+            self._quota_epochs = closed
+            self.admission.new_epoch()
+
+    def _quota_of(self, raw: bytes, key_epoch: int, conn: Connection) -> tuple[str, int]:
+        """Whom a frame's reports are charged to, and their quota per epoch (0: none).
+
+        Args:
+            raw: the frame's client token (empty: none).
+            key_epoch: the key epoch the frame's reports are wrapped for.
+            conn: the connection it came on.
+        """
+        if raw:
+            token = self._verify_token(raw, key_epoch)
+            return f"client:{token.client_id}", token.quota
+        return f"peer:{conn.peer}", self.config.admission.reports_per_epoch_per_peer
+
+    def _verify_token(self, raw: bytes, key_epoch: int) -> ClientToken:
+        """The token of a SUBMIT, verified and checked against this deployment, the frame's
+        key epoch and the clock.
+
+        Raises:
+            FrameRefused: ``unauthenticated``, with the counter ``token_<why>`` moved.
+        """
+        deployment = self.config.admission.deployment_id
+        why, detail = "", ""
+        if self.operator_key is None or not deployment:
+            why, detail = "not_taken", "this party takes no client tokens"
+        else:
+            try:
+                token = parse_token(raw, self.operator_key)
+            except WireError:
+                why, detail = "invalid", "client token does not verify"
+            else:
+                if token.deployment != deployment:
+                    why, detail = "other_deployment", "client token is for another deployment"
+                elif token.key_epoch != key_epoch:
+                    why = "other_epoch"
+                    detail = f"client token is for key epoch {token.key_epoch}, not {key_epoch}"
+                elif time.time() >= token.expires_at:
+                    why, detail = "expired", "client token has expired"
+                else:
+                    return token
+        self.counters[f"token_{why}"] += 1
+        raise FrameRefused(RejectReason.UNAUTHENTICATED, detail)
+
+    async def _invalid_reports(self, frame: SubmitFrame) -> int:
+        """How many of the frame's reports fail to open under this hop's layer key (peeled
+        in a worker thread; 0 with the ideal codec, which has nothing to check)."""
+        if not isinstance(self.codec, OnionCodec):
+            return 0
+        codec, key = self.codec, self.keys[frame.key_epoch].layer
+        opened = await trio.to_thread.run_sync(
+            lambda: codec.open(
+                list(frame.reports),
+                key=key,
+                epoch=frame.key_epoch,
+                hop=self.hop,
+                seen=None,
+                workers=1,
+            )
+        )
+        return int(opened.invalid)
 
     async def _store_reports(self, key_epoch: int, reports: tuple[bytes, ...]) -> tuple[int, int]:
         """Commit a frame's reports, sharing the transaction with concurrent frames."""

@@ -1,20 +1,33 @@
-"""The state every job of a party shares: keys, routes, inbox, counters, logging.
+"""The state every job of a party shares: keys, routes, TLS contexts, inbox, counters,
+logging.
 
 :class:`PartyBase` is built once per party from its config; each job of the service
 (intake, epoch closing and control, processing and forwarding, queries, the trap audit)
 is a class deriving from it, and :class:`esa.net.PartyService` combines them.
+
+Counters survive a restart: they are :class:`DurableCounter` objects whose increments are
+queued in the inbox and written by its next write transaction (and at least once a second
+by the service), and a starting party resumes them from the file.
+
+Logs: :func:`log` writes a human line on stderr (``esa serve: ...``); :func:`event` writes
+one JSON object per line through the stdlib :mod:`logging` logger ``esa.net.events``
+(``esa serve`` sends it to stderr): rejections (``"event": "rejected"``, with the reason,
+the peer's address group and the counts) and recoveries after a restart (``"event":
+"recovered"``, with the epochs resumed and the reports recovered).
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import logging
 import sqlite3
+import ssl
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import trio
@@ -27,14 +40,41 @@ from protocols import ShuffleProtocol
 from .._codec import HopCodec, OnionCodec, make_codec
 from .._errors import ConfigError, FrameRefused, InboxDamaged
 from ._admission import Admission
-from ._config import PartyConfig, chain_route, load_protocol, protocol_table
+from ._config import Address, PartyConfig, chain_route, load_protocol, protocol_table
 from ._inbox import Inbox
 from ._statedir import lock_state_dir
 from ._wire import RejectReason
 
-__all__ = ["PartyBase", "Pending", "log"]
+__all__ = ["EVENT_LOGGER", "DurableCounter", "PartyBase", "Pending", "event", "log"]
 
 T = TypeVar("T")
+
+#: The logger of the structured (JSON line) events.
+EVENT_LOGGER: Final = "esa.net.events"
+_events = logging.getLogger(EVENT_LOGGER)
+
+
+class DurableCounter(collections.Counter[str]):
+    """A :class:`collections.Counter` whose changes are queued in an inbox under
+    ``group`` (:meth:`Inbox.count`), so that they are stored with the next transaction.
+
+    Args:
+        inbox: where the changes go.
+        group: the counters' group in the inbox (``counters`` or ``rejected``).
+    """
+
+    def __init__(self, inbox: Inbox, group: str) -> None:
+        super().__init__()
+        self._inbox = inbox
+        self._group = group
+        for name, value in inbox.counters().get(group, {}).items():
+            super().__setitem__(name, value)
+
+    def __setitem__(self, key: str, value: int) -> None:
+        delta = value - self.get(key, 0)
+        super().__setitem__(key, value)
+        if delta:
+            self._inbox.count(self._group, key, delta)
 
 
 @dataclass(slots=True, eq=False)
@@ -137,13 +177,25 @@ class PartyBase:
         except BaseException:
             self.close()
             raise
-        self.counters: collections.Counter[str] = collections.Counter()
-        self.rejected: collections.Counter[str] = collections.Counter()
+        self.counters: collections.Counter[str] = DurableCounter(self.inbox, "counters")
+        self.rejected: collections.Counter[str] = DurableCounter(self.inbox, "rejected")
+        # Built once: a bad certificate or key stops the party at start-up.
+        try:
+            contexts = config.tls.contexts()
+        except BaseException:
+            self.close()
+            raise
+        self.tls_batch: ssl.SSLContext | None = contexts[0] if contexts else None
+        self.tls_query: ssl.SSLContext | None = contexts[1] if contexts else None
+        self.tls_next: ssl.SSLContext | None = contexts[2] if contexts else None
         self._db_lock = trio.Lock()
         self.admission = Admission(config.limits, self.counters)
         self._wake_epoch = trio.Event()
         self._wake_work = trio.Event()
         self.port: int | None = None
+        self.query_port: int | None = None
+        # (reason, peer group) -> (when last logged, rejections not logged since).
+        self._reject_logged: dict[tuple[str, str | None], tuple[float, int]] = {}
         self.last_epoch_closed_at: float | None = None
         # Epochs left closed after their processing failed (retried after a restart), and
         # why: STATUS shows them.
@@ -154,13 +206,8 @@ class PartyBase:
         self.last_forward_error = ""
         # topic -> (message, when logged, repeats not logged since); see _log_once.
         self._logged: dict[str, tuple[str, float, int]] = {}
-        # What STATUS tells clients (esa submit encodes for it); a pickled protocol
-        # (simulations) is known by its name only.
-        self.protocol_table = (
-            {"name": self.protocol.name}
-            if "pickle" in config.protocol
-            else protocol_table(config.protocol)
-        )
+        # What STATUS tells clients (esa submit encodes for it).
+        self.protocol_table = protocol_table(config.protocol)
 
     def _start_inbox(self) -> int:
         """Check the inbox and apply the config to it before anything is served; returns
@@ -198,6 +245,31 @@ class PartyBase:
             return int(last_control)
         except (sqlite3.Error, InboxDamaged) as exc:
             raise ConfigError(f"cannot open the inbox {self.config.inbox_path}: {exc}") from None
+
+    @property
+    def next_address(self) -> Address:
+        """The next hop, dialled with the party's TLS client context (if TLS is on)."""
+        assert self.config.next is not None
+        return Address(self.config.next.host, self.config.next.port, tls=self.tls_next)
+
+    def _log_recovery(self) -> None:
+        """Log what a restart resumes: epochs not yet forwarded (or analyzed) and the
+        reports stored before it (one ``recovered`` event on every start but the first)."""
+        epochs = self.inbox.epochs()
+        resumed = [e.epoch for e in epochs if e.state == "closed"]
+        unsent = [e.epoch for e in epochs if e.state == "processed" and self.config.next]
+        open_reports = sum(self.inbox.open_count().values())
+        closed_reports = sum(self.inbox.epoch_size(e) for e in resumed)
+        if not self.inbox.created:
+            event(
+                "recovered",
+                party=self.party_name,
+                epochs_resumed=resumed,
+                epochs_to_forward=unsent,
+                reports_recovered=open_reports + closed_reports,
+                open_reports=open_reports,
+                counters=dict(self.counters),
+            )
 
     @property
     def party_name(self) -> str:
@@ -252,3 +324,11 @@ class PartyBase:
 def log(message: str) -> None:
     """One line on stderr, as ``esa serve`` logs."""
     print(f"esa serve: {message}", file=sys.stderr, flush=True)
+
+
+def event(name: str, **fields: Any) -> None:
+    """One structured event: a JSON object ``{"event": name, "time": ..., **fields}`` on
+    the ``esa.net.events`` logger (INFO)."""
+    if _events.isEnabledFor(logging.INFO):
+        record = {"event": name, "time": round(time.time(), 3), **fields}
+        _events.info(json.dumps(record, sort_keys=True, default=str))

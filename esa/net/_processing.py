@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,17 +29,61 @@ import numpy as np
 import trio
 
 import crypto
+from protocols import ShuffleProtocol
 
 from .._codec import OnionCodec
 from .._errors import ESAError, InboxDamaged, PeerRejected, WireError, _Abandoned
-from .._roles import Analyzer, Shuffler
-from ._chain import COUNTS, batch_id_for, check_chain, statement_json
-from ._frames import FrameStream, expect_ack
+from .._guarantee import RunFacts, RunGuarantee, run_guarantee
+from .._roles import Analyzer, Shuffler, reports_per_fake
+from . import _ledger
+from ._chain import COUNTS, batch_id_for, chains_of, check_chain, statement_json
+from ._frames import FrameStream, expect_ack, open_stream
 from ._inbox import EpochRecord
-from ._party import PartyBase, T, log
+from ._party import PartyBase, T, event, log
 from ._wire import MAX_FRAME_SIZE, BatchChunk, CountsFrame, CountStatement, verify_counts
 
-__all__ = ["Processing", "compute"]
+__all__ = ["Processing", "analyzer_guarantee", "compute"]
+
+
+def analyzer_guarantee(protocol: ShuffleProtocol, epochs: list[EpochRecord]) -> RunGuarantee | None:
+    """The privacy statement the analyzer makes for its estimate over ``epochs``.
+
+    Each processed epoch is its own shuffle; its facts come from what the analyzer counted
+    and what the shufflers' signed count statements say: users that arrived are the
+    reports the analyzer kept, less the fakes the statements say were added, less every
+    report a statement or the analyzer counts as invalid, replayed or held (as if each
+    were another user's), divided by the messages per user (rounded down); fakes are the
+    statements' ``fakes_added`` less those lost reports. A user reports in one epoch, so
+    the statement over every epoch is the weakest epoch's (the largest ε_c), computed by
+    :func:`esa.run_guarantee` with ``on_mismatch="recompute"``. ``None`` before any epoch
+    was processed.
+
+    An epoch whose stats record ``threshold_epsilon`` (the analyzer's ``[shuffle]
+    threshold_epsilon``, declaring the shufflers' noisy threshold) adds their release
+    decisions to its statement (:func:`esa.run_guarantee`: ε + m·k·ε_t).
+    """
+    per_fake = reports_per_fake(protocol)
+    worst: RunGuarantee | None = None
+    for rec in epochs:
+        analyzer = rec.stats.get("analyzer", {})
+        statements = [s for chain in chains_of(rec) for s in chain]
+        lost = sum(int(analyzer.get(k, 0)) for k in ("invalid", "replayed"))
+        lost += sum(int(s[k]) for s in statements for k in ("invalid", "replayed", "held"))
+        fakes = sum(int(s["fakes_added"]) for s in statements)
+        user_reports = max(0, int(analyzer.get("forwarded", 0)) - fakes - lost)
+        facts = RunFacts(
+            n_users=int(user_reports // protocol.messages_per_user),
+            fakes_added=tuple(int(s["fakes_added"]) // per_fake for s in statements),
+            fakes_arrived=max(0, fakes - lost) // per_fake,
+            shufflers=max([1, *(len(chain) for chain in chains_of(rec))]),
+            threshold=0,  # the analyzer sees what a threshold held, not the threshold
+            domain=protocol.domain,
+            threshold_epsilon=rec.stats.get("threshold_epsilon"),
+        )
+        g = run_guarantee(protocol, facts, on_mismatch="recompute")
+        if worst is None or not g.privacy.epsilon_central <= worst.privacy.epsilon_central:
+            worst = g
+    return worst
 
 
 class Processing(PartyBase):
@@ -149,13 +194,66 @@ class Processing(PartyBase):
         reports = [await self._db(self.inbox.epoch_reports, r.epoch) for r in ready]
         dups = [await self._db(self.inbox.upstream_duplicates, r.epoch) for r in ready]
         commit = await compute(lambda: self._analyze_epoch(ready, reports, dups))
+        # The budget ledger's row commits with the release, or the release is refused.
+        entry = await compute(lambda: self._ledger_entry(ready[0], commit["stats"]))
+        budget = self.config.budget
+        kill = bool(self.config.simulation.get("kill_in_release", False))
+
+        def also(db: sqlite3.Connection) -> object:
+            return _ledger.record_release(db, entry, budget=budget, kill_hook=kill)
+
         with trio.CancelScope(shield=True):  # as in _process
-            await self._db(self.inbox.commit_processed, ready[0].epoch, **commit)
+            try:
+                await self._db(self.inbox.commit_processed, ready[0].epoch, **commit, also=also)
+            except _ledger.BudgetExceeded as refused:
+                await self._db(self._refuse_release, group, refused)
+                return
             for r in ready[1:]:
                 await self._db(
                     self.inbox.commit_processed, r.epoch, stats={"merged_into": ready[0].epoch}
                 )
         self.counters["epochs_processed"] += 1
+
+    def _ledger_entry(self, lead: EpochRecord, stats: dict[str, Any]) -> _ledger.LedgerEntry:
+        """The ledger row of the epoch group whose lead is ``lead`` and whose analysis wrote
+        ``stats``: the guarantee the analyzer states for that epoch alone
+        (:func:`analyzer_guarantee`, the run's own guarantee)."""
+        rec = EpochRecord(
+            lead.epoch, lead.key_epoch, "processed", lead.upstream_counts, None, stats
+        )
+        guarantee = analyzer_guarantee(self.protocol, [rec])
+        assert guarantee is not None  # one epoch given
+        manifest = self.config.manifest
+        return _ledger.LedgerEntry(
+            epoch=lead.epoch // self.channels,
+            inbox_epoch=lead.epoch,
+            deployment=None if manifest is None else manifest.deployment_id,
+            protocol=self.protocol.name,
+            epsilon=float(guarantee.privacy.epsilon_central),
+            delta=float(guarantee.privacy.delta),
+            users=guarantee.facts.n_users,
+            bound=str(guarantee.privacy.bound),
+            released_at=time.time(),
+        )
+
+    def _refuse_release(self, group: range, refused: _ledger.BudgetExceeded) -> None:
+        """After a release was refused for the budget (blocking; call through ``_db``): record
+        it durably, count it once (``budget_refusals``), log one ``budget_refused`` event, and
+        leave the epoch's inbox ids closed and skipped until a restart."""
+        first = refused.epoch not in _ledger.refusals(self.inbox._db)
+        if first:
+            self.counters["budget_refusals"] += 1  # written by the refusal's transaction
+        _ledger.record_refusal(self.inbox, refused)
+        for e in group:
+            self._failed_epochs[e] = f"refused: {refused.reason}"
+        event(
+            "budget_refused",
+            party=self.party_name,
+            epoch=refused.epoch,
+            inbox_epochs=list(group),
+            reason=refused.reason,
+            first_refusal=first,
+        )
 
     def _as_batch(self, reports: list[bytes]) -> Any:
         if isinstance(self.codec, OnionCodec):
@@ -181,6 +279,7 @@ class Processing(PartyBase):
             route=self.routes[rec.key_epoch],
             protocol=self.protocol,
             threshold=self.config.threshold,
+            threshold_noise=self.config.threshold_epsilon,  # Z from the OS CSPRNG
             fake_reports=self.config.fake_reports,
             fake_rng=self.fake_rng,
             workers=self.config.workers,
@@ -264,6 +363,8 @@ class Processing(PartyBase):
             "problems": problems,
             "fakes": sum(int(s["fakes_added"]) for chain in chains for s in chain),
         }
+        if self.config.threshold_epsilon is not None:
+            stats["threshold_epsilon"] = self.config.threshold_epsilon
         # One chain keeps the stats format of existing inboxes.
         if self.channels == 1:
             stats["chain"] = chains[0]
@@ -277,8 +378,7 @@ class Processing(PartyBase):
         pending = await self._db(self.inbox.pending_outbox, rec.epoch)
         timeout = self.config.limits.read_timeout_seconds
         try:
-            with trio.fail_after(timeout):
-                stream = await trio.open_tcp_stream(self.config.next.host, self.config.next.port)
+            stream = await open_stream(self.next_address, timeout=timeout)
             async with stream:
                 fs = FrameStream(stream, max_frame=MAX_FRAME_SIZE, read_timeout=timeout)
                 for entry in pending:

@@ -5,17 +5,29 @@ A party keeps everything durable in its ``state_dir``: the inbox database
 the running party holds an exclusive ``flock`` for as long as it runs (two instances on
 one inbox would each close, process and forward the same epochs). The operator's tool
 (``esa inbox``) asks :func:`state_dir_in_use` whether that lock is held.
+
+The directory is private to the party's user: it is made mode 0700 and every file a party
+writes in it mode 0600 (:func:`write_private_text`), whatever the umask, and a directory
+left more open by an earlier run is closed down when the party starts.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 from typing import IO, Final
 
 from .._errors import ConfigError
 
-__all__ = ["INBOX_FILE", "LOCK_FILE", "StateLock", "lock_state_dir", "state_dir_in_use"]
+__all__ = [
+    "INBOX_FILE",
+    "LOCK_FILE",
+    "StateLock",
+    "lock_state_dir",
+    "state_dir_in_use",
+    "write_private_text",
+]
 
 #: The inbox database's file name in a state_dir.
 INBOX_FILE: Final = "inbox.db"
@@ -51,8 +63,11 @@ def lock_state_dir(state_dir: Path) -> StateLock:
         ConfigError: the directory cannot be created or is in use by another party.
     """
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        fh = open(state_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held until close()
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(state_dir, 0o700)  # mkdir's mode is subject to the umask
+        fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        fh = os.fdopen(fd, "a+")
     except OSError as exc:
         raise ConfigError(f"cannot use state_dir {state_dir}: {exc.strerror or exc}") from None
     try:
@@ -64,6 +79,26 @@ def lock_state_dir(state_dir: Path) -> StateLock:
             "its own state_dir"
         ) from None
     return StateLock(fh)
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with ``text``, mode 0600 whatever the umask.
+
+    Args:
+        path: the file (in a state_dir).
+        text: its new content.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def state_dir_in_use(state_dir: Path) -> bool:

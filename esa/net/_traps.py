@@ -90,6 +90,15 @@ def trap_statement(
     counts nothing again. The opening's content (nonce, trap layers) is bound through the
     commitment (:func:`trap_commitment`).
 
+    Args:
+        action: ``"commit"`` or ``"open"``.
+        analyzer_key: the analyzer's 32-byte layer public key of ``key_epoch``.
+        key_epoch: the key epoch, in [0, 2**32).
+        commitment: the trap set's 32-byte commitment.
+
+    Returns:
+        The statement's bytes.
+
     Raises:
         ParameterError: a field of the wrong size or range (programmer misuse).
     """
@@ -138,7 +147,15 @@ class TrapSet:
         return trap_commitment(self.nonce, self.key_epoch, list(self.analyzer_layers))
 
     def signature(self, action: Literal["commit", "open"], auditor: Ed25519PrivateKey) -> bytes:
-        """The auditor's signature of this set's commitment (``commit``) or opening."""
+        """The auditor's signature of this set's commitment (``commit``) or opening.
+
+        Args:
+            action: ``"commit"`` or ``"open"``.
+            auditor: the auditor's Ed25519 private key.
+
+        Returns:
+            The 64-byte signature of :func:`trap_statement`.
+        """
         statement = trap_statement(
             action,
             analyzer_key=self.analyzer_key,
@@ -169,6 +186,18 @@ def make_traps(
     In a deployment of several chains, ``route`` is chain ``channel``'s route
     (:func:`esa.chain_route`) and the traps are that chain's fakes
     (``sample_channel_fakes``), so they look like the chain's honest traffic.
+
+    Args:
+        protocol: the configured protocol.
+        route: the chain's layer public keys in report order, the analyzer last.
+        count: the number of traps.
+        key_epoch: the key epoch the route's keys belong to.
+        crowd_id: the crowd id of every trap.
+        channel: the chain the traps go through.
+
+    Returns:
+        The traps (to submit), the analyzer layers the auditor keeps, and the commitment to
+        them.
     """
     fakes = protocol.sample_channel_fakes(count, channel=channel, rng=crypto.csprng_generator())
     msgs = split_messages(protocol, fakes)
@@ -199,6 +228,14 @@ async def commit_traps(
 
     Resending is safe: the analyzer records a commitment once.
 
+    Args:
+        analyzer: the analyzer's query address.
+        traps: the trap set (:func:`make_traps`).
+        auditor: the auditor's Ed25519 private key.
+
+    Returns:
+        The analyzer's JSON reply.
+
     Raises:
         PeerRejected: ``bad_signature`` if the analyzer has no ``[auditor]`` key or another
             one; ``unknown_key_epoch`` if it does not serve the traps' key epoch.
@@ -220,6 +257,14 @@ async def open_traps(
     The reply: ``traps`` (listed), ``repeated`` (opened before under another commitment,
     not counted again), ``arrived`` and ``missing`` (of the others), ``ok``. Resending is
     safe: a commitment is opened once, and the same opening again gets the same reply.
+
+    Args:
+        analyzer: the analyzer's query address.
+        traps: the trap set committed to with :func:`commit_traps`.
+        auditor: the auditor's Ed25519 private key.
+
+    Returns:
+        The analyzer's JSON reply, as above.
 
     Raises:
         PeerRejected: ``bad_signature`` as for :func:`commit_traps`; ``bad_trap_opening`` if

@@ -11,9 +11,14 @@ Kinds (``>`` big-endian; ``u8/u16/u32/u64``; ``B[n]`` raw bytes)::
 
     SUBMIT   client -> first shuffler (unsigned: users are anonymous)
              u8 ver | u8 kind | u32 key_epoch | u32 count | u32 report_size
-             | B[count*report_size] reports
+             | B[count*report_size] reports | [u16 len | B[len] TOKEN]
+             (the token is optional: present iff bytes follow the reports)
+    TOKEN    operator -> client, shown in SUBMIT; signed by the operator key
+             u8 ver | u8 len | B[len] deployment | u32 key_epoch | u8 len | B[len] client_id
+             | u64 expires_at (Unix seconds) | u32 quota | B[64] signature
     ACK      u8 ver | u8 kind | u32 stored | u32 duplicates
     REJECT   u8 ver | u8 kind | u8 reason | u16 len | B[len] utf-8 detail
+             | [u32 retry_after_ms]   (RETRY_LATER and QUOTA_EXCEEDED only)
     BATCH    hop -> next hop, signed by the sender; one chunk of an epoch's batch
              u8 ver | u8 kind | u8 sender_hop | u8 receiver_hop | u32 key_epoch | u64 epoch
              | B[32] batch_id | u32 chunk_index | u32 chunk_count | u32 count
@@ -23,11 +28,16 @@ Kinds (``>`` big-endian; ``u8/u16/u32/u64``; ``B[n]`` raw bytes)::
              STATEMENT = u8 hop | u32 key_epoch | u64 epoch | B[32] batch_id
                          | u64 received | u64 invalid | u64 replayed | u64 held
                          | u64 fakes_added | u64 forwarded | B[64] signature
-    CONTROL  operator -> party, signed by the operator key
-             u8 ver | u8 kind | u8 command | u64 issued_at_ms | [u64 epoch] | B[64] signature
+    CONTROL  operator -> party, signed by the operator key; version 2 (:data:`CONTROL_VERSION`)
+             u8 ver | u8 kind | u8 command | u64 issued_at_ms | B[16] nonce
+             | B[16] deployment_id | u8 len | B[len] utf-8 target party name
+             | [u64 epoch] | B[64] signature
              (``epoch`` only for CLOSE_EPOCH_AT: close iff the next epoch id is ``epoch``)
     QUERY    u8 ver | u8 kind | u8 what | u32 len | B[len] utf-8 JSON
     REPLY    u8 ver | u8 kind | u32 len | B[len] utf-8 JSON
+
+Every kind carries :data:`WIRE_VERSION` except CONTROL, whose layout binds a command to one
+deployment and one party and carries :data:`CONTROL_VERSION` (:func:`frame_version`).
 
 Signatures are Ed25519 (pyca/cryptography) over ``context ‖ signed bytes``, with a
 per-kind context string so a signature on one kind never verifies as another. A verify key
@@ -43,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import secrets
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,14 +78,20 @@ from .._errors import (
 
 __all__ = [
     "BATCH_ID_SIZE",
+    "CONTROL_NONCE_SIZE",
+    "CONTROL_VERSION",
+    "DEPLOYMENT_ID_SIZE",
     "FRAME_HEADER_SIZE",
     "MAX_FRAME_SIZE",
+    "MAX_TOKEN_ID_SIZE",
+    "RETRY_REASONS",
     "SIGNATURE_SIZE",
     "STATEMENT_SIZE",
     "WIRE_VERSION",
     "Ack",
     "BadSignature",
     "BatchChunk",
+    "ClientToken",
     "ControlCommand",
     "ControlFrame",
     "CountStatement",
@@ -93,11 +110,13 @@ __all__ = [
     "WireError",
     "encode_frame",
     "frame_length",
+    "frame_version",
     "parse_ack",
     "parse_query",
     "parse_reject",
     "parse_reply",
     "parse_submit",
+    "parse_token",
     "peek_kind",
     "reports_header",
     "unverified_key_epoch",
@@ -107,6 +126,12 @@ __all__ = [
 ]
 
 WIRE_VERSION: Final = 1
+#: The version byte of CONTROL frames (their layout differs from version 1's).
+CONTROL_VERSION: Final = 2
+CONTROL_NONCE_SIZE: Final = 16
+#: A deployment's id as CONTROL frames carry it (the manifest's ``deployment_id``).
+DEPLOYMENT_ID_SIZE: Final = 16
+MAX_TARGET_SIZE: Final = 64
 FRAME_HEADER_SIZE: Final = 4
 #: Hard upper bound of a frame payload; a party may configure a smaller one.
 MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
@@ -121,7 +146,7 @@ _ACK: Final = struct.Struct(">II")
 _REJECT: Final = struct.Struct(">BH")
 _BATCH: Final = struct.Struct(">BBIQ32sIIII")
 _STATEMENT: Final = struct.Struct(">BIQ32sQQQQQQ")
-_CONTROL: Final = struct.Struct(">BQ")
+_CONTROL: Final = struct.Struct(">BQ16s16sB")
 _CONTROL_EPOCH: Final = struct.Struct(">Q")
 _QUERY: Final = struct.Struct(">BI")
 _REPLY: Final = struct.Struct(">I")
@@ -129,7 +154,13 @@ STATEMENT_SIZE: Final = _STATEMENT.size + SIGNATURE_SIZE
 
 _CTX_BATCH: Final = b"esa/wire/v1/batch\x00"
 _CTX_STATEMENT: Final = b"esa/wire/v1/counts\x00"
-_CTX_CONTROL: Final = b"esa/wire/v1/control\x00"
+_CTX_CONTROL: Final = b"esa/wire/v2/control\x00"
+_CTX_TOKEN: Final = b"esa/wire/v1/client-token\x00"
+_TOKEN_TAIL: Final = struct.Struct(">QI")
+_TOKEN_LENGTH: Final = struct.Struct(">H")
+_RETRY_AFTER: Final = struct.Struct(">I")
+#: Longest deployment id and client id a token carries, in UTF-8 bytes.
+MAX_TOKEN_ID_SIZE: Final = 64
 
 _U8: Final = 0xFF
 _U32: Final = 0xFFFFFFFF
@@ -167,6 +198,11 @@ class RejectReason(enum.IntEnum):
     STALE_CONTROL = 15
     EPOCH_AHEAD = 16  # CLOSE_EPOCH_AT names an epoch after the party's next one
     CONFLICTING_BATCH = 17  # another batch, or other content, under a stored batch/epoch id
+    RETRY_LATER = 18  # back-pressure or a rate limit: resend after the REJECT's retry_after
+    QUOTA_EXCEEDED = 19  # the sender's reports for this epoch are used up (retry_after: hint)
+    UNAUTHENTICATED = 20  # no client token where one is required, or one that does not verify
+    INVALID_REPORT = 21  # a report of the frame fails to open (the first shuffler peels at intake)
+    WRONG_TARGET = 22  # a CONTROL frame names another party or another deployment
 
 
 class ControlCommand(enum.IntEnum):
@@ -187,6 +223,13 @@ class QueryKind(enum.IntEnum):
 def encode_frame(payload: bytes, *, max_size: int = MAX_FRAME_SIZE) -> bytes:
     """Prefix ``payload`` with its 4-byte big-endian length.
 
+    Args:
+        payload: the frame's payload.
+        max_size: the largest payload allowed.
+
+    Returns:
+        The frame: the length prefix, then the payload.
+
     Raises:
         CryptoParameterError: the payload is empty or longer than ``max_size``.
     """
@@ -197,6 +240,13 @@ def encode_frame(payload: bytes, *, max_size: int = MAX_FRAME_SIZE) -> bytes:
 
 def frame_length(header: bytes, *, max_size: int = MAX_FRAME_SIZE) -> int:
     """Parse a 4-byte length prefix, refusing it before any payload is buffered.
+
+    Args:
+        header: the frame's first 4 bytes.
+        max_size: the largest payload accepted.
+
+    Returns:
+        The payload's length.
 
     Raises:
         MalformedFrame: ``header`` is not 4 bytes.
@@ -213,6 +263,12 @@ def frame_length(header: bytes, *, max_size: int = MAX_FRAME_SIZE) -> int:
 def peek_kind(payload: bytes) -> FrameKind:
     """The kind of a payload after checking its version byte.
 
+    Args:
+        payload: a frame's payload.
+
+    Returns:
+        Its kind.
+
     Raises:
         MalformedFrame: fewer than 2 bytes.
         UnsupportedVersion: version byte is not :data:`WIRE_VERSION`.
@@ -221,12 +277,22 @@ def peek_kind(payload: bytes) -> FrameKind:
     if len(payload) < _PREFIX.size:
         raise MalformedFrame("payload shorter than its version and kind bytes")
     version, kind = _PREFIX.unpack_from(payload)
-    if version != WIRE_VERSION:
-        raise UnsupportedVersion(f"wire version {version}, expected {WIRE_VERSION}")
     try:
-        return FrameKind(kind)
+        member = FrameKind(kind)
     except ValueError:
+        if version not in (WIRE_VERSION, CONTROL_VERSION):
+            raise UnsupportedVersion(f"wire version {version}, expected {WIRE_VERSION}") from None
         raise UnknownKind(f"unknown frame kind {kind}") from None
+    expected = frame_version(member)
+    if version != expected:
+        raise UnsupportedVersion(f"wire version {version}, expected {expected} for {member.name}")
+    return member
+
+
+def frame_version(kind: FrameKind) -> int:
+    """The version byte frames of ``kind`` carry: :data:`CONTROL_VERSION` for CONTROL,
+    :data:`WIRE_VERSION` for every other kind."""
+    return CONTROL_VERSION if kind is FrameKind.CONTROL else WIRE_VERSION
 
 
 def _expect(payload: bytes, kind: FrameKind) -> None:
@@ -290,19 +356,36 @@ def _check_uint(value: int, bound: int, name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class SubmitFrame:
-    """Reports a client submits to the first shuffler, all wrapped for ``key_epoch``."""
+    """Reports a client submits to the first shuffler, all wrapped for ``key_epoch``.
+
+    ``token`` is an operator-signed :class:`ClientToken`'s bytes (:meth:`ClientToken.sign`),
+    or empty for a keyless client; the party verifies it, the frame only carries it.
+    """
 
     key_epoch: int
     reports: tuple[bytes, ...]
+    token: bytes = b""
 
     def __post_init__(self) -> None:
         _check_uint(self.key_epoch, _U32, "key_epoch")
         _check_reports(self.reports, allow_empty=False)
+        _check_body(self.token, "token", 0xFFFF)
 
     def to_bytes(self) -> bytes:
+        """The frame's payload.
+
+        Returns:
+            The SUBMIT payload (without the length prefix).
+        """
         size = len(self.reports[0])
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.SUBMIT)
-        return head + _SUBMIT.pack(self.key_epoch, len(self.reports), size) + b"".join(self.reports)
+        tail = _TOKEN_LENGTH.pack(len(self.token)) + self.token if self.token else b""
+        return (
+            head
+            + _SUBMIT.pack(self.key_epoch, len(self.reports), size)
+            + b"".join(self.reports)
+            + tail
+        )
 
 
 def _submit_header(payload: bytes) -> tuple[int, int, int]:
@@ -313,18 +396,133 @@ def _submit_header(payload: bytes) -> tuple[int, int, int]:
     key_epoch, count, size = _SUBMIT.unpack_from(payload, _PREFIX.size)
     if count == 0 or size == 0:
         raise MalformedFrame("a SUBMIT frame carries at least one non-empty report")
-    if len(payload) != _PREFIX.size + _SUBMIT.size + count * size:
-        raise MalformedFrame(f"{count} reports of {size} bytes do not fill the SUBMIT frame")
+    end = _PREFIX.size + _SUBMIT.size + count * size
+    if len(payload) != end:
+        rest = len(payload) - end
+        if rest < _TOKEN_LENGTH.size or rest != (
+            _TOKEN_LENGTH.size + _TOKEN_LENGTH.unpack_from(payload, end)[0]
+        ):
+            raise MalformedFrame(f"{count} reports of {size} bytes do not fill the SUBMIT frame")
     return key_epoch, count, size
 
 
 def _parse_unverified_submit(payload: bytes) -> SubmitFrame:
+    """Parse a SUBMIT payload (unsigned by design: users are anonymous).
+
+    Args:
+        payload: the frame's payload.
+
+    Returns:
+        The SUBMIT frame.
+
+    Raises:
+        WireError: a payload of another version or kind, or malformed (:class:`MalformedFrame`).
+    """
     key_epoch, count, size = _submit_header(payload)
-    reports = _split_reports(payload[_PREFIX.size + _SUBMIT.size :], count, size)
-    return SubmitFrame(key_epoch, reports)
+    end = _PREFIX.size + _SUBMIT.size + count * size
+    reports = _split_reports(payload[_PREFIX.size + _SUBMIT.size : end], count, size)
+    return SubmitFrame(key_epoch, reports, payload[end + _TOKEN_LENGTH.size :])
 
 
 parse_submit = _parse_unverified_submit  # unsigned by design: users are anonymous
+
+
+def _check_id(value: str, name: str) -> bytes:
+    if not isinstance(value, str) or not 0 < len(value.encode()) <= MAX_TOKEN_ID_SIZE:
+        raise CryptoParameterError(
+            f"{name} must be a str of 1..{MAX_TOKEN_ID_SIZE} bytes in UTF-8, got {value!r:.80}"
+        )
+    return value.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientToken:
+    """An operator's permission for one client to submit under one key epoch.
+
+    Bound to the deployment (``deployment``: the first shuffler's ``[admission]
+    deployment_id``), the key epoch its reports are wrapped for (the SUBMIT's
+    ``key_epoch``), the client (``client_id``, which the party's quota is kept under) and
+    an expiry (``expires_at``, Unix seconds); ``quota`` is how many reports the client may
+    have stored per epoch. A token is a bearer credential: whoever holds it submits as
+    ``client_id``, within its quota and expiry.
+    """
+
+    deployment: str
+    key_epoch: int
+    client_id: str
+    expires_at: int
+    quota: int
+
+    def __post_init__(self) -> None:
+        _check_id(self.deployment, "deployment")
+        _check_id(self.client_id, "client_id")
+        _check_uint(self.key_epoch, _U32, "key_epoch")
+        _check_uint(self.expires_at, _U64, "expires_at")
+        _check_uint(self.quota, _U32, "quota")
+
+    def signed_bytes(self) -> bytes:
+        """The bytes the signature covers.
+
+        Returns:
+            The token without its signature.
+        """
+        dep, cid = self.deployment.encode(), self.client_id.encode()
+        return (
+            bytes([WIRE_VERSION, len(dep)])
+            + dep
+            + struct.pack(">I", self.key_epoch)
+            + bytes([len(cid)])
+            + cid
+            + _TOKEN_TAIL.pack(self.expires_at, self.quota)
+        )
+
+    def sign(self, key: Ed25519PrivateKey) -> bytes:
+        """The token's bytes: signed bytes followed by the operator's Ed25519 signature.
+
+        Args:
+            key: the operator's signing key.
+
+        Returns:
+            The signed token.
+        """
+        body = self.signed_bytes()
+        return body + _sign(key, _CTX_TOKEN, body)
+
+
+def parse_token(token: bytes, key: Ed25519PublicKey) -> ClientToken:
+    """Check the operator's signature on a token, then parse it (expiry and bindings are
+    the party's to check).
+
+    Args:
+        token: the token's bytes.
+        key: the operator's verify key.
+
+    Returns:
+        The token's deployment, key epoch, client id, expiry and quota.
+
+    Raises:
+        WireError: a malformed token (:class:`MalformedFrame`) or a signature that does not
+            verify (:class:`BadSignature`).
+    """
+    if len(token) <= SIGNATURE_SIZE:
+        raise MalformedFrame("truncated client token")
+    body, signature = token[:-SIGNATURE_SIZE], token[-SIGNATURE_SIZE:]
+    _verify(key, _CTX_TOKEN, body, signature)
+    try:
+        if body[0] != WIRE_VERSION:
+            raise MalformedFrame(f"client token version {body[0]}, expected {WIRE_VERSION}")
+        at = 2 + body[1]
+        dep = body[2:at]
+        (key_epoch,) = struct.unpack_from(">I", body, at)
+        cid_len = body[at + 4]
+        cid = body[at + 5 : at + 5 + cid_len]
+        tail = at + 5 + cid_len
+        if len(cid) != cid_len or len(body) != tail + _TOKEN_TAIL.size:
+            raise MalformedFrame("client token length mismatch")
+        expires_at, quota = _TOKEN_TAIL.unpack_from(body, tail)
+        return ClientToken(dep.decode(), key_epoch, cid.decode(), expires_at, quota)
+    except (IndexError, struct.error, UnicodeDecodeError, CryptoParameterError):
+        raise MalformedFrame("malformed client token") from None
 
 
 # --------------------------------------------------------------------------- ACK / REJECT
@@ -342,10 +540,26 @@ class Ack:
         _check_uint(self.duplicates, _U32, "duplicates")
 
     def to_bytes(self) -> bytes:
+        """The frame's payload.
+
+        Returns:
+            The ACK payload (without the length prefix).
+        """
         return _PREFIX.pack(WIRE_VERSION, FrameKind.ACK) + _ACK.pack(self.stored, self.duplicates)
 
 
 def _parse_unverified_ack(payload: bytes) -> Ack:
+    """Parse an ACK payload (ACKs are unsigned).
+
+    Args:
+        payload: the frame's payload.
+
+    Returns:
+        The ACK frame.
+
+    Raises:
+        WireError: a payload of another version or kind, or malformed (:class:`MalformedFrame`).
+    """
     _expect(payload, FrameKind.ACK)
     if len(payload) != _PREFIX.size + _ACK.size:
         raise MalformedFrame("an ACK frame is 10 bytes")
@@ -355,12 +569,21 @@ def _parse_unverified_ack(payload: bytes) -> Ack:
 parse_ack = _parse_unverified_ack
 
 
+#: The REJECT reasons that carry a ``retry_after_ms`` hint.
+RETRY_REASONS: Final = frozenset({RejectReason.RETRY_LATER, RejectReason.QUOTA_EXCEEDED})
+
+
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """A party refused a frame for ``reason``; ``detail`` is a short human hint."""
+    """A party refused a frame for ``reason``; ``detail`` is a short human hint.
+
+    ``retry_after_ms`` (only for :data:`RETRY_REASONS`; 0 otherwise) is how long the party
+    asks the sender to wait before resending.
+    """
 
     reason: RejectReason
     detail: str = ""
+    retry_after_ms: int = 0
 
     def __post_init__(self) -> None:
         _check_enum(self, "reason", RejectReason)
@@ -369,26 +592,53 @@ class Reject:
                 f"reject detail is a str of at most {MAX_DETAIL_SIZE} bytes in UTF-8, "
                 f"got {self.detail!r:.80}"
             )
+        _check_uint(self.retry_after_ms, _U32, "retry_after_ms")
+        if self.retry_after_ms and self.reason not in RETRY_REASONS:
+            raise CryptoParameterError(f"a {self.reason.name} REJECT carries no retry_after_ms")
 
     def to_bytes(self) -> bytes:
+        """The frame's payload.
+
+        Returns:
+            The REJECT payload (without the length prefix).
+        """
         detail = self.detail.encode()
+        hint = _RETRY_AFTER.pack(self.retry_after_ms) if self.reason in RETRY_REASONS else b""
         return (
             _PREFIX.pack(WIRE_VERSION, FrameKind.REJECT)
             + _REJECT.pack(self.reason, len(detail))
             + detail
+            + hint
         )
 
 
 def _parse_unverified_reject(payload: bytes) -> Reject:
+    """Parse a REJECT payload (REJECTs are unsigned).
+
+    Args:
+        payload: the frame's payload.
+
+    Returns:
+        The REJECT frame.
+
+    Raises:
+        WireError: a payload of another version or kind, or malformed (:class:`MalformedFrame`).
+    """
     _expect(payload, FrameKind.REJECT)
     if len(payload) < _PREFIX.size + _REJECT.size:
         raise MalformedFrame("truncated REJECT frame")
     reason, length = _REJECT.unpack_from(payload, _PREFIX.size)
     detail = payload[_PREFIX.size + _REJECT.size :]
+    retry_after = 0
+    if reason in RETRY_REASONS:
+        if len(detail) < _RETRY_AFTER.size:
+            raise MalformedFrame("REJECT lacks its retry_after_ms")
+        (retry_after,) = _RETRY_AFTER.unpack_from(detail, len(detail) - _RETRY_AFTER.size)
+        detail = detail[: -_RETRY_AFTER.size]
     if len(detail) != length or length > MAX_DETAIL_SIZE:
         raise MalformedFrame("REJECT detail length mismatch")
     try:
-        return Reject(RejectReason(reason), detail.decode())
+        return Reject(RejectReason(reason), detail.decode(), retry_after)
     except (ValueError, UnicodeDecodeError):
         raise MalformedFrame("bad REJECT reason or detail") from None
 
@@ -451,6 +701,11 @@ class BatchChunk:
         _check_reports(self.reports, allow_empty=True)
 
     def signed_bytes(self) -> bytes:
+        """The bytes the signature covers.
+
+        Returns:
+            The BATCH payload without its signature.
+        """
         size = len(self.reports[0]) if self.reports else 0
         return (
             _PREFIX.pack(WIRE_VERSION, FrameKind.BATCH)
@@ -469,7 +724,14 @@ class BatchChunk:
         )
 
     def sign(self, key: Ed25519PrivateKey) -> bytes:
-        """The payload: signed bytes followed by the sender's Ed25519 signature."""
+        """The payload: signed bytes followed by the sender's Ed25519 signature.
+
+        Args:
+            key: the sending party's signing key.
+
+        Returns:
+            The signed BATCH payload.
+        """
         body = self.signed_bytes()
         return body + _sign(key, _CTX_BATCH, body)
 
@@ -494,6 +756,12 @@ def reports_header(payload: bytes) -> tuple[int, int]:
     """(count, report size) that a SUBMIT or BATCH payload declares, read from its header
     alone: a party checks the size it expects before anything is split into reports or a
     signature checked, so a frame of millions of tiny reports costs no more than its bytes.
+
+    Args:
+        payload: a SUBMIT or BATCH payload.
+
+    Returns:
+        ``(count, size)``: the number of reports and the bytes of each.
 
     Raises:
         WireError: not a well-formed SUBMIT or BATCH header.
@@ -522,6 +790,12 @@ def unverified_key_epoch(payload: bytes) -> int:
     Only for choosing which key directory's verify key to check the signature with; the
     value is authenticated when :func:`verify_batch` / :func:`verify_counts` succeeds.
 
+    Args:
+        payload: a BATCH or COUNTS payload.
+
+    Returns:
+        The key epoch it claims.
+
     Raises:
         WireError: not a well-formed BATCH or COUNTS payload.
     """
@@ -535,6 +809,13 @@ def unverified_key_epoch(payload: bytes) -> int:
 
 def verify_batch(payload: bytes, key: Ed25519PublicKey) -> BatchChunk:
     """Check the sender's signature on a BATCH payload, then parse it.
+
+    Args:
+        payload: the BATCH payload.
+        key: the sending party's verify key.
+
+    Returns:
+        The verified batch chunk.
 
     Raises:
         WireError: a leaf naming why (bad version/kind, bad signature, malformed).
@@ -584,6 +865,11 @@ class CountStatement:
             raise CryptoParameterError(f"a signature is {SIGNATURE_SIZE} bytes")
 
     def signed_bytes(self) -> bytes:
+        """The bytes the signature covers.
+
+        Returns:
+            The statement without its signature.
+        """
         return _STATEMENT.pack(
             self.hop,
             self.key_epoch,
@@ -598,12 +884,26 @@ class CountStatement:
         )
 
     def signed_by(self, key: Ed25519PrivateKey) -> CountStatement:
-        """A copy carrying ``key``'s signature."""
+        """A copy carrying ``key``'s signature.
+
+        Args:
+            key: the hop's signing key.
+
+        Returns:
+            The signed statement.
+        """
         sig = _sign(key, _CTX_STATEMENT, self.signed_bytes())
         return dataclasses.replace(self, signature=sig)
 
     def verify(self, key: Ed25519PublicKey) -> None:
-        """Raises :class:`BadSignature` unless ``key`` signed this statement."""
+        """Raises :class:`BadSignature` unless ``key`` signed this statement.
+
+        Args:
+            key: the hop's verify key.
+
+        Raises:
+            BadSignature: the statement is unsigned or ``key`` did not sign it.
+        """
         if len(self.signature) != SIGNATURE_SIZE:
             raise BadSignature("count statement is unsigned")
         _verify(key, _CTX_STATEMENT, self.signed_bytes(), self.signature)
@@ -629,6 +929,11 @@ class CountsFrame:
                 raise CryptoParameterError("every statement of a COUNTS frame is signed")
 
     def to_bytes(self) -> bytes:
+        """The frame's payload.
+
+        Returns:
+            The COUNTS payload (without the length prefix).
+        """
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.COUNTS) + bytes([len(self.statements)])
         return head + b"".join(s.signed_bytes() + s.signature for s in self.statements)
 
@@ -670,6 +975,13 @@ def verify_counts(payload: bytes, keys: Sequence[Ed25519PublicKey]) -> CountsFra
     Each statement is signed separately (hops sign in turn), so there is no signature over
     the whole frame to check first; every statement is verified before it is returned.
 
+    Args:
+        payload: the COUNTS payload.
+        keys: the verify keys of the hops, by hop index.
+
+    Returns:
+        The frame, every statement verified.
+
     Raises:
         WireError: malformed frame, a hop with no key, or a signature that does not verify.
     """
@@ -684,16 +996,28 @@ def verify_counts(payload: bytes, keys: Sequence[Ed25519PublicKey]) -> CountsFra
 # --------------------------------------------------------------------------- CONTROL
 
 
+def _random_nonce() -> bytes:
+    return secrets.token_bytes(CONTROL_NONCE_SIZE)  # the OS CSPRNG
+
+
 @dataclass(frozen=True, slots=True)
 class ControlFrame:
     """An operator command (e.g. close the current epoch now), signed by the operator.
 
-    ``epoch`` is carried only by CLOSE_EPOCH_AT (the epoch id it closes); it is 0 otherwise.
+    The signature covers which deployment (``deployment_id``, the manifest's, 16 bytes; all
+    zero for a party serving no manifest) and which party (``target``, its key name such as
+    ``shuffler-1``) the command is for, so a command for one party is refused by every
+    other, even one trusting the same operator key; and a random ``nonce`` the party
+    remembers while the command is fresh, so a replay is refused. ``epoch`` is carried
+    only by CLOSE_EPOCH_AT (the epoch id it closes); it is 0 otherwise.
     """
 
     command: ControlCommand
     issued_at_ms: int
     epoch: int = 0
+    target: str = ""
+    deployment_id: bytes = bytes(DEPLOYMENT_ID_SIZE)
+    nonce: bytes = dataclasses.field(default_factory=_random_nonce)
 
     def __post_init__(self) -> None:
         _check_enum(self, "command", ControlCommand)
@@ -701,46 +1025,89 @@ class ControlFrame:
         _check_uint(self.epoch, _U64, "epoch")
         if self.epoch and self.command is not ControlCommand.CLOSE_EPOCH_AT:
             raise CryptoParameterError(f"{self.command.name} carries no epoch")
+        if not isinstance(self.target, str) or len(self.target.encode()) > MAX_TARGET_SIZE:
+            raise CryptoParameterError(
+                f"target must name a party in at most {MAX_TARGET_SIZE} UTF-8 bytes, "
+                f"got {self.target!r:.80}"
+            )
+        for name, size in (("deployment_id", DEPLOYMENT_ID_SIZE), ("nonce", CONTROL_NONCE_SIZE)):
+            value = getattr(self, name)
+            if not isinstance(value, bytes) or len(value) != size:
+                raise CryptoParameterError(f"{name} is {size} bytes, got {value!r:.80}")
 
     def signed_bytes(self) -> bytes:
-        head = _PREFIX.pack(WIRE_VERSION, FrameKind.CONTROL)
-        body = _CONTROL.pack(self.command, self.issued_at_ms)
+        """The bytes the signature covers.
+
+        Returns:
+            The CONTROL payload without its signature.
+        """
+        target = self.target.encode()
+        head = _PREFIX.pack(CONTROL_VERSION, FrameKind.CONTROL)
+        body = _CONTROL.pack(
+            self.command, self.issued_at_ms, self.nonce, self.deployment_id, len(target)
+        )
+        body += target
         if self.command is ControlCommand.CLOSE_EPOCH_AT:
             body += _CONTROL_EPOCH.pack(self.epoch)
         return head + body
 
     def sign(self, key: Ed25519PrivateKey) -> bytes:
+        """The payload: signed bytes followed by the operator's Ed25519 signature.
+
+        Args:
+            key: the operator's signing key.
+
+        Returns:
+            The signed CONTROL payload.
+        """
         body = self.signed_bytes()
         return body + _sign(key, _CTX_CONTROL, body)
 
 
 def _control_size(payload: bytes) -> int:
-    """The size a CONTROL payload must have, from its command byte."""
+    """The size a CONTROL payload must have, from its command and target length bytes."""
     _expect(payload, FrameKind.CONTROL)
-    if len(payload) <= _PREFIX.size:
-        raise MalformedFrame("a CONTROL frame has a fixed size")
-    extra = _CONTROL_EPOCH.size if payload[_PREFIX.size] == ControlCommand.CLOSE_EPOCH_AT else 0
-    return _PREFIX.size + _CONTROL.size + extra + SIGNATURE_SIZE
+    if len(payload) < _PREFIX.size + _CONTROL.size:
+        raise MalformedFrame("truncated CONTROL frame")
+    command, _, _, _, target_len = _CONTROL.unpack_from(payload, _PREFIX.size)
+    extra = _CONTROL_EPOCH.size if command == ControlCommand.CLOSE_EPOCH_AT else 0
+    return _PREFIX.size + _CONTROL.size + int(target_len) + extra + SIGNATURE_SIZE
 
 
 def _parse_unverified_control(payload: bytes) -> ControlFrame:
     if len(payload) != _control_size(payload):
-        raise MalformedFrame("a CONTROL frame has a fixed size")
-    command, issued = _CONTROL.unpack_from(payload, _PREFIX.size)
+        raise MalformedFrame("CONTROL frame size does not match its command and target")
+    command, issued, nonce, deployment, target_len = _CONTROL.unpack_from(payload, _PREFIX.size)
     try:
         cmd = ControlCommand(command)
     except ValueError:
         raise MalformedFrame(f"unknown control command {command}") from None
+    start = _PREFIX.size + _CONTROL.size
     epoch = 0
     if cmd is ControlCommand.CLOSE_EPOCH_AT:
-        (epoch,) = _CONTROL_EPOCH.unpack_from(payload, _PREFIX.size + _CONTROL.size)
-    return ControlFrame(cmd, issued, epoch)
+        (epoch,) = _CONTROL_EPOCH.unpack_from(payload, start + target_len)
+    try:
+        target = payload[start : start + target_len].decode()
+        return ControlFrame(cmd, issued, epoch, target, deployment, nonce)
+    except (UnicodeDecodeError, CryptoParameterError):
+        raise MalformedFrame("bad CONTROL target") from None
 
 
 def verify_control(payload: bytes, key: Ed25519PublicKey) -> ControlFrame:
-    """Check the operator's signature on a CONTROL payload, then parse it."""
+    """Check the operator's signature on a CONTROL payload, then parse it.
+
+    Args:
+        payload: the CONTROL payload.
+        key: the operator's verify key.
+
+    Returns:
+        The verified command.
+
+    Raises:
+        WireError: a leaf naming why (bad version/kind, bad signature, malformed).
+    """
     if len(payload) != _control_size(payload):
-        raise MalformedFrame("a CONTROL frame has a fixed size")
+        raise MalformedFrame("CONTROL frame size does not match its command and target")
     _verify(key, _CTX_CONTROL, payload[:-SIGNATURE_SIZE], payload[-SIGNATURE_SIZE:])
     return _parse_unverified_control(payload)
 
@@ -760,11 +1127,28 @@ class Query:
         _check_body(self.body, "query body", _U32)
 
     def to_bytes(self) -> bytes:
+        """The frame's payload.
+
+        Returns:
+            The QUERY payload (without the length prefix).
+        """
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.QUERY)
         return head + _QUERY.pack(self.what, len(self.body)) + self.body
 
 
 def _parse_unverified_query(payload: bytes) -> Query:
+    """Parse a QUERY payload (queries are unsigned; the query listener authenticates
+    clients by TLS).
+
+    Args:
+        payload: the frame's payload.
+
+    Returns:
+        The QUERY frame.
+
+    Raises:
+        WireError: a payload of another version or kind, or malformed (:class:`MalformedFrame`).
+    """
     _expect(payload, FrameKind.QUERY)
     if len(payload) < _PREFIX.size + _QUERY.size:
         raise MalformedFrame("truncated QUERY frame")
@@ -791,11 +1175,27 @@ class Reply:
         _check_body(self.body, "reply body", _U32)
 
     def to_bytes(self) -> bytes:
+        """The frame's payload.
+
+        Returns:
+            The REPLY payload (without the length prefix).
+        """
         head = _PREFIX.pack(WIRE_VERSION, FrameKind.REPLY)
         return head + _REPLY.pack(len(self.body)) + self.body
 
 
 def _parse_unverified_reply(payload: bytes) -> Reply:
+    """Parse a REPLY payload (replies are unsigned).
+
+    Args:
+        payload: the frame's payload.
+
+    Returns:
+        The REPLY frame.
+
+    Raises:
+        WireError: a payload of another version or kind, or malformed (:class:`MalformedFrame`).
+    """
     _expect(payload, FrameKind.REPLY)
     if len(payload) < _PREFIX.size + _REPLY.size:
         raise MalformedFrame("truncated REPLY frame")

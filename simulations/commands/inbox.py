@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import sqlite3
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from esa import InboxDamaged, InboxError, load_config
-from esa.net import INBOX_FILE, LOCK_FILE, Inbox, InboxCheck, StoredEpoch, state_dir_in_use
+from esa import InboxDamaged, InboxError
 
 from .._common import UsageError, emit_json, print_table
+
+if TYPE_CHECKING:
+    from esa.net import InboxCheck, StoredEpoch
 
 #: Seconds ``set-aside`` waits for another connection to let go of the file before it
 #: refuses. A running party never does (it keeps its connection open), so this only
@@ -73,6 +75,8 @@ def register(sub: Any) -> None:
 def inbox_file(path: str) -> Path:
     """The inbox database PATH names: a party config (``.toml``, read as ``esa serve``
     reads it), a state_dir, or the database file itself."""
+    from esa.net import INBOX_FILE, load_config
+
     p = Path(path)
     if p.is_dir():
         return p / INBOX_FILE
@@ -103,6 +107,8 @@ def _listed(e: StoredEpoch) -> bool:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from esa.net import Inbox
+
     db = inbox_file(args.path)
     with Inbox.open_existing(db) as inbox:
         try:
@@ -171,6 +177,8 @@ def _print_check(db: Path, found: InboxCheck, path: str) -> None:
 
 
 def run_set_aside(args: argparse.Namespace) -> int:
+    from esa.net import LOCK_FILE, Inbox, state_dir_in_use
+
     if not 0 <= args.epoch < 2**63:  # epochs are SQLite integers
         raise UsageError(f"--epoch must lie in [0, 2^63 - 1], got {args.epoch}")
     db = inbox_file(args.path)

@@ -1,10 +1,17 @@
-"""``esa keygen``: a key directory for m shufflers (per chain) and an analyzer."""
+"""``esa keygen``: a key directory for m shufflers (per chain) and an analyzer; the
+operator's key (``--make-operator-key``); the signed deployment manifest (``--manifest``)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import tomllib
+from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import crypto
 from crypto import KeyDirectory
 
 from .._common import UsageError, emit_json, print_table
@@ -17,7 +24,32 @@ def register(sub: Any) -> None:
         description="Write DIR/public.json (every party's public keys) and one private key "
         "file per party (mode 0600).",
     )
-    p.add_argument("--out", required=True, help="directory to create")
+    p.add_argument("--out", help="directory to create (the key directory)")
+    p.add_argument(
+        "--make-operator-key",
+        metavar="FILE",
+        default=None,
+        help="instead: write a new operator key (mode 0600) and print its public key, for "
+        "every party's [operator] table and every client's --operator-key",
+    )
+    p.add_argument(
+        "--manifest",
+        metavar="OUT",
+        default=None,
+        help="instead: write the deployment manifest, signed with --operator-key, from "
+        "--config (its [protocol], crypto, channels) and the keys of --key-epoch",
+    )
+    p.add_argument("--config", metavar="TOML", help="with --manifest: a party's config")
+    p.add_argument(
+        "--operator-key", metavar="FILE", help="with --manifest: the operator's key file"
+    )
+    p.add_argument(
+        "--key-epoch",
+        type=int,
+        default=None,
+        help="with --manifest: the key epoch clients encode for (default: the config's "
+        "highest in [keys.epochs])",
+    )
     p.add_argument("--shufflers", type=int, default=3, help="shufflers per chain (default 3)")
     p.add_argument(
         "--channels",
@@ -26,11 +58,56 @@ def register(sub: Any) -> None:
         help="shuffler chains ending at the one analyzer, e.g. one per precision for "
         "rsum_rm (default 1); chain c's hop i is shuffler-{c*m+i+1}",
     )
+    p.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="PARTY=HOST[,HOST]",
+        help="the DNS names / IP addresses a party is reached at, for its TLS certificate "
+        "(repeat per party; default localhost,127.0.0.1)",
+    )
+    p.add_argument(
+        "--client",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also issue a TLS client certificate NAME (query access: RESULT, STATUS on the "
+        "query listener); repeatable",
+    )
+    p.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="write no TLS material (DIR/tls: the deployment CA, each party's certificate "
+        "and key, the client certificates)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=run)
 
 
+def _tls_hosts(args: argparse.Namespace, names: list[str]) -> dict[str, list[str]]:
+    """``--host`` values per party (the default for the others)."""
+    hosts = {name: ["localhost", "127.0.0.1"] for name in names}
+    for item in args.host:
+        name, sep, value = item.partition("=")
+        if not sep or name not in hosts or not value.strip():
+            raise UsageError(
+                f"--host must be PARTY=HOST[,HOST] with PARTY one of {names}, got {item!r}"
+            )
+        hosts[name] = [h.strip() for h in value.split(",") if h.strip()]
+    return hosts
+
+
 def run(args: argparse.Namespace) -> int:
+    from esa.net import write_tls_material
+
+    if args.make_operator_key and args.manifest:
+        raise UsageError("give --make-operator-key or --manifest, not both")
+    if args.make_operator_key:
+        return _make_operator_key(args.make_operator_key, as_json=args.json)
+    if args.manifest:
+        return _write_manifest(args)
+    if not args.out:
+        raise UsageError("--out DIR is required (or --make-operator-key FILE, --manifest OUT)")
     # A party's config takes hop <= 254 (the analyzer's hop is m) and channels <= 255.
     if not 1 <= args.shufflers <= 254 or not 1 <= args.channels <= 255:
         raise UsageError(
@@ -40,12 +117,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.out.strip():  # Path("") is the current directory
         raise UsageError("--out must name a directory, got an empty string")
     m = args.shufflers
+    names = [crypto.shuffler_name(i) for i in range(m * args.channels)] + [crypto.analyzer_name()]
+    hosts = _tls_hosts(args, names)
+    if args.no_tls and args.client:
+        raise UsageError("--client issues a TLS certificate: not with --no-tls")
     # One directory for every chain: each chain's shufflers get their own keys, all chains
     # share the analyzer (esa.chain_route reads chain c back as shuffler-{c*m+1..c*m+m}).
     try:
         keys = KeyDirectory.create(args.out, shufflers=m * args.channels)
     except OSError as exc:  # --out is a file, or not writable
         raise UsageError(f"cannot write keys to {args.out}: {exc.strerror or exc}") from None
+    tls: dict[str, dict[str, str]] = {}
+    if not args.no_tls:
+        try:
+            tls = write_tls_material(keys.path / "tls", hosts, clients=args.client)
+        except (OSError, crypto.CryptoError) as exc:
+            raise UsageError(f"cannot write TLS material: {exc}") from None
     parties = [
         {
             "name": p.name,
@@ -58,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         for i, p in enumerate(keys.route())
     ]
     if args.json:
-        emit_json({"directory": str(keys.path), "parties": parties})
+        emit_json({"directory": str(keys.path), "parties": parties, "tls": tls})
     else:
         print_table(
             f"keys written to {keys.path}",
@@ -74,5 +161,107 @@ def run(args: argparse.Namespace) -> int:
                 )
                 for p in parties
             ],
+        )
+        if tls:
+            print_table(
+                f"TLS material in {keys.path / 'tls'} (keys mode 0600)",
+                ["name", "certificate", "key"],
+                [(name, Path(f["cert"]).name, Path(f["key"]).name) for name, f in tls.items()],
+            )
+    return 0
+
+
+def _make_operator_key(path: str, *, as_json: bool) -> int:
+    """Write a new Ed25519 operator key (hex seed, mode 0600), print its public key."""
+    key = Ed25519PrivateKey.generate()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UsageError(f"{path} exists; not overwriting a key") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write a key to {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key.private_bytes_raw().hex() + "\n")
+    public = key.public_key().public_bytes_raw().hex()
+    if as_json:
+        emit_json({"operator_key_file": path, "public_key": public})
+    else:
+        print(public)
+    return 0
+
+
+def read_operator_key(path: str) -> Ed25519PrivateKey:
+    """The operator's private key from a file ``--make-operator-key`` wrote."""
+    try:
+        return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(Path(path).read_text().strip()))
+    except OSError as exc:
+        raise UsageError(f"cannot read operator key {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(
+            f"{path} is not an operator key (64 hex digits, as --make-operator-key writes)"
+        ) from None
+
+
+def _write_manifest(args: argparse.Namespace) -> int:
+    from esa.net import make_manifest, protocol_table
+
+    if not args.config or not args.operator_key:
+        raise UsageError("--manifest needs --config TOML and --operator-key FILE")
+    operator = read_operator_key(args.operator_key)
+    config = Path(args.config)
+    try:
+        doc = tomllib.loads(config.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read {config}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{config}: invalid TOML: {exc}") from None
+    if doc.get("crypto", "onion") != "onion":
+        raise UsageError(f'{config}: a deployment uses crypto = "onion"')
+    proto = doc.get("protocol")
+    if not isinstance(proto, dict) or "name" not in proto:
+        raise UsageError(f"{config}: [protocol] must name the protocol and its parameters")
+    epochs = (doc.get("keys") or {}).get("epochs") or {}
+    if not isinstance(epochs, dict) or not epochs:
+        raise UsageError(f"{config}: [keys.epochs] names no key directory")
+    try:
+        served = {int(k): v for k, v in epochs.items()}
+    except ValueError:
+        raise UsageError(f"{config}: [keys.epochs] keys must be integers") from None
+    key_epoch = max(served) if args.key_epoch is None else args.key_epoch
+    if key_epoch not in served:
+        raise UsageError(f"{config}: [keys.epochs] has no key epoch {key_epoch}")
+    keys = KeyDirectory.load(config.resolve().parent / str(served[key_epoch]))
+    manifest = make_manifest(
+        protocol=protocol_table(proto),
+        keys=keys,
+        key_epoch=key_epoch,
+        channels=int(doc.get("channels", 1)),
+        operator_key=operator.public_key().public_bytes_raw(),
+    )
+    data = manifest.sign(operator)
+    try:
+        fd = os.open(args.manifest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{args.manifest} exists; not overwriting a manifest") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.manifest}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    out = {
+        "manifest": args.manifest,
+        "deployment_id": manifest.deployment_id,
+        "key_epoch": manifest.key_epoch,
+        "protocol": manifest.protocol["name"],
+        "epsilon": manifest.protocol["epsilon"],
+        "delta": manifest.protocol["delta"],
+        "operator_key": manifest.operator_key.hex(),
+    }
+    if args.json:
+        emit_json(out)
+    else:
+        print_table(
+            f"signed manifest written to {args.manifest}",
+            ["field", "value"],
+            [(k, str(v)) for k, v in out.items() if k != "manifest"],
         )
     return 0

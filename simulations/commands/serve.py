@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from esa import load_config, serve
-
 from .._common import UsageError
 
 
@@ -20,11 +18,20 @@ def register(sub: Any) -> None:
     )
     p.add_argument("role", choices=["shuffler", "analyzer"], help="which party this is")
     p.add_argument("--config", required=True, help="the party's TOML config file")
+    p.add_argument(
+        "--local-simulation",
+        action="store_true",
+        help="a party of a local simulation (esa simulate --transport tcp) only: accept "
+        'crypto = "ideal" (plaintext) and [simulation] (seeded fakes); never for a '
+        "deployment",
+    )
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    from esa.net import load_config, serve
+
+    config = load_config(args.config, simulation=args.local_simulation)
     if config.role != args.role:
         raise UsageError(f"{args.config} configures a {config.role}, not a {args.role}")
     return serve(config)
