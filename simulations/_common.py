@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
+import esa
 from crypto import CryptoError
-from esa import ESAError
+from esa import ESAError, json_document
+from esa._document import json_safe
 from protocols import ProtocolError
 
 __all__ = [
@@ -22,16 +25,21 @@ __all__ = [
     "MAX_DOMAIN",
     "MAX_USERS",
     "UsageError",
+    "WeakerThanRequested",
     "domain",
     "emit_json",
     "error_exit",
+    "invocation",
     "is_misuse",
+    "json_metadata",
     "parameter_errors",
     "parse_options",
+    "plain_text",
     "print_table",
     "privacy_shortfall",
     "progress",
     "seed",
+    "set_invocation",
     "to_jsonable",
     "users",
 ]
@@ -39,6 +47,11 @@ __all__ = [
 
 class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
+
+
+#: A run proves a larger ε than the user requested (and ``--allow-weaker`` is not given):
+#: printed as one line, exit code 1 (esa's error, so ``esa.simulate`` and the commands agree).
+WeakerThanRequested = esa.WeakerThanRequested
 
 
 def seed(text: str) -> int:
@@ -129,7 +142,7 @@ def parameter_errors() -> Iterator[None]:
     """
     try:
         yield
-    except UsageError:
+    except (UsageError, WeakerThanRequested):
         raise
     except ESAError as exc:
         raise UsageError(str(exc)) from exc
@@ -163,89 +176,211 @@ def parse_options(items: list[str]) -> dict[str, float | str]:
     return out
 
 
-#: What proves the requested ε instead, for the protocols whose proven bound can exceed it
-#: (a hint, not a registry: any other protocol whose proven ε exceeds the request is warned
-#: about all the same, without one).
-_PROVEN_ALTERNATIVE = {
-    "cnt_sgm": "--option encoding=splitmix proves it with δ (its sum alone is pure), "
-    "--protocol cnt_pure proves it purely",
-    "put": "--option encoding=splitmix proves it with δ (Split-Mix Cnt_SGM counters), "
-    "--option counter=cnt_pure proves it purely",
-}
-
-
-def privacy_shortfall(protocol: str, requested: float, proven: float) -> str | None:
-    """One line saying that the protocol proves a larger ε than requested, or None.
-
-    A protocol is configured from the target ε as its paper prescribes, but states only the
-    ε it can prove (Cnt_SGM, and PUT on it: the survey's (3ε/γ)-claim fails for the
-    randomizer, docs/privacy.md); a run must not let that difference pass unnoticed.
-    """
-    if not proven > requested * (1.0 + 1e-9):
-        return None
-    hint = _PROVEN_ALTERNATIVE.get(protocol)
-    return (
-        f"{protocol} proves ε_c = {proven:.4g}, not the requested {requested:g}"
-        + (f"; {hint}" if hint else "")
-        + " (docs/privacy.md)"
-    )
+#: One line saying that a protocol proves a larger ε than requested (esa's rule).
+privacy_shortfall = esa.privacy_shortfall
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert numpy scalars/arrays and non-finite floats to JSON-safe values."""
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return to_jsonable(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    return obj
+    """Convert numpy scalars/arrays to Python values and non-finite floats to ``None`` (a
+    document records where in its ``non_finite``: :func:`esa.json_document`)."""
+    return json_safe(obj, {})
 
 
-def emit_json(obj: Mapping[str, Any]) -> None:
-    json.dump(to_jsonable(obj), sys.stdout, indent=2, allow_nan=False)
+#: The invocation :func:`emit_json` describes: set by :func:`set_invocation` (the CLI's
+#: ``main``) before a command runs.
+_INVOCATION: dict[str, Any] = {}
+
+
+def set_invocation(argv: Sequence[str], args: argparse.Namespace) -> None:
+    """Record the command line and its parsed arguments for :func:`invocation`."""
+    params = {k: v for k, v in vars(args).items() if k not in ("handler", "command")}
+    seed_value = params.get("seed")
+    _INVOCATION.clear()
+    _INVOCATION.update(
+        command=["esa", *argv],
+        parameters=json_safe(params, {}),
+        seed=seed_value if isinstance(seed_value, int) else None,
+    )
+
+
+def update_parameters(**values: Any) -> None:
+    """Record values a command resolved itself (e.g. ``n`` from the rows of ``--data``) in the
+    parameters :func:`invocation` reports."""
+    parameters = dict(_INVOCATION.get("parameters", {}))
+    parameters.update(json_safe(values, {}))
+    _INVOCATION["parameters"] = parameters
+
+
+def invocation(**overrides: Any) -> dict[str, Any]:
+    """The metadata of the running command (``command``, ``parameters``, ``seed``) for
+    :func:`esa.json_document`; ``overrides`` replace fields, e.g. the seed a command
+    applies when ``--seed`` is not given."""
+    return {**_INVOCATION, **overrides}
+
+
+def json_metadata(path: Any, **overrides: Any) -> None:
+    """Write the metadata document of an output file (e.g. a CSV) at ``path``."""
+    doc = json_document({}, invocation(**overrides))
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, allow_nan=False)
+        fh.write("\n")
+
+
+def emit_json(obj: Mapping[str, Any], **overrides: Any) -> None:
+    """Print ``obj`` as one JSON document on stdout: the metadata of the running command
+    first (:func:`invocation`; ``overrides`` replace its fields), every non-finite number as
+    ``null`` with its place in ``non_finite`` (:func:`esa.json_document`)."""
+    doc = json_document(obj, invocation(**overrides))
+    json.dump(doc, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 
-def print_table(
-    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str | None = None
-) -> None:
-    """A rich table on stdout (plain text when stdout is not a terminal)."""
+#: A column at most this wide is kept on one line; wider ones may wrap (by word, or folded).
+_NARROW = 20
+
+#: The least width a wrapping column is given before it moves below the table instead.
+_MIN_WRAP = 18
+
+_ROLE = re.compile(r":[\w:.-]+:`~?([^`]*)`")
+_LITERAL = re.compile(r"``(.*?)``")
+_BACKTICK = re.compile(r"(?<![\w`])`([^`\n]+)`(?![\w`])")
+_STRONG = re.compile(r"(?<!\*)\*\*([^*\n]+)\*\*(?!\*)")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText or Markdown markup: ````x````, ``:func:`x```,
+    `` `x` `` and ``**x**`` become x (a table shows docstring-derived text as it reads)."""
+    text = _ROLE.sub(r"\1", text)
+    text = _LITERAL.sub(r"\1", text)
+    text = _BACKTICK.sub(r"\1", text)
+    return _STRONG.sub(r"\1", text)
+
+
+def console(*, stderr: bool = False) -> Any:
+    """The rich Console the commands print through: the terminal's width, or ``COLUMNS``
+    (80 when neither says) when the output is a file or a pipe."""
     from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def _cell_width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _table_layout(
+    headers: Sequence[str], cells: Sequence[Sequence[str]], width: int
+) -> tuple[list[int], list[int]]:
+    """Which columns go in the table and which below it, for a console ``width`` wide.
+
+    Narrow columns keep their width; wide ones wrap. When even that leaves a wide column
+    less than :data:`_MIN_WRAP` characters, the widest one moves out of the table (shown
+    below it, row by row), until the rest fits; the first column (the row's name) stays."""
+    natural = [
+        max([_cell_width(h), *(_cell_width(row[i]) for row in cells)])
+        for i, h in enumerate(headers)
+    ]
+    keep = list(range(len(headers)))
+    below: list[int] = []
+
+    def needed(cols: list[int]) -> int:
+        inner = sum(
+            natural[i] if natural[i] <= _NARROW else min(natural[i], _MIN_WRAP) for i in cols
+        )
+        return inner + 3 * len(cols) + 1  # one space of padding each side, and the rules
+
+    while needed(keep) > width:
+        wide = [i for i in keep[1:] if natural[i] > _NARROW]
+        if not wide:
+            break
+        widest = max(wide, key=lambda i: natural[i])
+        keep.remove(widest)
+        below.append(widest)
+    return keep, sorted(below)
+
+
+def print_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    caption: str | None = None,
+) -> None:
+    """A table on stdout that reads at the console's width (80 columns included).
+
+    Narrow columns stay on one line; wide ones wrap by word (a long word is folded); when
+    the console is too narrow even for that, the widest columns are printed below the table,
+    one paragraph per row (``NAME — COLUMN: text``). Docstring markup (````x````) is shown
+    as plain text; plain text (no colour, no control codes) when stdout is not a terminal.
+    """
+    import textwrap
+
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=title, caption=caption, caption_justify="left")
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*(_fmt(v) for v in row))
-    Console().print(table)
+    out = console()
+    headers = [plain_text(str(c)) for c in columns]
+    cells = [[_fmt(v) for v in row] for row in rows]
+    keep, below = _table_layout(headers, cells, out.width)
+    table = Table(
+        title=escape(plain_text(title)),
+        caption=escape(plain_text(caption)) if caption else None,
+        caption_justify="left",
+    )
+    for i in keep:
+        natural = max([_cell_width(headers[i]), *(_cell_width(row[i]) for row in cells)])
+        if natural <= _NARROW:
+            table.add_column(escape(headers[i]), no_wrap=True, min_width=natural)
+        else:
+            table.add_column(escape(headers[i]), overflow="fold", ratio=1, min_width=_MIN_WRAP)
+    for row in cells:
+        table.add_row(*(escape(row[i]) for i in keep))
+    out.print(table)
+    for i in below:
+        for row in cells:
+            if not row[i].strip():
+                continue
+            text = textwrap.fill(
+                f"{row[0]} — {headers[i]}: {' '.join(row[i].split())}",
+                width=max(out.width - 1, 20),
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
+            out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def _fmt(v: Any) -> str:
-    from rich.markup import escape
-
+    """A cell's text: floats to 4 significant digits, docstring markup removed."""
     if isinstance(v, float | np.floating):
         return f"{float(v):.4g}"
-    return escape(str(v))  # "[d]" in a docstring is text, not rich markup
+    return plain_text(str(v))  # escaped for rich where it is printed: "[d]" is text
+
+
+#: How often a job whose stderr is not a terminal writes a progress line, in seconds.
+LINE_INTERVAL = 5.0
 
 
 @contextlib.contextmanager
-def progress(enabled: bool) -> Iterator[Any]:
-    """A rich Progress for long stages on a terminal; plain lines when stderr is a file.
+def progress(enabled: bool, *, name: str | None = None, unit: str | None = None) -> Iterator[Any]:
+    """A rich Progress on stderr for a long job on a terminal; plain lines off one.
 
-    With ``--json`` nothing is shown. When stderr is not a TTY (a job run under ``nohup``,
-    CI, ``2> log``) a :class:`LineProgress` writes one line at most every 30 s, so a short
-    run prints nothing and a long one leaves a heartbeat in its log.
+    Progress never goes to stdout, so ``--json`` output stays one object; a command shows it
+    with ``--json`` too. When stderr is not a terminal (a pipe, ``2> log``, CI) a
+    :class:`LineProgress` writes a line every :data:`LINE_INTERVAL` seconds while the job
+    runs (``esa demo: shuffler 2/3, 41 % (8,200/20,000 reports) (0:10 elapsed)``), so a
+    short run prints nothing.
+
+    Args:
+        enabled: False for no progress at all.
+        name: what the plain lines start with, e.g. ``"esa demo"``.
+        unit: what the steps count, e.g. ``"reports"`` (plain lines only).
     """
     if enabled and not sys.stderr.isatty():
-        yield LineProgress()
+        line = LineProgress(interval=LINE_INTERVAL, prefix=name, unit=unit)
+        with line.heartbeat():
+            yield line
     elif enabled:
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -259,7 +394,7 @@ def progress(enabled: bool) -> Iterator[Any]:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=console(stderr=True),
             transient=True,
         ) as bar:
             yield bar
@@ -268,15 +403,20 @@ def progress(enabled: bool) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def status(enabled: bool, message: str) -> Iterator[None]:
+def status(enabled: bool, message: str, *, name: str | None = None) -> Iterator[None]:
     """A spinner with ``message`` on stderr while a stage without steps runs (e.g. a
-    protocol's calibration, up to ~35 s for ``cnt_pure`` at n = 10^6); same rules as
-    :func:`progress`."""
+    protocol's calibration, up to ~35 s for ``cnt_pure`` at n = 10^6); off a terminal, a
+    plain line every :data:`LINE_INTERVAL` seconds (``NAME: MESSAGE (0:05 elapsed)``).
+    Never on stdout."""
     if enabled and sys.stderr.isatty():
-        from rich.console import Console
         from rich.markup import escape
 
-        with Console(stderr=True).status(escape(message)):
+        with console(stderr=True).status(escape(message)):
+            yield
+    elif enabled:
+        line = LineProgress(interval=LINE_INTERVAL, prefix=name or "esa")
+        line.add_task(message)
+        with line.heartbeat():
             yield
     else:
         yield
@@ -288,32 +428,47 @@ def _clock_text(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{sec:02d}" if hours else f"{minutes}:{sec:02d}"
 
 
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
+
+
 class LineProgress:
     """The subset of rich's Progress the commands use, written as plain lines.
 
-    A line (``DESCRIPTION: DONE/TOTAL (M:SS elapsed)``) is written when ``interval``
-    seconds have passed since the previous one (or since the start), never more often,
-    so runs shorter than ``interval`` stay silent.
+    A line is written when ``interval`` seconds have passed since the previous one (or
+    since the start), never more often, so runs shorter than ``interval`` stay silent.
+    Without ``prefix`` it reads ``DESCRIPTION: DONE/TOTAL (M:SS elapsed)``; with one,
+    ``PREFIX: DESCRIPTION, P % (DONE/TOTAL UNIT) (M:SS elapsed)``. Inside
+    :meth:`heartbeat` a line is also written when nothing advances for ``interval`` seconds
+    (a stage that reports no steps), so a log never goes quiet for longer.
     """
 
     def __init__(
         self,
         *,
-        interval: float = 30.0,
+        interval: float = LINE_INTERVAL,
         stream: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        prefix: str | None = None,
+        unit: str | None = None,
     ) -> None:
         self._interval = interval
         self._stream = stream
         self._clock = clock
+        self._prefix = prefix
+        self._unit = unit
         self._start = clock()
         self._last = self._start
         self._tasks: dict[int, dict[str, Any]] = {}
+        self._current: int | None = None
+        self._lock = threading.Lock()
 
     def add_task(self, description: str, *, total: float | None = None, **_: Any) -> int:
-        task = len(self._tasks)
-        self._tasks[task] = {"description": description, "total": total, "completed": 0.0}
-        return task
+        with self._lock:
+            task = len(self._tasks)
+            self._tasks[task] = {"description": description, "total": total, "completed": 0.0}
+            self._current = task
+            return task
 
     def update(
         self,
@@ -325,16 +480,18 @@ class LineProgress:
         advance: float | None = None,
         **_: Any,
     ) -> None:
-        t = self._tasks[task]
-        if description is not None:
-            t["description"] = description
-        if total is not None:
-            t["total"] = total
-        if completed is not None:
-            t["completed"] = completed
-        if advance is not None:
-            t["completed"] += advance
-        self._maybe_write(t)
+        with self._lock:
+            t = self._tasks[task]
+            if description is not None:
+                t["description"] = description
+            if total is not None:
+                t["total"] = total
+            if completed is not None:
+                t["completed"] = completed
+            if advance is not None:
+                t["completed"] += advance
+            self._current = task
+            self._maybe_write(t)
 
     def advance(self, task: int, advance: float = 1) -> None:
         self.update(task, advance=advance)
@@ -342,22 +499,59 @@ class LineProgress:
     def reset(
         self, task: int, *, total: float | None = None, description: str | None = None, **_: Any
     ) -> None:
-        t = self._tasks[task]
-        t["total"] = total
-        t["completed"] = 0.0
-        if description is not None:
-            t["description"] = description
-        self._maybe_write(t)
+        with self._lock:
+            t = self._tasks[task]
+            t["total"] = total
+            t["completed"] = 0.0
+            if description is not None:
+                t["description"] = description
+            self._current = task
+            self._maybe_write(t)
+
+    @contextlib.contextmanager
+    def heartbeat(self) -> Iterator[None]:
+        """Write the current task's line every ``interval`` seconds, steps or not, while
+        the block runs (a daemon thread; stopped on exit)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(min(self._interval, 1.0)):
+                with self._lock:
+                    if self._current is not None:
+                        self._maybe_write(self._tasks[self._current])
+
+        thread = threading.Thread(target=beat, name="esa-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def line(self, t: Mapping[str, Any], elapsed: float) -> str:
+        """The line of task ``t`` after ``elapsed`` seconds."""
+        clock = f"({_clock_text(elapsed)} elapsed)"
+        if self._prefix is None:
+            done = f"{t['completed']:g}" + (f"/{t['total']:g}" if t["total"] is not None else "")
+            return f"{t['description']}: {done} {clock}"
+        unit = f" {self._unit}" if self._unit else ""
+        total, completed = t["total"], t["completed"]
+        if total:
+            percent = 100.0 * completed / total
+            amount = f", {percent:.0f} % ({_count(completed)}/{_count(total)}{unit})"
+        elif completed:
+            amount = f", {_count(completed)}{unit}"
+        else:
+            amount = ""
+        return f"{self._prefix}: {t['description']}{amount} {clock}"
 
     def _maybe_write(self, t: Mapping[str, Any]) -> None:
         now = self._clock()
         if now - self._last < self._interval:
             return
         self._last = now
-        done = f"{t['completed']:g}" + (f"/{t['total']:g}" if t["total"] is not None else "")
         stream = self._stream if self._stream is not None else sys.stderr
-        elapsed = _clock_text(now - self._start)
-        print(f"{t['description']}: {done} ({elapsed} elapsed)", file=stream, flush=True)
+        print(self.line(t, now - self._start), file=stream, flush=True)
 
 
 class _NoProgress:

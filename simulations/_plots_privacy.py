@@ -1,13 +1,16 @@
 """Plots of docs/privacy.md: ε_c against ε_l per bound, and ε per collusion scenario.
 
-Regenerate with ``python -m simulations._plots_privacy docs`` (about a minute on 2 cores).
+Regenerate with ``python -m simulations._plots_privacy docs`` (about a minute and a half on 2
+cores; progress lines on stderr every few seconds).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -41,6 +44,35 @@ CURVES = [
 ]
 
 
+@contextlib.contextmanager
+def _progress(what: str, total: int) -> Iterator[Callable[[], None]]:
+    """Plain progress lines on stderr every few seconds (``plots: WHAT, P % (…)``)."""
+    from ._common import LineProgress
+
+    line = LineProgress(prefix="plots", unit="steps")
+    task = line.add_task(what, total=total)
+    print(f"plots: {what} ({total} steps)", file=sys.stderr, flush=True)
+    with line.heartbeat():
+        yield lambda: line.advance(task)
+
+
+def _label_bars(ax: Any, bars: Any) -> None:
+    """Each bar's value above it (``inf`` is drawn as no bar, and labelled so)."""
+    for bar in bars:
+        height = bar.get_height()
+        text = f"{height:.3g}" if math.isfinite(height) else "∞"
+        y = height if math.isfinite(height) else 0.0
+        ax.annotate(
+            text,
+            (bar.get_x() + bar.get_width() / 2, y),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            xytext=(0, 1),
+            textcoords="offset points",
+        )
+
+
 def _curve(name: str, k: int, n: int, eps_l: np.ndarray) -> np.ndarray:
     bound = KRR_BLANKET_BOUND if name == KRR_BLANKET_BOUND.name else BOUNDS[name]
     out = np.full(eps_l.shape, np.nan)
@@ -54,24 +86,32 @@ def plot_amplification(path: Path) -> None:
     """ε_c vs ε_l, one panel per n ∈ {10^3, …, 10^6}, one line per bound (δ = 10^-6)."""
     eps_l = np.linspace(0.25, 8.0, 24)
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharex=True)
-    for ax, n in zip(axes.ravel(), (10**3, 10**4, 10**5, 10**6), strict=True):
-        for name, k, label in CURVES:
-            if name == KRR_BLANKET_BOUND.name and n > 10**5:
-                continue  # ~2 s per point at n = 10^6; the stronger clone line is close
-            style = "--" if k == 16 else "-"
-            ax.plot(eps_l, _curve(name, k, n, eps_l), style, label=label)
-        ax.plot(eps_l, eps_l, ":", color="grey", label="no amplification (ε_c = ε_l)")
-        ax.set_title(f"n = 10^{round(math.log10(n))}")
-        ax.set_yscale("log")
-        ax.set_ylim(1e-3, 10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_xlabel("local ε_l")
-        ax.set_ylabel("central ε_c (δ = 1e-6)")
-    axes[0, 0].legend(fontsize=7, loc="lower right")
+    with _progress(f"{path.name}: bounds", 4 * len(CURVES)) as advance:
+        for ax, n in zip(axes.ravel(), (10**3, 10**4, 10**5, 10**6), strict=True):
+            for name, k, label in CURVES:
+                advance()
+                if name == KRR_BLANKET_BOUND.name and n > 10**5:
+                    continue  # ~2 s per point at n = 10^6; the stronger clone line is close
+                style = "--" if k == 16 else "-"
+                ax.plot(eps_l, _curve(name, k, n, eps_l), style, label=label)
+            _amplification_axes(ax, n, eps_l)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle("Privacy amplification by shuffling: every bound, δ = 10^-6")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _amplification_axes(ax: Any, n: int, eps_l: np.ndarray) -> None:
+    """One panel of :func:`plot_amplification`: the diagonal, scales and labels."""
+    ax.plot(eps_l, eps_l, ":", color="grey", label="no amplification (ε_c = ε_l)")
+    ax.set_title(f"n = 10^{round(math.log10(n))}")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-3, 10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_xlabel("local ε_l")
+    ax.set_ylabel("central ε_c (δ = 1e-6)")
 
 
 def plot_collusion(path: Path) -> None:
@@ -129,10 +169,10 @@ def plot_measured(path: Path, *, trials: int = 600) -> None:
         fake_reports=r, colluding_users=10, colluding_shufflers=1,
     )  # fmt: skip
     rows = collusion_scenarios(cfg)
-    lower = [
-        distinguishing_attack(
-            proto,
-            AttackSetup(
+    with _progress(f"{path.name}: attacks", len(rows)) as advance:
+        lower: list[float] = []
+        for sc in rows:
+            setup = AttackSetup(
                 n=n,
                 shufflers=m,
                 fake_reports=r,
@@ -141,21 +181,26 @@ def plot_measured(path: Path, *, trials: int = 600) -> None:
                 delta=delta,
                 trials=trials,
                 seed=5,
-            ),
-        ).epsilon_lower
-        for sc in rows
-    ]
+            )
+            lower.append(distinguishing_attack(proto, setup).epsilon_lower)
+            advance()
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    ax.bar(x - 0.2, [sc.epsilon_upper for sc in rows], 0.4, label="proven upper bound")
-    ax.bar(x + 0.2, lower, 0.4, label="measured lower bound (95 %, attack on pipeline runs)")
+    uppers = ax.bar(x - 0.2, [sc.epsilon_upper for sc in rows], 0.4, label="proven upper bound")
+    lowers = ax.bar(
+        x + 0.2, lower, 0.4, label="measured lower bound (95 %, attack on pipeline runs)"
+    )
     ax.set_xticks(x, [sc.scenario for sc in rows], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("ε of one honest user (δ = 1e-3)")
     ax.set_title(
         f"cnt_rr, n = {n}, ε_l = {eps_l:g}, m = {m} × {r} fakes, 10 colluding users, "
-        f"1 colluding shuffler; {trials} runs per hypothesis"
+        f"1 colluding shuffler\n{trials} runs per hypothesis and scenario",
+        fontsize=10,
     )
-    ax.legend(fontsize=8)
+    _label_bars(ax, uppers)
+    _label_bars(ax, lowers)
+    ax.set_ylim(0, 1.3 * max([*(sc.epsilon_upper for sc in rows), *lower]))
+    ax.legend(fontsize=8, loc="upper center", ncol=2, frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,4 +1,4 @@
-"""Pinned accounting (tests/vectors/accounting.json, written by
+"""Pinned accounting (simulations/conformance/vectors/accounting.json, written by
 tests/vectors/generate_accounting.py): every amplification bound and every protocol's derived
 privacy and parameters are recomputed and compared with the committed values."""
 
@@ -15,9 +15,9 @@ import pytest
 
 from protocols import BOUNDS, protocol_names
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).parent.parent / "simulations" / "conformance" / "vectors"
 _SPEC = importlib.util.spec_from_file_location(
-    "_accounting_generator", VECTORS / "generate_accounting.py"
+    "_accounting_generator", Path(__file__).parent / "vectors" / "generate_accounting.py"
 )
 assert _SPEC is not None
 assert _SPEC.loader is not None

@@ -57,9 +57,13 @@ def test_simulate_table_says_which_crypto_ran(capsys: pytest.CaptureFixture[str]
 def test_simulate_warns_when_the_proven_epsilon_exceeds_the_request(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # PUT on Cnt_SGM proves only the counter's local bound (the survey's claim fails):
-    # the run says so, on stderr under the table and in the JSON, and names the fix.
-    argv = ["simulate", "--protocol", "put", "--n", "2000", "--crypto", "ideal"]
+    # PUT on unary Cnt_SGM proves only the counter's local bound (the survey's claim fails):
+    # such a run is refused (exit 1, tests/test_exit_codes.py); with --allow-weaker it runs
+    # and says so, on stderr under the table and in the JSON, and names the fix.
+    argv = [
+        "simulate", "--protocol", "put", "--n", "2000", "--crypto", "ideal",
+        "--option", "encoding=unary", "--allow-weaker",
+    ]  # fmt: skip
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "ε requested" in captured.out
@@ -72,7 +76,7 @@ def test_simulate_warns_when_the_proven_epsilon_exceeds_the_request(
     assert out["epsilon_central"] > 1.0
     assert out["privacy_warning"] == warning.removeprefix("warning: ")
     # a protocol that proves its target stays quiet
-    fine = run_json(capsys, *argv[:2], "cnt_rr", *argv[3:])
+    fine = run_json(capsys, *argv[:2], "cnt_rr", *argv[3:7])
     assert fine["privacy_warning"] is None
     assert fine["epsilon_central"] <= 1.0
 

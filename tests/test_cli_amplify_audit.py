@@ -22,7 +22,11 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 
 def test_amplify_forward_every_bound(capsys: pytest.CaptureFixture[str]) -> None:
-    out = run_json(capsys, "amplify", "--epsilon-local", "4", "--n", "100000", "--delta", "1e-6")
+    # binary randomized response (k = 2; the commands' default domain is 16)
+    out = run_json(
+        capsys, "amplify", "--epsilon-local", "4", "--n", "100000", "--delta", "1e-6",
+        "--domain", "2",
+    )  # fmt: skip
     by = {r["bound"]: r for r in out["bounds"]}
     assert by["thm2_fmt_closed_form"]["value"] == pytest.approx(0.538, abs=0.01)
     assert by["fmt21_numerical"]["value"] == pytest.approx(0.17, abs=0.01)
@@ -149,7 +153,7 @@ def test_audit_cnt_sgm_shows_its_claim_fail_in_every_scenario(
 ) -> None:
     out = run_json(
         capsys, "audit", "--protocol", "cnt_sgm", "--n", "10000", "--epsilon", "1",
-        "--colluding-users", "0.5",
+        "--colluding-users", "0.5", "--option", "encoding=unary",
     )  # fmt: skip
     assert out["violations"] == []
     with_users = [r for r in out["scenarios"] if r["honest_users"] or "users" in r["scenario"]]
@@ -166,11 +170,11 @@ def test_audit_cnt_sgm_shows_its_claim_fail_in_every_scenario(
 def test_audit_takes_protocol_options_as_simulate_does(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # The warning for PUT names --option counter=cnt_pure; the audit accepts it, and then the
-    # target is proven and nothing is flagged.
+    # The warning for PUT on unary counters names --option counter=cnt_pure; the audit
+    # accepts it, and then the target is proven and nothing is flagged.
     args = ("audit", "--protocol", "put", "--n", "5000", "--epsilon", "1", "--domain", "16")
-    default = run_json(capsys, *args)
-    assert "counter=cnt_pure" in default["privacy_warning"]
+    unary = run_json(capsys, *args, "--option", "encoding=unary")
+    assert "counter=cnt_pure" in unary["privacy_warning"]
     proven = run_json(capsys, *args, "--option", "counter=cnt_pure")
     assert proven["privacy_warning"] is None
     assert proven["protocol_claim"]["epsilon_central"] <= 1.0
@@ -208,7 +212,7 @@ def test_audit_measure_states_its_confidence_jointly_over_the_scenarios(
         asked.append(confidence)
         return real(protocol, setup, confidence=confidence)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("simulations.commands.audit.distinguishing_attack", spy)
+    monkeypatch.setattr("simulations._audit.distinguishing_attack", spy)
     out = run_json(
         capsys, "audit", "--protocol", "cnt_rr", "--n", "12", "--epsilon", "1.5",
         "--delta", "1e-3", "--shufflers", "2", "--fake-reports", "1", "--colluding-users", "2",
@@ -249,7 +253,7 @@ def test_claim_without_fakes_is_taken_only_for_the_same_randomizer() -> None:
     import dataclasses
 
     from protocols import BoundNotApplicable, ProtocolSpec, build_protocol
-    from simulations.commands.audit import _claim_without_fakes
+    from simulations._audit import _claim_without_fakes
 
     spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=20000, domain=64, fake_reports=3)
     slh = build_protocol("slh", spec)
@@ -270,7 +274,7 @@ def test_claim_without_fakes_is_taken_only_for_the_same_randomizer() -> None:
 def test_audit_reports_progress_against_the_scenarios_it_runs() -> None:
     # Duplicate scenarios are dropped (one shuffler, no colluding users: 3 remain), so the
     # progress total comes from audit(), not a fixed 7.
-    from simulations.commands.audit import audit
+    from simulations._audit import audit
 
     calls: list[tuple[str, int]] = []
     out = audit(
@@ -298,7 +302,7 @@ def test_a_claim_proven_only_at_a_larger_delta_is_not_used(monkeypatch: pytest.M
     # audit's 10^-6, and the row is ∞ instead of ε_c = 1.
     import dataclasses
 
-    import simulations.commands.audit as audit_mod
+    import simulations._audit as audit_mod
     from protocols import build_protocol
 
     def loose(name: str, spec: object) -> object:

@@ -16,7 +16,7 @@ import pytest
 from protocols import ProtocolSpec, build_protocol
 from simulations import cli
 from simulations.report import SECTIONS, ReportError, detect_kind, render_html, write_report
-from simulations.report._values import fmt, num
+from simulations.report._values import decode, fmt, num, nums
 
 SIMULATE: dict[str, Any] = {
     "protocol": "hist_kr",
@@ -253,7 +253,9 @@ def test_command_writes_the_page(tmp_path: Path) -> None:
     out = tmp_path / "amplify.html"
     code, stdout, _ = _esa(["report", str(src), "--out", str(out), "--json", "--no-compute"])
     assert code == 0
-    assert json.loads(stdout) == {"kind": "amplify", "out": str(out)}
+    doc = json.loads(stdout)  # a document: metadata first, non_finite last
+    assert (doc["kind"], doc["out"], doc["non_finite"]) == ("amplify", str(out), {})
+    assert doc["command"][:2] == ["esa", "report"]
     assert _sections(out.read_text()) == [sid for sid, _ in SECTIONS]
 
 
@@ -293,3 +295,68 @@ def test_metadata_fields_are_shown_and_used() -> None:
     assert "future_field" in page
     assert "something_new" in page
     assert "computed as esa audit does" in page  # the parameters rebuilt the same protocol
+
+
+def test_decode_reads_the_non_finite_map() -> None:
+    doc: dict[str, Any] = {
+        "a": [1.0, None, None],
+        "b": {"c": None, "d": None},
+        "e.f": None,
+        "non_finite": {"a[1]": "inf", "a[2]": "-inf", "b.c": "nan", "e.f": "inf"},
+    }
+    out = decode(doc)
+    assert out["a"][:2] == [1.0, math.inf]
+    assert out["a"][2] == -math.inf
+    assert math.isnan(out["b"]["c"])
+    assert out["b"]["d"] is None  # not listed: absent, no number
+    assert out["e.f"] == math.inf  # a key with a dot in it
+    assert doc["a"][1] is None  # the input is not changed
+    assert (fmt(out["a"][1]), fmt(out["b"]["c"]), fmt(out["b"]["d"])) == ("∞", "—", "—")
+    # Older results: "inf" strings and no non_finite, read as before.
+    assert decode({"x": ["inf", None]}) == {"x": ["inf", None]}
+    assert nums(decode({"x": ["inf", None]})["x"])[0] == math.inf
+
+
+def test_a_lost_estimate_from_simulate_shows_infinite_std_and_no_estimate(
+    tmp_path: Path,
+) -> None:
+    # A threshold above n holds every report (tests/test_schemas.py): the estimate is NaN and
+    # its std infinite, written as nulls that non_finite lists.
+    argv = [
+        "simulate", "--protocol", "hist_kr", "--n", "200", "--domain", "4", "--crypto",
+        "ideal", "--threshold", "100000", "--allow-weaker", "--json",
+    ]  # fmt: skip
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(argv) == 0
+    doc = json.loads(out.getvalue())
+    assert doc["expected_std"] == [None] * 4
+    assert doc["estimate"] == [None] * 4
+    assert doc["non_finite"]["expected_std[0]"] == "inf"
+    assert doc["non_finite"]["estimate[0]"] == "nan"
+    decoded = decode(doc)
+    assert decoded["expected_std"] == [math.inf] * 4
+    assert all(math.isnan(v) for v in decoded["estimate"])
+    page = render_html(doc, compute=False)
+    rows = re.findall(r"<tr>(.*?)</tr>", page, flags=re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, flags=re.S) for r in rows]
+    estimate_rows = [c for c in cells if len(c) >= 3 and "∞" in c and "—" in c]
+    assert estimate_rows, "an estimate row with std ∞ and estimate —"
+    # Read as NaN before the map was read, the std showed as — too.
+    assert "∞" in page
+    # The command reads the same file as written.
+    (tmp_path / "lost.json").write_text(out.getvalue())
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert (
+            cli.main(
+                [
+                    "report",
+                    str(tmp_path / "lost.json"),
+                    "--out",
+                    str(tmp_path / "r.html"),
+                    "--no-compute",
+                ]
+            )
+            == 0
+        )
+    assert "∞" in (tmp_path / "r.html").read_text()

@@ -1,4 +1,4 @@
-"""Known-answer vectors (tests/vectors/*.json, written by tests/vectors/generate.py).
+"""Known-answer vectors (simulations/conformance/vectors/*.json, from tests/vectors/generate.py).
 
 The vectors come from an independent reference implementation of the documented formats
 (other libraries for X25519 and ChaCha20-Poly1305), so these tests pin both the bytes on the
@@ -29,7 +29,7 @@ from crypto import (
 )
 from crypto._onion import _wrap_from_parts
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).parent.parent / "simulations" / "conformance" / "vectors"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -146,7 +146,9 @@ def test_combine_vectors(vec: dict[str, Any]) -> None:
 
 def test_committed_vectors_match_the_independent_reference() -> None:
     """Regenerating (OpenSSL X25519 + libsodium AEAD reference) gives the committed files."""
-    spec = importlib.util.spec_from_file_location("_vector_generator", VECTORS / "generate.py")
+    spec = importlib.util.spec_from_file_location(
+        "_vector_generator", Path(__file__).parent / "vectors" / "generate.py"
+    )
     assert spec is not None
     assert spec.loader is not None
     generator = importlib.util.module_from_spec(spec)

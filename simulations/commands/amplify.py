@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from esa import json_document
 from protocols import BOUNDS, AmplificationBound, BoundNotApplicable
 
-from .._common import UsageError, emit_json, print_table, status, users
+from .._common import UsageError, emit_json, invocation, print_table, status, users
+from .simulate import add_report_argument, check_report, write_report_option
 
 __all__ = ["all_bounds", "amplify_table", "register"]
 
@@ -100,9 +102,13 @@ def register(sub: Any) -> None:
     p.add_argument("--delta", type=float, default=1e-6, help="δ (default 1e-6)")
     p.add_argument("--bound", default="all", help="one bound by name, or all (default)")
     p.add_argument(
-        "--domain", type=int, default=2, help="k of k-ary RR for the krr bounds (default 2)"
+        "--domain",
+        type=int,
+        default=16,
+        help="k of k-ary RR for the krr bounds (default 16, as in every esa command)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_report_argument(p)
     p.set_defaults(handler=run)
 
 
@@ -117,8 +123,9 @@ def run(args: Any) -> int:
         raise UsageError(f"--n must be >= 1, got {args.n}")
     if args.domain < 2:
         raise UsageError(f"--domain must be >= 2, got {args.domain}")
+    check_report(args)
     # The numerical accountants take seconds at n = 10^8, about a minute at 10^9.
-    with status(not args.json, f"computing every bound at n = {args.n:,}"):
+    with status(True, f"computing every bound at n = {args.n:,}", name="esa amplify"):
         out = amplify_table(
             epsilon_local=args.epsilon_local,
             epsilon_central=args.epsilon_central,
@@ -127,6 +134,7 @@ def run(args: Any) -> int:
             domain=args.domain,
             bound=args.bound,
         )
+    write_report_option(args, json_document(out, invocation()))
     if args.json:
         emit_json(out)
         return 0

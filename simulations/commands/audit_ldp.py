@@ -1,9 +1,10 @@
 """``esa audit-ldp``: measure the ε a local randomizer really satisfies.
 
 Discrete randomizers get their exact output law on a small domain; continuous ones a density
-ratio on a grid plus a support check (see :func:`protocols.audit_mechanism`). The exit code is 0
-whenever the audit ran, whatever its verdict (``holds`` says it); bad names or parameters
-print one line and exit 2. So does an ε outside the mechanism's auditable range (where
+ratio on a grid plus a support check (see :func:`protocols.audit_mechanism`). The exit code
+is 0 when every audited mechanism is ε-LDP (``holds``), 1 when one is not (the output says
+which, and one line on stderr names them); bad names or parameters print one line and exit
+2. So does an ε outside the mechanism's auditable range (where
 double precision, or the memory an exact law needs, could not back the verdict): the line
 states the range and why.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +28,30 @@ from protocols import (
     MEAN_MECHANISMS,
     AuditResult,
     ParameterError,
+    audit_discrete,
     audit_mechanism,
     epsilon_range,
+    matrix_of,
 )
 
 from .._common import emit_json, print_table
+
+#: ``--domain`` by default: 16, as in every esa command, where the mechanism's exact audit
+#: allows it; :data:`DOMAIN_LIMITS` lists the mechanisms that cannot (their default is their
+#: limit).
+DEFAULT_DOMAIN = 16
+
+#: The largest domain each mechanism's audit takes, where it is below :data:`DEFAULT_DOMAIN`:
+#: unary encodings (an exact law of 2^d outputs) and SHE (a grid over R^d).
+DOMAIN_LIMITS: dict[str, int] = {"the": 12, "sue": 12, "oue": 12, "she": 3}
+
+
+def default_domain(mechanism: str) -> int | None:
+    """``--domain`` when not given: None for mean mechanisms (on [-1, 1]), else
+    :data:`DEFAULT_DOMAIN` capped at the mechanism's :data:`DOMAIN_LIMITS`."""
+    if mechanism in MEAN_MECHANISMS:
+        return None
+    return min(DEFAULT_DOMAIN, DOMAIN_LIMITS.get(mechanism, DEFAULT_DOMAIN))
 
 
 def _ranges() -> str:
@@ -38,11 +59,12 @@ def _ranges() -> str:
     lo, cap, _ = epsilon_range("krr")
     tighter: dict[float, list[str]] = {}
     for mech in AUDITABLE:
-        hi = epsilon_range(mech)[1]
+        hi = epsilon_range(mech, default_domain(mech))[1]
         if hi < cap:
             tighter.setdefault(hi, []).append(mech)
     but = ", ".join(
-        f"{hi:g} for {' and '.join(names)}" + (" at domain 8" if "olh" in names else "")
+        f"{hi:g} for {' and '.join(names)}"
+        + (f" at domain {DEFAULT_DOMAIN}" if "olh" in names else "")
         for hi, names in tighter.items()
     )
     return f"from {lo:g} up to {cap:g}, but {but}"
@@ -66,7 +88,10 @@ def register(sub: Any) -> None:
         "--domain",
         type=int,
         default=None,
-        help="input domain size for frequency oracles (default 8; SHE 3)",
+        help=f"input domain size for frequency oracles (default {DEFAULT_DOMAIN}, as in every "
+        "esa command, except where the mechanism's audit cannot take it: "
+        + ", ".join(f"{m.upper()} {d}" for m, d in DOMAIN_LIMITS.items())
+        + " (unary encodings need an exact law of 2^d outputs, SHE a grid over R^d))",
     )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=run)
@@ -86,18 +111,32 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--epsilon must be a finite number > 0, got {args.epsilon!r}")
     if args.domain is not None and args.domain < 2:
         raise ParameterError(f"--domain must be an integer >= 2, got {args.domain!r}")
-    if name != "all":
-        result = audit_mechanism(name, args.epsilon, args.domain)
+    matrix = matrix_of(name)
+    if matrix is not None:  # a protocol registered from its probability matrix: exact audit
+        if args.domain is not None and args.domain != matrix.shape[0]:
+            raise ParameterError(f"{name} has {matrix.shape[0]} inputs, not --domain {args.domain}")
+        result = audit_discrete(name, matrix, args.epsilon, domain=matrix.shape[0])
         if args.json:
             emit_json(result.to_dict())
         else:
             _table(args.epsilon, [(name, result)])
-        return 0
+        return _verdict(args.epsilon, [result])
+    if name != "all":
+        dom = args.domain if args.domain is not None else default_domain(name)
+        result = audit_mechanism(name, args.epsilon, dom)
+        if args.json:
+            emit_json(result.to_dict())
+        else:
+            _table(args.epsilon, [(name, result)])
+        return _verdict(args.epsilon, [result])
     audited: list[tuple[str, AuditResult | _Skipped]] = []
     for mech in AUDITABLE:
-        dom = None if mech in MEAN_MECHANISMS else args.domain
-        if mech == "she" and dom is not None:
-            dom = min(dom, 3)
+        if mech in MEAN_MECHANISMS:
+            dom = None
+        elif args.domain is None:
+            dom = default_domain(mech)
+        else:  # SHE's grid only ever takes d <= 3; the others are audited at the domain given
+            dom = min(args.domain, DOMAIN_LIMITS["she"]) if mech == "she" else args.domain
         try:
             audited.append((mech, audit_mechanism(mech, args.epsilon, dom)))
         except ParameterError as exc:  # names and ε > 0 are valid: a limit of this audit
@@ -119,7 +158,19 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         _table(args.epsilon, audited)
-    return 0
+    return _verdict(args.epsilon, [r for _, r in audited if isinstance(r, AuditResult)])
+
+
+def _verdict(epsilon: float, results: list[AuditResult]) -> int:
+    """The exit code: 1 (with one line on stderr) when a mechanism is not ε-LDP, else 0."""
+    failed = [r.mechanism for r in results if not r.holds]
+    if not failed:
+        return 0
+    print(
+        f"esa audit-ldp: {', '.join(failed)} NOT {epsilon:g}-LDP (measured ε above the claim)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _table(epsilon: float, audited: list[tuple[str, AuditResult | _Skipped]]) -> None:

@@ -120,20 +120,29 @@ def _ratio(local_rmse: float, shuffled_rmse: float) -> float | None:
     return local_rmse / shuffled_rmse
 
 
+def _number(j: dict[str, Any], key: str) -> float:
+    """The top-level number ``key`` of a JSON document: a ``null`` listed in ``non_finite``
+    (a lost estimate's RMSE) is that non-finite value again, not an absence."""
+    value = j[key]
+    if value is None:
+        return float(j.get("non_finite", {}).get(key, "nan"))
+    return float(value)
+
+
 def run(args: argparse.Namespace) -> int:
     result = execute(args, _PROTOCOL)
     j = result.to_json()
     eps_compare = _comparison_epsilon(args, j)
     local = _local_only(args, result.truth, eps_compare)
     j["local_dp_only"] = local
-    j["rmse_ratio_local_over_shuffled"] = _ratio(local["rmse"], float(j["rmse"]))
+    j["rmse_ratio_local_over_shuffled"] = _ratio(local["rmse"], result.rmse)
     if args.json:
         emit_json(j)
         warn(j)
         return 0
     show(j)
     warn(j)
-    lost = not math.isfinite(float(j["rmse"]))
+    lost = not math.isfinite(_number(j, "rmse"))
     print_table(
         "same privacy against the analyzer, with and without shuffling",
         ["run", "ε against the analyzer", "ε_l each user applies", "RMSE", "expected std"],
@@ -170,7 +179,7 @@ def explain(args: argparse.Namespace, j: dict[str, Any], local: dict[str, float]
     """What the run just made did, in words: every sentence follows its flags and results."""
     m, fakes, threshold = int(j["shufflers"]), int(j["fake_reports"]), int(j["threshold"])
     per_user = float(j["messages_per_user"])
-    lost = not math.isfinite(float(j["rmse"]))
+    lost = not math.isfinite(_number(j, "rmse"))
     data = _DATA.get(args.distribution, DISTRIBUTIONS.get(args.distribution, args.distribution))
     sends = "one report" if per_user == 1 else f"{per_user:g} messages"
     notes = [] if j["protocol"] == _PROTOCOL else [str(j["protocol"])]
@@ -229,7 +238,7 @@ def explain(args: argparse.Namespace, j: dict[str, Any], local: dict[str, float]
             f"no options) is compared at ε_l = {eps:g}, a little more than the shuffled run "
             f"gets: it gives RMSE {local['rmse']:.1f}"
         )
-    ratio = _ratio(local["rmse"], float(j["rmse"]))
+    ratio = _ratio(local["rmse"], _number(j, "rmse"))
     if lost:
         utility += "; the shuffled run's estimate is lost, so there is no RMSE to compare it with."
     else:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..report import ReportError, detect_kind, load_result, write_report
+from .._common import emit_json
 
 __all__ = ["register", "run"]
 
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ReportError: the input is not a result of a known kind (the CLI prints one line).
     """
+    from ..report import ReportError, detect_kind, load_result, write_report
+
     if args.result == "-":
         try:
             result = json.loads(sys.stdin.read())
@@ -65,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     kind = detect_kind(result)
     write_report(result, args.out, compute=not args.no_compute, base=base)
     if args.json:
-        json.dump({"kind": kind, "out": str(args.out)}, sys.stdout)
-        sys.stdout.write("\n")
+        emit_json({"kind": kind, "out": str(args.out)})
     else:
         print(f"esa report: wrote {args.out} (esa {kind} result)")
     return 0

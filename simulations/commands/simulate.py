@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,19 +16,23 @@ from protocols import ProtocolSpec, ShuffleProtocol, build_protocol, protocol_na
 
 from .._common import (
     UsageError,
+    WeakerThanRequested,
     emit_json,
+    invocation,
     parse_options,
     print_table,
     privacy_shortfall,
     progress,
     seed,
     status,
+    update_parameters,
     users,
 )
 from .._common import (
     domain as domain_size,
 )
-from .._data import DISTRIBUTIONS, generate_values
+from .._data import DISTRIBUTIONS
+from .protocols_list import ProtocolHelp
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> None:
@@ -38,7 +44,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         "--domain",
         type=domain_size,
         default=domain,
-        help="domain size d (default %(default)s, at most 2^20)",
+        help="domain size d (default %(default)s, as in every esa command; at most 2^20)",
     )
     p.add_argument("--epsilon", type=float, default=1.0, help="target central ε_c (default 1)")
     p.add_argument("--delta", type=float, default=1e-6, help="target δ (default 1e-6)")
@@ -47,6 +53,14 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         "--fake-reports", type=int, default=0, help="fakes each shuffler adds (default 0)"
     )
     p.add_argument("--threshold", type=int, default=0, help="crowd threshold T (default 0)")
+    p.add_argument(
+        "--threshold-epsilon",
+        type=float,
+        default=None,
+        metavar="E",
+        help="noisy threshold: release a crowd iff count + DLap(e^-E) >= T (needs T >= 1); "
+        "the stated epsilon grows by m*k*E (default: the plain threshold)",
+    )
     p.add_argument("--seed", type=seed, default=0, help="seed of the statistics (default 0)")
     p.add_argument(
         "--crypto",
@@ -77,6 +91,20 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         "--option counter=cnt_pure (put)",
     )
     p.add_argument("--workers", type=int, default=None, help="crypto processes (default: all)")
+    p.add_argument(
+        "--allow-weaker",
+        action="store_true",
+        help="run even if the protocol proves a larger ε_c than --epsilon (exit 0; the "
+        "output says weaker_than_requested); without it such a run exits 1 before it starts",
+    )
+    p.add_argument(
+        "--on-mismatch",
+        choices=["recompute", "refuse"],
+        default="recompute",
+        help="when the run differs from the calibration (users lost or held, other fakes): "
+        "recompute (default) states the run's own guarantee; refuse: exit 2 and say what "
+        "differs",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -86,16 +114,99 @@ def register(sub: Any) -> None:
         help="run synthetic users through encoders, m shufflers and the analyzer",
         description="Generate synthetic data, run it through the ESA pipeline, report the "
         "estimate, its error, per-hop counters and the privacy guarantee.",
+        add_help=False,
     )
+    p.add_argument("-h", "--help", action=ProtocolHelp)
     p.add_argument("--protocol", required=True, help="protocol name (see `esa protocols`)")
     add_run_arguments(p, n=10_000, domain=16)
+    data = p.add_argument_group("the users' own data (instead of synthetic users)")
+    data.add_argument(
+        "--data",
+        metavar="FILE",
+        help="CSV file (Parquet with pyarrow installed) with one row per user; --n is its "
+        "rows and --domain defaults to its number of named categories",
+    )
+    data.add_argument("--column", metavar="NAME", help="the column of --data to read")
+    data.add_argument(
+        "--categories",
+        metavar="A,B,...",
+        help="the categories in bin order (default: the data's distinct values, sorted)",
+    )
+    data.add_argument(
+        "--range",
+        dest="value_range",
+        type=value_range,
+        metavar="LO:HI",
+        help="range of the users' real values, mapped linearly onto the protocol's range",
+    )
+    data.add_argument(
+        "--out-of-range",
+        choices=["clip", "refuse"],
+        default="clip",
+        help="real values outside the range: clip them (default; the output counts them) or "
+        "refuse the data",
+    )
+    # With --data the rows fix n and the categories the domain, unless given explicitly.
+    p.set_defaults(n=_Unset(10_000), domain=_Unset(16))
     p.add_argument(
         "--transport",
         choices=["inproc", "tcp"],
         default="inproc",
         help="inproc (default) or tcp: every party its own process on 127.0.0.1",
     )
+    add_report_argument(p)
     p.set_defaults(handler=run)
+
+
+def add_report_argument(p: argparse.ArgumentParser) -> None:
+    """Add ``--report FILE.html`` (``esa simulate``, ``audit``, ``amplify``, ``experiments``).
+
+    Args:
+        p: the command's parser.
+    """
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="FILE.html",
+        help="also write the self-contained HTML report of the result (the object --json "
+        "prints) to FILE.html; see docs/report.md",
+    )
+
+
+def check_report(args: argparse.Namespace) -> None:
+    """Refuse a ``--report`` path that cannot be written, before the run rather than after.
+
+    Args:
+        args: the parsed arguments (``args.report`` a path or None).
+
+    Raises:
+        UsageError: its directory does not exist, or it is a directory.
+    """
+    path: Path | None = getattr(args, "report", None)
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"--report {str(path)!r} is a directory, not a file")
+    if not path.resolve().parent.is_dir():
+        raise UsageError(f"--report {str(path)!r}: no such directory {str(path.parent)!r}")
+
+
+def write_report_option(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """With ``--report FILE.html``, write the HTML report of ``doc`` there and say so on
+    stderr (stdout stays the table, or the one JSON object).
+
+    Args:
+        args: the parsed arguments (``args.command`` and ``args.report``).
+        doc: the JSON document the command prints with ``--json`` (metadata included).
+    """
+    path: Path | None = getattr(args, "report", None)
+    if path is None:
+        return
+    from ..report import write_report  # matplotlib: only when a report is asked for
+
+    write_report(doc, path)
+    print(f"esa {args.command}: wrote the report {path}", file=sys.stderr)
 
 
 #: Reports one in-process run may create: rows of about 135 bytes each in the ideal codec
@@ -143,33 +254,88 @@ def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -
     )
 
 
+class _Unset(int):
+    """The default of ``--n`` or ``--domain`` when the user did not give it: ``--data`` may
+    set the value instead (its rows, its named categories)."""
+
+
+def value_range(text: str) -> tuple[float, float]:
+    """argparse type of ``--range LO:HI``: two finite numbers, LO < HI."""
+    lo, sep, hi = text.partition(":")
+    try:
+        pair = (float(lo), float(hi))
+    except ValueError:
+        pair = (math.nan, math.nan)
+    if not sep or not (math.isfinite(pair[0]) and math.isfinite(pair[1]) and pair[0] < pair[1]):
+        raise argparse.ArgumentTypeError(f"expected LO:HI with LO < HI, got {text!r}")
+    return pair
+
+
+def _data_options(args: argparse.Namespace) -> dict[str, Any]:
+    """How ``--data``'s values are mapped (esa.users_values' keywords)."""
+    cats = getattr(args, "categories", None)
+    return {
+        "categories": None if cats is None else [c.strip() for c in cats.split(",")],
+        "value_range": getattr(args, "value_range", None),
+        "out_of_range": getattr(args, "out_of_range", "clip"),
+    }
+
+
+def _users(args: argparse.Namespace) -> tuple[Any, str, int, int]:
+    """The users' raw data (None: synthetic) and the run's n and domain, written back into
+    ``args`` and the output's parameters (``--n`` and ``--domain`` may be left to the data)."""
+    data = getattr(args, "data", None)
+    if data is None and getattr(args, "column", None) is not None:
+        raise UsageError("--column needs --data")
+    left_to_data = data is not None
+    raw, source, n, domain = esa.resolve_data(
+        data,
+        column=getattr(args, "column", None),
+        n=None if left_to_data and isinstance(args.n, _Unset) else int(args.n),
+        domain=None if left_to_data and isinstance(args.domain, _Unset) else int(args.domain),
+        categories=_data_options(args)["categories"],
+    )
+    args.n, args.domain = n, domain
+    update_parameters(n=n, domain=domain)
+    return raw, source, n, domain
+
+
 def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
     """Build the protocol and the pipeline from ``args`` and run it."""
     if protocol_name not in protocol_names():
         raise UsageError(
             f"unknown protocol {protocol_name!r}; choose one of: {', '.join(protocol_names())}"
         )
-    if args.n < 1:
-        raise UsageError(f"--n must be >= 1, got {args.n}")
-    if args.fake_reports < 0:  # checked here: the spec gets the total over the shufflers
+    raw, source, n, domain = _users(args)
+    if n < 1:
+        raise UsageError(f"--n must be >= 1, got {n}")
+    if args.fake_reports < 0:
         raise UsageError(f"--fake-reports must be >= 0, got {args.fake_reports}")
     spec = ProtocolSpec(
         epsilon=args.epsilon,
         delta=args.delta,
-        n=args.n,
-        domain=args.domain,
+        n=n,
+        domain=domain,
         bound=args.bound,
-        fake_reports=args.shufflers * args.fake_reports,
+        fake_reports=args.fake_reports,
+        shufflers=args.shufflers,
         options=parse_options(args.option),
     )
     t0 = time.perf_counter()
-    with status(not getattr(args, "json", True), f"deriving {protocol_name}'s parameters"):
+    command = f"esa {getattr(args, 'command', None) or 'simulate'}"
+    # progress is on stderr, with --json too: stdout stays one JSON object
+    with status(True, f"deriving {protocol_name}'s parameters", name=command):
         protocol = build_protocol(protocol_name, spec)
         _ = protocol.privacy  # derive every parameter now (Cnt_PURE calibrates lazily)
+    shortfall = privacy_shortfall(protocol_name, spec.epsilon, protocol.privacy.epsilon_central)
+    if shortfall and not getattr(args, "allow_weaker", False):
+        raise WeakerThanRequested(f"{shortfall}; --allow-weaker runs it anyway")
     representation = choose_representation(protocol, args)
     transport = getattr(args, "transport", "inproc")
     if transport == "tcp" and representation == "tally":
         raise UsageError("--transport tcp sends reports; it cannot run a tally")
+    if transport == "tcp" and getattr(args, "threshold_epsilon", None) is not None:
+        raise UsageError("--threshold-epsilon runs in process only (no --transport tcp yet)")
     config = esa.PipelineConfig(
         shufflers=args.shufflers,
         fake_reports=args.fake_reports,
@@ -177,20 +343,28 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         crypto=args.crypto,
         workers=args.workers,
         representation="tally" if representation == "tally" else "reports",
+        threshold_noise=getattr(args, "threshold_epsilon", None),
     )
-    root = np.random.default_rng(args.seed)
-    data_rng, run_rng = root.spawn(2)
-    values = generate_values(protocol, args.n, args.distribution, rng=data_rng)
     setup = time.perf_counter() - t0
     if transport == "tcp":
+        root = np.random.default_rng(args.seed)
+        data_rng, run_rng = root.spawn(2)
+        values, prepared = esa.users_values(
+            protocol, raw, n=n, rng=data_rng, source=source, **_data_options(args)
+        )
         try:
             from .._tcp_run import run_tcp
         except ImportError:
             raise UsageError("--transport tcp is not available in this build") from None
-        result: esa.RunResult = run_tcp(protocol, values, config, rng=run_rng)
+        # The parties build the protocol from its name and parameters, as deployed ones do.
+        result: esa.RunResult = run_tcp(
+            (protocol_name, spec), values, config, rng=run_rng, protocol=protocol
+        )
+        if getattr(args, "on_mismatch", "recompute") == "refuse" and result.mismatch:
+            raise esa.GuaranteeMismatch(list(result.mismatch))
     else:
         stages = 2 + protocol.channels * config.shufflers
-        with progress(not args.json) as bar:
+        with progress(True, name=command, unit="reports") as bar:
             # one bar per stage: its reports encrypted or peeled so far (onion runs)
             task = bar.add_task("pipeline", total=None)
             started = 0
@@ -198,38 +372,76 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
             def on_stage(name: str) -> None:
                 nonlocal started
                 started += 1
-                bar.reset(task, total=None, description=f"{started}/{stages} {name}")
+                bar.reset(task, total=None, description=f"{name} (stage {started}/{stages})")
 
             def on_progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
-            result = esa.run_pipeline(
-                protocol, values, config, rng=run_rng, on_stage=on_stage, on_progress=on_progress
+            # esa.simulate is the library's entry point: the same data, run and statement
+            result = esa.simulate(
+                protocol,
+                raw,
+                epsilon=spec.epsilon,
+                n=n,
+                shufflers=args.shufflers,
+                fake_reports=args.fake_reports,
+                threshold=args.threshold,
+                threshold_epsilon=config.threshold_noise,
+                crypto=args.crypto,
+                representation=config.representation,
+                distribution=args.distribution,
+                rng=args.seed,
+                allow_weaker=getattr(args, "allow_weaker", False),
+                on_mismatch=getattr(args, "on_mismatch", "recompute"),
+                workers=args.workers,
+                on_stage=on_stage,
+                on_progress=on_progress,
+                source=source,
+                **_data_options(args),
             )
+        result.seconds["setup"] = setup
+        return result
     result.seconds["setup"] = setup
+    run_shortfall = privacy_shortfall(protocol_name, spec.epsilon, result.privacy.epsilon_central)
     result.extra.update(
         {
             "seed": args.seed,
-            "distribution": args.distribution,
+            "distribution": args.distribution if prepared is None else None,
+            "data": None if prepared is None else prepared.to_json(),
             "transport": transport,
             "fakes_source": "seeded (simulation)" if config.seeded_fakes else "csprng",
             "epsilon_requested": spec.epsilon,
-            "privacy_warning": privacy_shortfall(
-                protocol_name, spec.epsilon, protocol.privacy.epsilon_central
-            ),
+            "weaker_than_requested": run_shortfall is not None,
+            "privacy_warning": run_shortfall,
         }
     )
+    if run_shortfall and not getattr(args, "allow_weaker", False):
+        raise WeakerThanRequested(
+            f"the run that happened {run_shortfall.split(' ', 1)[1]}; --allow-weaker accepts it",
+            result,
+        )
     return result
 
 
 def run(args: argparse.Namespace) -> int:
-    result = execute(args, args.protocol)
-    j = result.to_json()
+    check_report(args)
+    weaker: WeakerThanRequested | None = None
+    try:
+        result = execute(args, args.protocol)
+    except WeakerThanRequested as exc:
+        if exc.result is None:
+            raise  # refused before running: one line, exit 1
+        # The run happened and proves less than asked: print what it proves, then exit 1.
+        result, weaker = exc.result, exc
+    j = result.to_json(invocation())  # what --json prints, exactly
     if args.json:
         emit_json(j)
     else:
         show(j)
     warn(j)  # on stderr with --json too: stdout stays one JSON object
+    write_report_option(args, j)
+    if weaker is not None:
+        raise weaker
     return 0
 
 
@@ -252,6 +464,21 @@ def warn(j: dict[str, Any]) -> None:
         )
 
 
+def _restored(j: dict[str, Any], key: str) -> Any:
+    """The top-level value ``key`` of a run's JSON with its non-finite numbers back: each
+    ``null`` listed in ``non_finite`` (a lost estimate's) is that float again (a list's
+    entries too), so the tables show ``nan`` where the run has no number."""
+    non_finite: dict[str, str] = j.get("non_finite", {})
+
+    def back(value: Any, path: str) -> Any:
+        return float(non_finite[path]) if value is None and path in non_finite else value
+
+    value = j[key]
+    if isinstance(value, list):
+        return [back(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    return back(value, key)
+
+
 def show(j: dict[str, Any]) -> None:
     """Readable tables of a run's JSON (``RunResult.to_json``): the run, the hops, and the
     estimate."""
@@ -265,6 +492,11 @@ def show(j: dict[str, Any]) -> None:
         ("users n", j["n"]),
         ("domain d", j["domain"]),
         ("ε requested", j.get("epsilon_requested", "")),
+        *(
+            [("WEAKER than requested", "yes (--allow-weaker): see the warning below")]
+            if j.get("weaker_than_requested")
+            else []
+        ),
         ("ε central (analyzer alone)", j["epsilon_central"]),
         ("ε local (if every shuffler colludes)", j["epsilon_local"]),
         ("δ", j["delta"]),
@@ -280,8 +512,8 @@ def show(j: dict[str, Any]) -> None:
         ),
         ("messages per user", j["messages_per_user"]),
         ("max |error|", j["max_abs_error"]),
-        ("RMSE", j["rmse"]),
-        ("expected std (mean over entries)", float(np.mean(j["expected_std"]))),
+        ("RMSE", _restored(j, "rmse")),
+        ("expected std (mean over entries)", float(np.mean(_restored(j, "expected_std")))),
         ("seconds (total)", j["seconds"].get("total", 0.0)),
     ]
     print_table("esa simulate", ["quantity", "value"], rows)
@@ -308,10 +540,17 @@ def show(j: dict[str, Any]) -> None:
         for h in j["hops"]
     ]  # the analyzer ends every chain
     print_table("per-hop counters", headers, hop_rows)
-    est, truth, std = j["estimate"], j["truth"], j["expected_std"]
+    est, truth, std = (_restored(j, key) for key in ("estimate", "truth", "expected_std"))
+    data = j.get("data") or {}
+    labels = list(data.get("categories") or [])
+    if data:
+        clipped = f", {data['clipped']} values clipped" if data.get("clipped") else ""
+        print(f"data: {data['rows']} rows of {data['source']}{clipped}")
     if len(est) <= 32:
+        # bin j of the users' own data is its category, as the JSON's data.categories say
+        names = [labels[i] if i < len(labels) else i for i in range(len(est))]
         print_table(
             "estimate vs truth",
             ["entry", "estimate", "truth", "error", "expected std"],
-            [(i, e, t, e - t, s) for i, (e, t, s) in enumerate(zip(est, truth, std, strict=True))],
+            [(name, e, t, e - t, s) for name, e, t, s in zip(names, est, truth, std, strict=True)],
         )

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from esa import ESAError
+from esa import ESAError, json_document
 from protocols import ParameterError
 
 from .plan import CATEGORIES, ExperimentPlan, Row, grid_points, ok_rows, runs_text
@@ -20,8 +21,10 @@ __all__ = [
     "ExperimentsCSVError",
     "check_grid",
     "csv_repeats",
+    "meta_path",
     "read_csv",
     "write_csv",
+    "write_meta",
 ]
 
 CSV_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
@@ -33,6 +36,37 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
         w.writerow(CSV_FIELDS)
         for row in rows:
             w.writerow([_csv_value(getattr(row, f)) for f in CSV_FIELDS])
+
+
+def meta_path(csv_path: Path) -> Path:
+    """The sidecar of a CSV: ``<name>.meta.json`` next to ``<name>.csv``."""
+    return csv_path.with_name(f"{csv_path.stem}.meta.json")
+
+
+def write_meta(
+    csv_path: Path, metadata: Mapping[str, Any], body: Mapping[str, Any] | None = None
+) -> Path:
+    """Write the sidecar of ``csv_path`` (:func:`meta_path`): the JSON document of the run
+    that wrote the CSV — ``schema_version``, ``version``, ``command``, ``parameters``,
+    ``seed`` (:func:`esa.json_document`) — with ``csv`` (the file's name), ``columns``
+    (:data:`CSV_FIELDS`) and ``body``'s fields.
+
+    Args:
+        csv_path: the CSV the sidecar describes.
+        metadata: ``command``, ``parameters`` and ``seed`` of the run.
+        body: more fields (e.g. the category and the plan).
+
+    Returns:
+        The sidecar's path.
+    """
+    path = meta_path(csv_path)
+    doc = json_document(
+        {"csv": csv_path.name, "columns": list(CSV_FIELDS), **(body or {})}, metadata
+    )
+    with path.open("w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, allow_nan=False)
+        fh.write("\n")
+    return path
 
 
 def _csv_value(v: Any) -> Any:

@@ -7,8 +7,10 @@ vary one coordinate of it. Each (point, method) gives one :class:`Row`; an
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ __all__ = [
     "grid_points",
     "make_plan",
     "ok_rows",
+    "point_seed",
     "point_spec",
     "runs_text",
 ]
@@ -230,6 +233,12 @@ class ExperimentResult:
     skipped: list[str] = field(default_factory=list)
     from_csv: bool = False
 
+    def _repr_html_(self) -> str:
+        """The run's HTML report, for Jupyter (:func:`simulations.report.render_html`)."""
+        from ..report import render_html
+
+        return render_html(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "category": self.plan.category,
@@ -271,6 +280,35 @@ def point_spec(name: str, point: dict[str, float]) -> tuple[ProtocolSpec, int]:
         options=SURVEY_OPTIONS.get(name, {}),
     )
     return spec, fakes
+
+
+def point_seed(
+    seed: int, category: str, name: str, point: Mapping[str, float]
+) -> np.random.SeedSequence:
+    """The random stream of ``name`` (a method, or ``"data"``) at a grid point, from ``seed``.
+
+    It depends on what the task is, never on where it sits in a run: the spawn key is a
+    BLAKE2b hash of ``(category, name, the point's coordinates)`` (each coordinate by its
+    exact float value), so filtering the protocols, reordering the sweeps or running the
+    tasks on other processes or machines leaves every task's numbers unchanged. A point
+    that two sweeps share (the default point) gets the same stream in both.
+
+    Args:
+        seed: the run's root seed (>= 0).
+        category: counting, histogram or sum.
+        name: a method name, or ``"data"`` for the point's synthetic data.
+        point: the point's coordinates (n, epsilon, delta, domain, skew).
+
+    Returns:
+        ``SeedSequence(seed, spawn_key=<4 words of the hash>)``.
+    """
+    identity = json.dumps(
+        [category, name, sorted((k, float(v).hex()) for k, v in point.items())],
+        separators=(",", ":"),
+    )
+    digest = hashlib.blake2b(identity.encode(), digest_size=16).digest()
+    words = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
+    return np.random.SeedSequence(seed, spawn_key=words)
 
 
 def grid_points(plan: ExperimentPlan) -> Iterable[tuple[str, float, dict[str, float]]]:

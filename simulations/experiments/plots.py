@@ -3,6 +3,7 @@ overview PNG at the default point (the survey's Fig. 7 layout)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,38 @@ _SWEEP_LABEL = {
     "domain": "domain size d",
     "skew": "data skew",
 }
+
+
+#: What an RMSE is counted in, per category.
+_RMSE_UNIT = {"counting": "users", "histogram": "users per bin", "sum": "sum of values in [0, 1]"}
+
+_TIME_TITLE = "analyzer time (wall clock; machine load included)"
+_SKIPPED_LABEL = "refused at this point (skipped; drawn at the bottom)"
+_WEAKER_LABEL = "proves a larger ε_c than requested"
+
+
+def _weaker(r: Row) -> bool:
+    """Whether the run proved a larger ε_c than the grid point asked for."""
+    proven = r.epsilon_central
+    return math.isfinite(proven) and proven > r.epsilon * (1.0 + 1e-6)
+
+
+def _floor(rows: Sequence[Row], sweep: str) -> float | None:
+    """Where a skipped point is drawn: a little below the sweep's smallest RMSE."""
+    values = [r.rmse for r in rows if r.sweep == sweep and r.status == "ok" and r.rmse > 0]
+    return min(values) / 2 if values else None
+
+
+def _marker_handles(plt: Any) -> list[Any]:
+    from matplotlib.lines import Line2D
+
+    return [
+        Line2D([], [], linestyle="none", marker="v", color="black", markersize=7),
+        Line2D(
+            [], [], linestyle="none", marker="D", markersize=9, markerfacecolor="none",
+            markeredgecolor="red", markeredgewidth=1.5,
+        ),
+    ]  # fmt: skip
 
 
 def _skew_label(category: str) -> str:
@@ -34,36 +67,64 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
     paths: list[Path] = []
     methods = list(dict.fromkeys(r.method for r in rows))
     styles = _styles(rows, methods)
+    unit = _RMSE_UNIT.get(plan.category, "")
     for sweep in plan.sweeps:
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
+        floor = _floor(rows, sweep)
         for method in methods:
-            pts = sorted(
-                (r for r in rows if r.sweep == sweep and r.method == method and r.status == "ok"),
-                key=lambda r: r.value,
-            )
-            if not pts:
-                continue
-            xs = [r.value for r in pts]
-            for ax, attr in zip(
-                axes, ("rmse", "analyzer_seconds", "messages_per_user"), strict=True
-            ):
-                ax.plot(xs, [getattr(r, attr) for r in pts], label=method, **styles[method])
+            mine = [r for r in rows if r.sweep == sweep and r.method == method]
+            pts = sorted((r for r in mine if r.status == "ok"), key=lambda r: r.value)
+            if pts:
+                xs = [r.value for r in pts]
+                rmse = [r.rmse for r in pts]
+                # ≈ one standard error of an RMSE over r runs: a relative 1/√(2r)
+                # (Gaussian errors; conservative where it also averages over entries).
+                err = [r.rmse / math.sqrt(2 * r.repeats) if r.repeats else 0.0 for r in pts]
+                axes[0].errorbar(xs, rmse, yerr=err, capsize=2, label=method, **styles[method])
+                axes[1].plot(xs, [r.analyzer_seconds for r in pts], **styles[method])
+                axes[2].plot(xs, [r.messages_per_user for r in pts], **styles[method])
+                weak = [r for r in pts if _weaker(r)]
+                if weak:
+                    axes[0].plot(
+                        [r.value for r in weak],
+                        [r.rmse for r in weak],
+                        linestyle="none",
+                        marker="D",
+                        markersize=9,
+                        markerfacecolor="none",
+                        markeredgecolor="red",
+                        markeredgewidth=1.5,
+                    )
+            skipped = [r.value for r in mine if r.status != "ok"]
+            if skipped and floor is not None:
+                axes[0].plot(
+                    skipped,
+                    [floor] * len(skipped),
+                    linestyle="none",
+                    marker="v",
+                    markersize=7,
+                    color=styles[method]["color"],
+                )
         xlabel = _skew_label(plan.category) if sweep == "skew" else _SWEEP_LABEL[sweep]
-        for ax, title in zip(axes, ("RMSE", "analyzer time (s)", "messages per user"), strict=True):
+        titles = (f"RMSE ({unit}), ± ≈1 s.e. over the runs", _TIME_TITLE, "messages per user")
+        ylabels = (f"RMSE ({unit})", "seconds", "messages per user")
+        for ax, title, ylabel in zip(axes, titles, ylabels, strict=True):
             ax.set_xlabel(xlabel)
-            ax.set_title(title)
+            ax.set_ylabel(ylabel)
+            ax.set_title(title, fontsize=10)
             if sweep in ("n", "domain"):
                 ax.set_xscale("log")
                 ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
                 ax.set_xticks(list(plan.sweeps[sweep]))
                 ax.set_xticklabels([f"{v:g}" for v in plan.sweeps[sweep]])
             ax.grid(True, alpha=0.3)
-        axes[0].set_yscale("log")
-        axes[1].set_yscale("log")
-        axes[2].set_yscale("log")
-        axes[0].legend(fontsize=7, loc="best")
+            ax.set_yscale("log")
+        handles, labels = axes[0].get_legend_handles_labels()
+        handles += _marker_handles(plt)
+        labels += [_SKIPPED_LABEL, _WEAKER_LABEL]
+        fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8, frameon=False)
         fig.suptitle(f"{plan.category}: varying {xlabel} ({_fixed(plan, sweep)})", fontsize=10)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.16, 1, 1))
         path = out_dir / f"{plan.category}_{sweep}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from .plan import (
     category_protocols,
     grid_points,
     make_plan,
+    point_seed,
     point_spec,
 )
 from .plots import plot_category
@@ -114,8 +117,16 @@ def run_experiments(
     progress: Any = None,
     log: Log | None = None,
     plan: ExperimentPlan | None = None,
+    workers: int | None = None,
+    cluster: str | Executor | Any | None = None,
 ) -> ExperimentResult:
     """Run the category's grid, write CSV, plots and summary into ``out_dir``.
+
+    Each (grid point, method) is one task; its random numbers come from ``seed`` and the
+    task's identity only (:func:`~simulations.experiments.plan.point_seed`), never from its
+    place in the run, so the rows of a protocol are the same whichever other protocols run
+    with it, and a parallel run (``workers``, ``cluster``) writes the same CSV as a serial
+    one, but for the wall-clock columns (``analyzer_seconds``, ``total_seconds``).
 
     Args:
         category: ``counting``, ``histogram`` or ``sum``.
@@ -128,6 +139,11 @@ def run_experiments(
         progress: a rich Progress (or stand-in) from :func:`simulations._common.progress`.
         log: called with one line per skipped point or protocol.
         plan: run this grid instead of :func:`make_plan`'s (tests use a tiny one).
+        workers: run the tasks on this many local processes (default, with no
+            ``cluster``: one after the other in this process).
+        cluster: run the tasks on a Dask cluster (a scheduler address such as
+            ``"tcp://host:8786"`` or a ``distributed.Client``) or on any
+            :class:`~concurrent.futures.Executor` (:func:`esa.resolve_executor`).
     """
     if crypto not in ("ideal", "onion"):
         raise ParameterError(f"crypto must be 'ideal' or 'onion', got {crypto!r}")
@@ -148,43 +164,39 @@ def run_experiments(
     t_start = time.perf_counter()
     points = list(grid_points(plan))
     methods = [(name, "shuffle") for name in names] + baselines(category)
+    tasks = [
+        _Task(category, sweep, value, point, method, family, plan, crypto, seed)
+        for sweep, value, point in points
+        for method, family in methods
+    ]
     task = None
     if progress is not None:
-        task = progress.add_task(f"{category} experiments", total=len(points) * len(methods))
-    root = np.random.default_rng(seed)
+        task = progress.add_task(f"{category} experiments", total=len(tasks))
     rows: list[Row] = []
     skipped: list[str] = []
-    for (sweep, value, point), point_rng in zip(points, root.spawn(len(points)), strict=True):
-        n, d = int(point["n"]), int(point["domain"])
-        data_rng, *method_rngs = point_rng.spawn(1 + len(methods))
-        data = [
-            generate(category, n, d, point["skew"], rng=r) for r in data_rng.spawn(plan.repeats)
-        ]
-        for (method, family), mrng in zip(methods, method_rngs, strict=True):
-            row = Row(
-                category=category,
-                sweep=sweep,
-                value=value,
-                method=method,
-                family=family,
-                n=n,
-                domain=d,
-                epsilon=point["epsilon"],
-                delta=point["delta"],
-                skew=point["skew"],
-                crypto=crypto if family == "shuffle" else "none",
-            )
-            if family == "shuffle":
-                _run_shuffle(row, method, point, data, plan, crypto, mrng)
-            else:
-                _run_baseline_row(row, method, category, data, mrng)
-            if row.status != "ok":
-                line = f"{method} @ {sweep}={value:g}: {row.reason}"
-                skipped.append(line)
-                say(f"skipped {line}")
-            rows.append(row)
-            if progress is not None:
-                progress.advance(task)
+
+    def collect(row: Row) -> None:
+        if row.status != "ok":
+            line = f"{row.method} @ {row.sweep}={row.value:g}: {row.reason}"
+            skipped.append(line)
+            say(f"skipped {line}")
+        rows.append(row)
+        if progress is not None:
+            progress.advance(task)
+
+    if workers is None and cluster is None:  # in this process, one task after the other
+        for t in tasks:
+            collect(_run_task(t))
+    else:
+        with esa.resolve_executor(workers, cluster) as executor:
+            futures = [executor.submit(_run_task, t) for t in tasks]
+            try:
+                for future in futures:  # the plan's order, whichever finishes first
+                    collect(future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
     csv_path = out_dir / f"{category}.csv"
     write_csv(rows, csv_path)
     plots = plot_category(rows, plan, out_dir)
@@ -202,6 +214,53 @@ def run_experiments(
     )
     write_summary(result)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """One (grid point, method) of a run: everything its row depends on (picklable)."""
+
+    category: str
+    sweep: str
+    value: float
+    point: dict[str, float]
+    method: str
+    family: str
+    plan: ExperimentPlan
+    crypto: str
+    seed: int
+
+
+def _run_task(t: _Task) -> Row:
+    """The row of one (point, method): runs anywhere (a pool or cluster worker) alike.
+
+    The point's data come from the stream of ``(category, "data", point)`` (the same for
+    every method at the point), the method's randomness from ``(category, method, point)``.
+    """
+    n, d = int(t.point["n"]), int(t.point["domain"])
+    data_rng = np.random.default_rng(point_seed(t.seed, t.category, "data", t.point))
+    data = [
+        generate(t.category, n, d, t.point["skew"], rng=r) for r in data_rng.spawn(t.plan.repeats)
+    ]
+    mrng = np.random.default_rng(point_seed(t.seed, t.category, t.method, t.point))
+    row = Row(
+        category=t.category,
+        sweep=t.sweep,
+        value=t.value,
+        method=t.method,
+        family=t.family,
+        n=n,
+        domain=d,
+        epsilon=t.point["epsilon"],
+        delta=t.point["delta"],
+        skew=t.point["skew"],
+        crypto=t.crypto if t.family == "shuffle" else "none",
+    )
+    if t.family == "shuffle":
+        _run_shuffle(row, t.method, t.point, data, t.plan, t.crypto, mrng)
+    else:
+        _run_baseline_row(row, t.method, t.category, data, mrng)
+    return row
 
 
 def _run_shuffle(

@@ -103,10 +103,8 @@ def audit_of_run(result: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]
             f"not in this result: n = {n:,} is above {AUDIT_MAX_USERS:.0e}, where the "
             "accountants take too long for a report; run esa audit for these parameters"
         )
-    try:
-        from ..commands.audit import audit
-    except ImportError as exc:  # pragma: no cover - only while the commands are restructured
-        return None, f"not computed: esa audit is not importable here ({exc})"
+    from .._audit import audit  # the attacks' statistics load with it (scipy)
+
     epsilon = num(_param(result, "epsilon", "epsilon_requested", "epsilon_central"))
     try:
         out = audit(

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _plots
 from ._compute import amplification_curve, audit_of_run
-from ._values import detect_kind, fmt, num, nums
+from ._values import decode, detect_kind, fmt, num, nums
 
 __all__ = ["SECTIONS", "render_html"]
 
@@ -852,7 +852,9 @@ def render_html(
     Args:
         result: what ``esa simulate --json``, ``audit --json``, ``amplify --json`` or
             ``experiments --json`` printed (parsed), or ``RunResult.to_json()``; extra fields
-            are shown, non-finite values (null, ``"inf"``, float inf/NaN) as ∞ or —.
+            are shown; a null its ``non_finite`` lists as ``"inf"`` is shown ∞, one listed
+            ``"nan"`` (a lost estimate) and an absent value (a null not listed) —; older
+            results' ``"inf"`` strings and float inf/NaN are read too.
         inline: True: an HTML fragment (one ``<div>`` with its scoped ``<style>``) to show
             inline in another page, as Jupyter's ``_repr_html_`` does; False: a complete
             standalone document.
@@ -869,6 +871,7 @@ def render_html(
         ReportError: ``result`` is of no known kind.
     """
     kind = detect_kind(result)
+    result = decode(result)  # the nulls non_finite lists, as the floats they stand for
     page = _Page(kind=kind)
     _parameters(page, result)
     if kind == "simulate":

@@ -1,4 +1,11 @@
-"""Reading an ``esa`` JSON result: its kind, its numbers (``null`` and ``"inf"`` included)."""
+"""Reading an ``esa`` JSON result: its kind, its numbers.
+
+A document written by :func:`esa.json_document` holds every non-finite number as ``null``
+and lists its place in ``non_finite`` (``"inf"``, ``"-inf"`` or ``"nan"``); a ``null`` not
+listed is an absent value. :func:`decode` puts the listed numbers back as floats, so that
+``∞`` shows as ∞ and a lost estimate (NaN) or an absent value as —. Older results, which
+wrote ``"inf"`` strings and no ``non_finite``, are read too (:func:`num`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from typing import Any
 
 from esa import ESAError
 
-__all__ = ["KINDS", "ReportError", "detect_kind", "fmt", "num", "nums"]
+__all__ = ["KINDS", "ReportError", "decode", "detect_kind", "fmt", "num", "nums"]
 
 #: the kinds of result a report is made for, by the command that prints them
 KINDS: tuple[str, ...] = ("simulate", "audit", "amplify", "experiments")
@@ -29,12 +36,52 @@ class ReportError(ESAError, ValueError):
     An :class:`esa.ESAError`, so the ``esa`` command prints it as one line (exit 2)."""
 
 
-def num(value: Any) -> float:
-    """A JSON number as a float: ``null`` is NaN, ``"inf"``/``"-inf"``/``"nan"`` their floats.
+#: ``non_finite``'s words → the floats they stand for
+_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def decode(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``result`` with every ``null`` its ``non_finite`` lists as the float it stands for.
+
+    Places are found by walking the document and naming each ``null`` as
+    :func:`esa.json_document` does (keys joined by ``.``, list indices in brackets), so a
+    key with a dot in it is matched too. A ``null`` not listed stays ``None`` (absent); a
+    result without ``non_finite`` (older ones, or a ``to_json()`` object holding floats)
+    is returned as it is, copied.
 
     Args:
-        value: what the JSON (or ``to_json()``) holds: a number, None, a numpy scalar or
-            one of the strings the ``esa`` commands write for non-finite values.
+        result: a parsed JSON result.
+
+    Returns:
+        A new dict; ``result`` is not changed.
+    """
+    listed = result.get("non_finite")
+    flags = (
+        {str(k): _NON_FINITE[v] for k, v in listed.items() if v in _NON_FINITE}
+        if isinstance(listed, Mapping)
+        else {}
+    )
+
+    def walk(value: Any, path: str) -> Any:
+        if value is None:
+            return flags.get(path)
+        if isinstance(value, Mapping):
+            return {k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    return {k: (v if k == "non_finite" else walk(v, str(k))) for k, v in result.items()}
+
+
+def num(value: Any) -> float:
+    """A JSON number as a float: ``"inf"``/``"-inf"``/``"nan"`` their floats; ``null`` (an
+    absent value, once :func:`decode` has put back the listed non-finite numbers) is NaN,
+    which :func:`fmt` shows as —, as it does a NaN.
+
+    Args:
+        value: what the decoded JSON (or ``to_json()``) holds: a number, None, a numpy
+            scalar or one of the strings older ``esa`` results wrote for non-finite values.
 
     Returns:
         The float; NaN for anything that is not a number (a bool, another string, a list).

@@ -1,4 +1,5 @@
-"""Generate the known-answer vectors in this directory (onion, padding, Split-Mix).
+"""Generate the known-answer vectors of simulations/conformance/vectors/ (onion, padding,
+Split-Mix).
 
 Run once, from the repository root, and commit the JSON it writes::
 
@@ -38,7 +39,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from nacl import bindings
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "simulations" / "conformance" / "vectors"
 _PERSON = b"esa-onion-key-v1"
 
 

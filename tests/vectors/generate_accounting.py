@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "simulations" / "conformance" / "vectors"
 OUT = HERE / "accounting.json"
 
 #: Relative tolerance the test applies to every float (see the module doc).
