@@ -64,7 +64,7 @@ def run_case(case: str, n: int) -> dict[str, Any]:
     if name in ("slh", "murs"):
         shufflers, per = (3, n // 300) if name == "murs" else (1, 0)  # MURS: 1 % of n fakes
         spec = protocols.ProtocolSpec(
-            epsilon=EPS_SLH, delta=DELTA, n=n, domain=d, fake_reports=shufflers * per
+            epsilon=EPS_SLH, delta=DELTA, n=n, domain=d, shufflers=shufflers, fake_reports=per
         )
         proto = protocols.build_protocol(name, spec)
         config = esa.PipelineConfig(

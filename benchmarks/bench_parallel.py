@@ -1,0 +1,211 @@
+"""An experiment grid on 1 and 2 local workers: wall, CPU, speedup, and identical CSVs.
+
+Runs ``esa experiments <category> --quick --workers 1`` and ``--workers 2`` alternately
+(1, 2, 1, 2, ...), each a fresh process writing into its own directory. Per run: wall time
+and CPU time (user + system of the command *and* its pool workers, read with
+``resource.getrusage(RUSAGE_CHILDREN)`` around the ``subprocess.run``; a worker's time is
+added to its parent's when the pool joins it). Per pair: the wall speedup t1 / t2, and the
+figures a loaded machine does not distort as much:
+
+* ``cpu_overhead`` = CPU(2 workers) / CPU(1 worker): the extra work of the second process;
+* ``cpu_bound_speedup`` = 2 · CPU(1) / CPU(2): the speedup if both cores were ours;
+* ``task_bound``: Σ task time / makespan of the serial run's task times (the CSV's
+  ``total_seconds``) handed out in plan order to 2 workers, as the pool does: the speedup
+  the grid's longest tasks allow, before the serial plotting and summary;
+* ``cores``: the cores this session got just after the run (:func:`cores_available`),
+  the ceiling of any wall speedup on a shared machine.
+
+``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out).
+
+Every run's CSV must equal the first run's but for the wall-clock columns
+(``analyzer_seconds``, ``total_seconds``): asserted.
+
+    python benchmarks/bench_parallel.py --category counting               # 2 pairs
+    python benchmarks/bench_parallel.py --category counting --protocols cnt_rr,cnt_bn --pairs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import heapq
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+MAIN = "import sys; from simulations.cli import main; sys.argv[0] = 'esa'; sys.exit(main())"
+# The grid alone: run_experiments with the (serial) plotting replaced by a no-op, through
+# the hook the module documents for tests; argv: category out workers protocols.
+GRID = (
+    "import sys; from pathlib import Path; import simulations.experiments.run as r; "
+    "r.plot_category = lambda rows, plan, out: []; "
+    "r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, "
+    "workers=int(sys.argv[3]), only=sys.argv[4].split(',') if sys.argv[4] else None)"
+)
+WALL_CLOCK_COLUMNS = ("analyzer_seconds", "total_seconds")
+
+
+def run(mode: str, category: str, workers: int, out: Path, protocols: str | None) -> dict[str, Any]:
+    """One run (``full``: the ``esa experiments`` command; ``grid``: its grid without the
+    plots): wall and CPU seconds of the process and its workers."""
+    if mode == "grid":
+        cmd = [sys.executable, "-c", GRID, category, str(out), str(workers), protocols or ""]
+    else:
+        cmd = [sys.executable, "-c", MAIN, "experiments", category, "--quick"]
+        cmd += ["--out", str(out), "--workers", str(workers), "--allow-weaker"]
+        if protocols:
+            cmd += ["--protocols", protocols]
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"mode": mode, "workers": workers, "wall": wall, "cpu": cpu, "load_at_start": load}
+
+
+def _burn(seconds: float) -> float:
+    t = time.process_time()
+    while time.process_time() - t < seconds:
+        pass
+    return seconds
+
+
+def cores_available(seconds: float = 2.0) -> float:
+    """Cores this session gets now: 2 CPU burners' total CPU over their wall, side by side.
+
+    Linux's autogroup scheduler shares the CPUs fairly between *sessions*, not processes:
+    while another session keeps one core busy, two workers of ours get one core between
+    them, and no wall speedup is possible; this figure is that ceiling.
+    """
+    with ProcessPoolExecutor(2) as pool:
+        list(pool.map(_burn, [0.1, 0.1]))  # the pool started before timing
+        t = time.perf_counter()
+        list(pool.map(_burn, [seconds, seconds]))
+        return 2 * seconds / (time.perf_counter() - t)
+
+
+def rows_without_wall_clock(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return [
+            {k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS}
+            for row in csv.DictReader(f)
+        ]
+
+
+def task_bound(path: Path, workers: int = 2) -> float:
+    """Σ task seconds / makespan of those tasks given in CSV (= plan) order to ``workers``."""
+    with path.open(newline="") as f:
+        times = [float(r["total_seconds"] or 0.0) for r in csv.DictReader(f)]
+    free = [0.0] * workers  # when each worker is next free; the earliest takes the next task
+    for t in times:
+        heapq.heappush(free, heapq.heappop(free) + t)
+    return sum(times) / max(free) if max(free) > 0 else 1.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--category", default="counting", choices=("counting", "histogram", "sum"))
+    parser.add_argument("--protocols", default=None, help="comma-separated subset")
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument(
+        "--modes", default="full,grid", help="full (the command), grid (no plots), or both"
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+
+    load0 = os.getloadavg()
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench_parallel_") as tmp:
+        reference: list[dict[str, str]] | None = None
+        for i in range(args.pairs):
+            for mode, workers in [(m, w) for m in modes for w in (1, 2)]:
+                out = Path(tmp) / f"pair{i}_{mode}_w{workers}"
+                r = run(mode, args.category, workers, out, args.protocols)
+                csv_path = out / f"{args.category}.csv"
+                rows = rows_without_wall_clock(csv_path)
+                if reference is None:
+                    reference = rows
+                assert rows == reference, f"pair {i}, {mode}, {workers} workers: CSV differs"
+                r["task_bound"] = task_bound(csv_path)
+                r["cores_available"] = cores_available()
+                runs.append(r)
+                if not args.json:
+                    print(
+                        f"pair {i + 1} {mode:>4} workers={workers}: wall {r['wall']:7.2f} s  "
+                        f"cpu {r['cpu']:7.2f} s  load {r['load_at_start']:.2f}  "
+                        f"cores available after {r['cores_available']:.2f}",
+                        flush=True,
+                    )
+        assert reference is not None
+        n_rows = len(reference)
+    load1 = os.getloadavg()
+    pairs = []
+    for i in range(0, len(runs), 2):
+        one, two = runs[i], runs[i + 1]
+        pairs.append(
+            {
+                "mode": one["mode"],
+                "wall_1": one["wall"],
+                "wall_2": two["wall"],
+                "cpu_1": one["cpu"],
+                "cpu_2": two["cpu"],
+                "speedup": one["wall"] / two["wall"],
+                "cpu_overhead": two["cpu"] / one["cpu"],
+                "cpu_bound_speedup": 2.0 * one["cpu"] / two["cpu"],
+                "task_bound": one["task_bound"],
+                "cores_available": statistics.mean(
+                    (one["cores_available"], two["cores_available"])
+                ),
+            }
+        )
+    keys = ("speedup", "cpu_overhead", "cpu_bound_speedup", "task_bound", "cores_available")
+    result = {
+        "category": args.category,
+        "protocols": args.protocols,
+        "rows": n_rows,
+        "csv_identical_but_wall_clock": True,
+        "load_average_before": load0,
+        "load_average_after": load1,
+        "pairs": pairs,
+        "median": {
+            mode: {k: statistics.median(p[k] for p in pairs if p["mode"] == mode) for k in keys}
+            for mode in modes
+        },
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"{args.category} --quick, {n_rows} rows; CSVs identical but {WALL_CLOCK_COLUMNS}")
+    print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}")
+    print("mode  wall1   wall2  speedup   cpu1    cpu2  cpu2/cpu1  2*cpu1/cpu2  task bound  cores")
+    for p in pairs:
+        print(
+            f"{p['mode']:>4} {p['wall_1']:6.1f}  {p['wall_2']:6.1f}  {p['speedup']:6.2f}x "
+            f"{p['cpu_1']:6.1f}  {p['cpu_2']:6.1f}  {p['cpu_overhead']:8.2f}  "
+            f"{p['cpu_bound_speedup']:10.2f}x  {p['task_bound']:9.2f}x  "
+            f"{p['cores_available']:5.2f}"
+        )
+    for mode in modes:
+        m = result["median"][mode]
+        print(
+            f"median {mode:>4}        {m['speedup']:6.2f}x                 "
+            f"{m['cpu_overhead']:8.2f}  {m['cpu_bound_speedup']:10.2f}x  {m['task_bound']:9.2f}x  "
+            f"{m['cores_available']:5.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
