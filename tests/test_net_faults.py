@@ -673,8 +673,8 @@ def test_protocol_table_errors(change: dict[str, Any], message: str) -> None:
 
 def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> None:
     """Right size, wrong hop: a report whose outer layer is for shuffler 2 cannot be peeled
-    by shuffler 1; it is acknowledged (nobody can tell before peeling), then counted as
-    invalid in the epoch's signed counts, and the rest of the batch goes on."""
+    by shuffler 1. The first shuffler peels at intake, so it drops and counts those reports
+    there, and stores and acknowledges the rest of the frame, which goes on."""
     op = Ed25519PrivateKey.generate()
     svc = _service(
         keydir,
@@ -693,7 +693,7 @@ def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> No
     async def script(connect: Client) -> None:
         fs = await connect()
         await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(good + wrong)).to_bytes())
-        assert w.parse_ack(await fs.receive()) == w.Ack(10, 0)
+        assert w.parse_ack(await fs.receive()) == w.Ack(6, 0)  # the 4 that do not open dropped
         await fs.send(
             w.ControlFrame(
                 w.ControlCommand.CLOSE_EPOCH, int(time.time() * 1000), target="shuffler-1"
@@ -704,10 +704,11 @@ def test_reports_layered_for_another_hop_are_counted_invalid(keydir: Path) -> No
         await svc._process(rec)
         (done,) = await svc._db(svc.inbox.epochs, "processed")
         assert (done.stats["received"], done.stats["invalid"], done.stats["forwarded"]) == (
-            10,
-            4,
+            6,
+            0,
             6,
         )
+        assert svc.counters["invalid_reports_dropped"] == 4
 
     _drive(svc, script)
 

@@ -29,8 +29,11 @@ such frame closes the connection (``throttled_connections_closed``,
    another deployment or key epoch, or has expired;
 4. ``quota_exceeded`` — the client's reports this epoch would pass its quota: its token's,
    or else its address group's ``reports_per_epoch_per_peer``;
-5. ``invalid_report`` — a report of the frame does not open under this shuffler's layer
-   key: it is peeled (X25519 + AEAD) here, at intake, and the whole frame refused.
+5. ``invalid_report`` — no report of the frame opens under this shuffler's layer key: they
+   are peeled (X25519 + AEAD) here, at intake, and the frame refused. A frame that mixes
+   reports that open with ones that do not has the latter dropped and counted
+   (``invalid_reports_dropped``) and the former stored and acknowledged: a malformed report
+   never takes the rest of the frame with it.
 
 Why peel at intake rather than count only verified reports toward ``[epoch] max_reports``:
 an onion report of the right size cannot be told from junk without its X25519 + AEAD
@@ -202,15 +205,19 @@ class Intake(PartyBase):
         self.admission.charge(key, count)
         frame = parse_submit(payload)
         self.counters["submit_frames_parsed"] += 1
+        reports = frame.reports
         invalid = await self._invalid_reports(frame)
-        if invalid:
+        if invalid == count:  # nothing of the frame opens: refused whole, nothing is lost
             self.counters["invalid_reports_refused"] += invalid
             raise FrameRefused(
                 RejectReason.INVALID_REPORT, f"{invalid} of the {count} reports do not open"
             )
-        stored, dups = await self._store_reports(frame.key_epoch, frame.reports)
+        if invalid:  # a malformed report never takes the rest of the frame with it
+            reports = await self._opening_reports(frame)
+            self.counters["invalid_reports_dropped"] += count - len(reports)
+        stored, dups = await self._store_reports(frame.key_epoch, reports)
         self._backlog += stored
-        self.counters["reports_acknowledged"] += len(frame.reports)
+        self.counters["reports_acknowledged"] += len(reports)
         self.counters["duplicate_reports"] += dups
         self._wake_epoch.set()
         return Ack(stored, dups).to_bytes()
@@ -295,6 +302,19 @@ class Intake(PartyBase):
             )
         )
         return int(opened.invalid)
+
+    async def _opening_reports(self, frame: SubmitFrame) -> tuple[bytes, ...]:
+        """The frame's reports that open under this hop's layer key, one peel each (only for a
+        frame that mixes reports that open with ones that do not)."""
+        codec, key = self.codec, self.keys[frame.key_epoch].layer
+
+        def opens(report: bytes) -> bool:
+            opened = codec.open(
+                [report], key=key, epoch=frame.key_epoch, hop=self.hop, seen=None, workers=1
+            )
+            return int(opened.invalid) == 0
+
+        return await trio.to_thread.run_sync(lambda: tuple(r for r in frame.reports if opens(r)))
 
     async def _store_reports(self, key_epoch: int, reports: tuple[bytes, ...]) -> tuple[int, int]:
         """Commit a frame's reports, sharing the transaction with concurrent frames."""
