@@ -164,7 +164,7 @@ def test_splitmix_fakes_vanish_from_the_sum() -> None:
 def test_splitmix_refusals() -> None:
     with pytest.raises(ParameterError, match="at least 3 honest users"):
         _splitmix(4, gamma=0.5)
-    with pytest.raises(ParameterError, match="encoding must be one of unary, splitmix"):
+    with pytest.raises(ParameterError, match="encoding must be one of splitmix, unary"):
         build_protocol(
             "cnt_sgm", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100, options={"encoding": "x"})
         )

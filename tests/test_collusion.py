@@ -137,7 +137,9 @@ def test_config_validation() -> None:
     with pytest.raises(ParameterError, match="colluding_users"):
         _cfg(colluding_users=2000)
     with pytest.raises(ParameterError, match="delta"):
-        _cfg(delta=0.0)
+        _cfg(delta=1.0)
+    # δ = 0 is a pure audit: only the pure bounds (local DP) apply to its scenarios
+    assert _cfg(delta=0.0).delta == 0.0
 
 
 def _local_hashing_laws(eps: float, g: int) -> tuple[np.ndarray, np.ndarray]:

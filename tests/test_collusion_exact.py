@@ -374,9 +374,12 @@ def _sgm_worst(lam: float, alpha: float, others: int, fakes: int, delta: float) 
 
 
 def test_esa_audit_of_cnt_sgm_bounds_the_exact_view() -> None:
+    # the unary encoding (±1 messages), whose exact view this test writes out
     n, epsilon, delta, m, r = 5, 2.0, 0.02, 2, 1
-    out = _audit("cnt_sgm", n, epsilon, delta, m, r, domain=2)
-    params = build_protocol("cnt_sgm", ProtocolSpec(epsilon=epsilon, delta=delta, n=n)).params  # type: ignore[attr-defined]
+    unary: dict[str, float | str] = {"encoding": "unary"}
+    out = _audit("cnt_sgm", n, epsilon, delta, m, r, domain=2, options=unary)
+    spec = ProtocolSpec(epsilon=epsilon, delta=delta, n=n, options=unary)
+    params = build_protocol("cnt_sgm", spec).params  # type: ignore[attr-defined]
     lam, alpha = params.lam, params.alpha
 
     def exact(h: int, f: int) -> float:

@@ -409,10 +409,10 @@ def murs_exact(protocol: Any) -> float:
     """Dense type-count grid of the n_r fakes and the other users (all 0, all 1, half/half)."""
     P = protocol.params
     mu0, mu1, fake = slh_laws(protocol)
-    size = P.n + P.fake_reports + 1
+    size = P.n + P.total_fakes + 1
     best = 0.0
     for k0 in sorted({0, (P.n - 1) // 2, P.n - 1}):
-        grid = multinomial_grid(P.fake_reports, fake, size)
+        grid = multinomial_grid(P.total_fakes, fake, size)
         for law, count in ((mu0, k0), (mu1, P.n - 1 - k0)):
             for _ in range(count):
                 grid = add_message(grid, law)

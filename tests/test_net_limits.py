@@ -350,7 +350,7 @@ _SLOW_PARTY = textwrap.dedent(
         return shuffle(self, *args)
 
     _service.PartyService._shuffle_epoch = slow
-    sys.exit(_service.serve(load_config(sys.argv[1])))
+    sys.exit(_service.serve(load_config(sys.argv[1], simulation=True)))
     """
 )
 

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return _make_operator_key(args.make_operator_key, as_json=args.json)
     if args.manifest:
         return _write_manifest(args)
-    if not args.out:
+    if args.out is None:
         raise UsageError("--out DIR is required (or --make-operator-key FILE, --manifest OUT)")
     # A party's config takes hop <= 254 (the analyzer's hop is m) and channels <= 255.
     if not 1 <= args.shufflers <= 254 or not 1 <= args.channels <= 255:
