@@ -271,3 +271,19 @@ def test_a_failing_summary_never_fails_the_epochs_commit(root: Path) -> None:
         assert (res["epochs"], res["n"]) == (1, 50)
     finally:
         svc.close()
+
+
+def test_a_reply_lists_its_non_finite_numbers() -> None:
+    """STATUS and RESULT follow the rule of every document: a non-finite number is null and
+    listed in non_finite (kept from a stored summary that already lists some)."""
+    from esa.net._queries import _jsonable
+
+    body = {"estimate": [1.0, float("nan")], "expected_std": [float("inf")], "n": 3}
+    assert _jsonable(body) == {
+        "estimate": [1.0, None],
+        "expected_std": [None],
+        "n": 3,
+        "non_finite": {"estimate[1]": "nan", "expected_std[0]": "inf"},
+    }
+    stored = _jsonable(body)
+    assert _jsonable(stored) == stored  # a stored summary's flags survive a second pass

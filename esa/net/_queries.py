@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import json
-import math
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ import trio
 
 from protocols import ShuffleProtocol
 
+from .._document import json_safe
 from .._errors import FrameRefused
 from .._roles import check_shares, lost_estimate, reports_per_fake
 from . import _ledger
@@ -80,7 +80,11 @@ class Queries(TrapAudit):
             body = await self._trap_commit(params)
         else:
             body = await self._trap_open(params)
-        return Reply(json.dumps(_jsonable(body)).encode()).to_bytes()
+        # STATUS and RESULT are documents a user reads: non-finite numbers listed as such;
+        # the trap replies are the audit's protocol messages, with no float in them.
+        if q.what in (QueryKind.STATUS, QueryKind.RESULT):
+            body = _jsonable(body)
+        return Reply(json.dumps(json_safe(body, {})).encode()).to_bytes()
 
     async def status(self) -> dict[str, Any]:
         epochs = await self._db(self.inbox.epochs)
@@ -268,14 +272,12 @@ def compute_result(
 
 
 def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return _jsonable(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+    """A reply's body as JSON, by the rule of every document of the project: each non-finite
+    number is ``null`` and its place listed in ``non_finite`` (kept from a stored summary that
+    already lists some), so a lost estimate is never read as an absent value."""
+    if not isinstance(obj, dict):
+        return json_safe(obj, {})
+    places: dict[str, str] = dict(obj.get("non_finite") or {})
+    body = json_safe({k: v for k, v in obj.items() if k != "non_finite"}, places)
+    body["non_finite"] = places
+    return body
