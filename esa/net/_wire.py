@@ -1,5 +1,9 @@
 """The wire format between ESA parties: length-prefixed, versioned, signed frames.
 
+One idea, in one module on purpose (it is over a thousand lines): the byte layout of every
+frame kind, each with its one parser and its encoder side by side, so a format and its
+parser never drift apart and the known-answer vectors pin them together.
+
 Every message on a TCP connection is one *frame*: a 4-byte big-endian length, then that many
 bytes of payload. A payload starts with a version byte (:data:`WIRE_VERSION`) and a kind
 byte (:class:`FrameKind`); the rest is fixed-size big-endian fields. Each kind has exactly
