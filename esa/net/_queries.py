@@ -82,9 +82,12 @@ class Queries(TrapAudit):
             body = await self._trap_open(params)
         # STATUS and RESULT are documents a user reads: non-finite numbers listed as such;
         # the trap replies are the audit's protocol messages, with no float in them.
-        if q.what in (QueryKind.STATUS, QueryKind.RESULT):
-            body = _jsonable(body)
-        return Reply(json.dumps(json_safe(body, {})).encode()).to_bytes()
+        document = (
+            _jsonable(body)
+            if q.what in (QueryKind.STATUS, QueryKind.RESULT)
+            else json_safe(body, {})
+        )
+        return Reply(json.dumps(document).encode()).to_bytes()
 
     async def status(self) -> dict[str, Any]:
         epochs = await self._db(self.inbox.epochs)
