@@ -138,6 +138,8 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
                     marker="v",
                     markersize=7,
                     color=styles[method]["color"],
+                    # named here when no line of it names it in the legend
+                    label=None if pts else f"{method} (refused throughout)",
                 )
         xlabel = _skew_label(plan.category) if sweep == "skew" else _SWEEP_LABEL[sweep]
         titles = (rmse_title, time_title, "messages per user")
@@ -239,7 +241,7 @@ def _plot_overview(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path, plt
                 ax.errorbar(x, value, yerr=se, fmt="none", ecolor="black", capsize=3, lw=1)
                 top = value + se
             text = f"{value:.3g}" + (
-                f"\nε_c {r.epsilon_central:.3g}" if weak and attr == "rmse" else ""
+                f"\nproves ε_c {r.epsilon_central:.3g}" if weak and attr == "rmse" else ""
             )
             ax.annotate(
                 text, (x, top), xytext=(0, 2), textcoords="offset points", ha="center",
