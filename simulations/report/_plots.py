@@ -198,6 +198,9 @@ def sweep_svg(sweep: str, methods: Mapping[str, Mapping[str, Sequence[float]]]) 
     if sweep in ("n", "domain"):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
+        values = sorted({x for s in methods.values() for x in s["x"] if math.isfinite(x) and x > 0})
+        if values:  # the grid's own values, not only the decades between them
+            ax.set_xticks(values, [f"{v:g}" for v in values])
     ax.set_yscale("log")
     ax.set_xlabel(sweep)
     ax.set_ylabel("RMSE (dashed: expected)")
