@@ -207,8 +207,8 @@ class Row:
       show, since it does not grow with other jobs' load. The analyzer's span of a shuffle
       run starts with its analyze stage and ends when :func:`esa.run_pipeline` returns (the
       run's bookkeeping after the estimate included). The CPU of the onion crypto's worker
-      processes and of tasks running at once in other threads of the same process (a Dask
-      worker with several threads) is not told apart from it.
+      processes is not counted; that of tasks running at once in other threads of the same
+      process (a Dask worker with several threads) is counted with it.
     * ``messages_per_user``: messages that reached the analyzer per user (reports or tally).
     * ``epsilon_central``: the ε_c the configured protocol proves (may exceed ``epsilon``).
 
