@@ -20,7 +20,7 @@ if os.environ.get("CI"):
 else:
     distributed = pytest.importorskip("distributed")
 
-WALL_CLOCK = ("analyzer_seconds", "total_seconds")
+WALL_CLOCK = ("analyzer_seconds", "total_seconds", "analyzer_cpu_seconds", "total_cpu_seconds")
 
 
 def _plan() -> ExperimentPlan:

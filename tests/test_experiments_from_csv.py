@@ -179,7 +179,7 @@ def _set_cell(column: str, value: str):
         (lambda lines: [], "is empty: expected the header"),
         (lambda lines: [lines[0].replace("rmse,", "rms,", 1), *lines[1:]], "missing rmse"),
         (lambda lines: [lines[0].replace(",reason", ""), *lines[1:]], "missing reason"),
-        (lambda lines: [*lines, "histogram,epsilon\r\n"], "2 cells, expected 21"),
+        (lambda lines: [*lines, "histogram,epsilon\r\n"], "2 cells, expected 24"),
         (_set_cell("n", "8000.0"), "column n: '8000.0' is not an integer"),
         (_set_cell("rmse", "abc"), "column rmse: 'abc' is not a number"),
         (_set_cell("status", "maybe"), "column status: 'maybe' is not one of"),

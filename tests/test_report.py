@@ -237,6 +237,36 @@ def test_experiments_reads_its_csv(tmp_path: Path) -> None:
     assert "not found next to it" in missing
 
 
+_CSV_SPREAD = """category,sweep,value,method,family,n,domain,epsilon,delta,skew,repeats,rmse,\
+rmse_sd,expected_rmse,analyzer_seconds,total_seconds,analyzer_cpu_seconds,total_cpu_seconds,\
+messages_per_user,epsilon_central,status,reason,crypto,representation
+counting,epsilon,0.3,cnt_rr,shuffle,10000,2,0.3,1e-06,0.5,2,40,4,30,0.1,0.2,0.05,0.1,1,0.3,ok,,\
+ideal,reports
+counting,epsilon,0.3,ldp_rr,ldp,10000,2,0.3,1e-06,0.5,2,400,20,300,0,0,0,0,1,0.3,ok,,none,
+counting,epsilon,0.9,cnt_rr,shuffle,10000,2,0.9,1e-06,0.5,2,10,1,9,0.1,0.2,0.0123,0.1,1,0.95,ok,,\
+ideal,reports
+counting,epsilon,0.9,ldp_rr,ldp,10000,2,0.9,1e-06,0.5,2,150,10,100,0,0,0,0,1,0.9,ok,,none,
+"""
+
+
+def test_experiments_error_bars_and_cpu_time(tmp_path: Path) -> None:
+    # A CSV with the per-run spread and CPU time: the page says what its error bars are,
+    # states each s.e. (rmse_sd / √runs: 1 / √2 = 0.7071 for cnt_rr at the default point)
+    # and the analyzer's CPU time, and names the weaker point.
+    (tmp_path / "counting.csv").write_text(_CSV_SPREAD)
+    page = render_html({**EXPERIMENTS, "repeats": 2}, base=tmp_path)
+    assert "error bars: ±1 standard error over the runs" in page
+    assert "<th>analyzer CPU s</th>" in page
+    assert '<td class="n">0.7071</td>' in page
+    assert '<td class="n">0.0123</td>' in page
+    assert "ok, weaker ε_c than requested" in page
+    # A CSV without those columns (one run per point): no error bars, wall time, said so.
+    (tmp_path / "counting.csv").write_text(_CSV)
+    page = render_html(EXPERIMENTS, base=tmp_path)
+    assert "no error bars: one run per point" in page
+    assert "<th>analyzer wall s</th>" in page
+
+
 def _esa(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

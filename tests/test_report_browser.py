@@ -90,7 +90,7 @@ RUNS: dict[str, str] = {
     "simulate": "simulate --protocol hist_kr --n 2000 --crypto ideal --json",
     "audit": "audit --protocol hist_kr --n 2000 --epsilon 1 --domain 8 --json",
     "amplify": "amplify --epsilon-local 3 --n 5000 --domain 4 --json",
-    "experiments": "experiments counting --quick --protocols cnt_rr --repeats 1 "
+    "experiments": "experiments counting --quick --protocols cnt_rr --repeats 2 "
     "--out {out}/exp --json",
 }
 

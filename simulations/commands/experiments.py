@@ -26,6 +26,7 @@ from ..experiments import (
     run_experiments,
 )
 from ..experiments.csv import meta_path, write_meta
+from ..experiments.plan import analyzer_time
 from .simulate import add_report_argument, check_report, write_report_option
 
 #: options that choose what a run does; a rebuild runs nothing, so it refuses them
@@ -198,11 +199,12 @@ def _report(args: argparse.Namespace, result: ExperimentResult, seed: int | None
         if result.from_csv
         else f"CSV {result.csv_path}"
     )
+    timed, unit = analyzer_time(result.rows)
     print_table(
         f"{args.category} at the default point",
-        ["method", "family", "RMSE", "analyzer s", "messages/user"],
+        ["method", "family", "RMSE", f"analyzer {unit}", "messages/user"],
         [
-            [r.method, r.family, r.rmse, r.analyzer_seconds, r.messages_per_user]
+            [r.method, r.family, r.rmse, getattr(r, timed), r.messages_per_user]
             if r.status == "ok"
             else [r.method, r.family, "skipped", "", ""]
             for r in default_rows(result.rows, result.plan)

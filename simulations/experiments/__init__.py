@@ -28,7 +28,9 @@ Modules: :mod:`.plan` (categories, the grid and its points, the row and result t
 :mod:`.plots` (the PNGs) and :mod:`.summary` (the findings and the Markdown summary).
 """
 
+from .csv import ADDED_FIELDS as ADDED_FIELDS
 from .csv import CSV_FIELDS as CSV_FIELDS
+from .csv import TIMING_FIELDS as TIMING_FIELDS
 from .csv import ExperimentsCSVError as ExperimentsCSVError
 from .csv import read_csv as read_csv
 from .csv import write_csv as write_csv
@@ -51,10 +53,12 @@ from .summary import findings as findings
 from .summary import write_summary as write_summary
 
 __all__ = [
+    "ADDED_FIELDS",
     "CATEGORIES",
     "CSV_FIELDS",
     "SURVEY_OPTIONS",
     "SURVEY_PROTOCOLS",
+    "TIMING_FIELDS",
     "ExperimentPlan",
     "ExperimentResult",
     "ExperimentsCSVError",

@@ -17,7 +17,9 @@ from protocols import ParameterError
 from .plan import CATEGORIES, ExperimentPlan, Row, grid_points, ok_rows, runs_text
 
 __all__ = [
+    "ADDED_FIELDS",
     "CSV_FIELDS",
+    "TIMING_FIELDS",
     "ExperimentsCSVError",
     "check_grid",
     "csv_repeats",
@@ -28,6 +30,22 @@ __all__ = [
 ]
 
 CSV_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
+
+#: The columns that time a point: the only ones two runs with the same seed may differ in
+#: (wall and CPU time depend on the machine and its load).
+TIMING_FIELDS: tuple[str, ...] = (
+    "analyzer_seconds",
+    "total_seconds",
+    "analyzer_cpu_seconds",
+    "total_cpu_seconds",
+)
+
+#: Columns that CSVs of earlier versions lack: :func:`read_csv` reads such a CSV, with NaN
+#: in them (no error bars from the per-run spread, wall time in the timing plots).
+ADDED_FIELDS: tuple[str, ...] = ("rmse_sd", "analyzer_cpu_seconds", "total_cpu_seconds")
+
+#: The header of a CSV without :data:`ADDED_FIELDS`.
+_EARLIER_FIELDS: tuple[str, ...] = tuple(f for f in CSV_FIELDS if f not in ADDED_FIELDS)
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
@@ -97,7 +115,9 @@ def read_csv(path: Path, *, category: str) -> list[Row]:
     Integer columns come back as ``int``, the other numbers as ``float`` at the CSV's six
     significant digits, an empty number cell as :data:`math.nan`, text (a skipped point's
     reason, an empty ``representation``) as written; ``write_csv`` of the result writes the
-    same file again.
+    same file again. A CSV of an earlier version, whose header is :data:`CSV_FIELDS`
+    without :data:`ADDED_FIELDS`, is read too, with NaN in those columns (``write_csv``
+    then writes them as empty cells).
 
     Args:
         path: the CSV.
@@ -126,25 +146,27 @@ def read_csv(path: Path, *, category: str) -> list[Row]:
     if not records:
         raise ExperimentsCSVError(f"{path} is empty: expected the header {','.join(CSV_FIELDS)}")
     header = tuple(records[0][1])
-    if header != CSV_FIELDS:
-        missing = [f for f in CSV_FIELDS if f not in header]
-        unknown = [f for f in header if f not in CSV_FIELDS]
+    if header not in (CSV_FIELDS, _EARLIER_FIELDS):
+        # Against the earlier header when the file has none of the added columns.
+        fields = CSV_FIELDS if set(ADDED_FIELDS) & set(header) else _EARLIER_FIELDS
+        missing = [f for f in fields if f not in header]
+        unknown = [f for f in header if f not in fields]
         problems = ([f"missing {', '.join(missing)}"] if missing else []) + (
             [f"unknown {', '.join(unknown)}"] if unknown else []
         )
         raise ExperimentsCSVError(
             f"{path} is not a CSV of esa experiments: header columns "
-            + ("; ".join(problems) or f"not in the order {','.join(CSV_FIELDS)}")
+            + ("; ".join(problems) or f"not in the order {','.join(fields)}")
         )
     rows: list[Row] = []
     for line, record in records[1:]:
         where = f"{path}, line {line}"
-        if len(record) != len(CSV_FIELDS):
-            raise ExperimentsCSVError(f"{where}: {len(record)} cells, expected {len(CSV_FIELDS)}")
+        if len(record) != len(header):
+            raise ExperimentsCSVError(f"{where}: {len(record)} cells, expected {len(header)}")
         row = Row(
             **{
                 name: _parse_cell(name, cell, where)
-                for name, cell in zip(CSV_FIELDS, record, strict=True)
+                for name, cell in zip(header, record, strict=True)
             }
         )
         if row.category != category:

@@ -34,6 +34,7 @@ __all__ = [
     "ExperimentResult",
     "Log",
     "Row",
+    "analyzer_time",
     "baselines",
     "category_protocols",
     "default_rows",
@@ -188,7 +189,32 @@ def make_plan(category: str, *, quick: bool, repeats: int | None = None) -> Expe
 
 @dataclass(slots=True)
 class Row:
-    """One (sweep point, method) result: one CSV row."""
+    """One (sweep point, method) result: one CSV row.
+
+    The measured columns, over the point's ``repeats`` runs (NaN where the point was
+    skipped):
+
+    * ``rmse``: the RMSE over every run and entry, √(mean of the squared errors).
+    * ``rmse_sd``: the spread over seeds: the sample standard deviation (n − 1) of the
+      per-run RMSEs (each run's √(mean over its entries of the squared errors)); NaN with a
+      single run. ``rmse_sd / √repeats`` is the standard error the plots draw as error bars.
+    * ``expected_rmse``: the RMSE the estimator states (closed form), over the same runs.
+    * ``analyzer_seconds``, ``total_seconds``: wall time per run of the analyzer and of the
+      whole run (the machine's load included).
+    * ``analyzer_cpu_seconds``, ``total_cpu_seconds``: CPU time per run
+      (:func:`time.process_time` of the process that ran the point, measured there, so a
+      pool or cluster worker measures its own) of the same two spans: what the timing plots
+      show, since it does not grow with other jobs' load. The analyzer's span of a shuffle
+      run starts with its analyze stage and ends when :func:`esa.run_pipeline` returns (the
+      run's bookkeeping after the estimate included). The CPU of the onion crypto's worker
+      processes is not counted; that of tasks running at once in other threads of the same
+      process (a Dask worker with several threads) is counted with it.
+    * ``messages_per_user``: messages that reached the analyzer per user (reports or tally).
+    * ``epsilon_central``: the ε_c the configured protocol proves (may exceed ``epsilon``).
+
+    A CSV written before ``rmse_sd`` and the CPU columns existed is still read
+    (:func:`~simulations.experiments.csv.read_csv`): they are NaN in its rows.
+    """
 
     category: str
     sweep: str
@@ -202,9 +228,12 @@ class Row:
     skew: float
     repeats: int = 0
     rmse: float = math.nan
+    rmse_sd: float = math.nan
     expected_rmse: float = math.nan
     analyzer_seconds: float = math.nan
     total_seconds: float = math.nan
+    analyzer_cpu_seconds: float = math.nan
+    total_cpu_seconds: float = math.nan
     messages_per_user: float = math.nan
     epsilon_central: float = math.nan
     status: str = "ok"
@@ -324,6 +353,22 @@ def default_rows(rows: Sequence[Row], plan: ExperimentPlan) -> list[Row]:
     """Rows at the plan's default point (taken from the ε_c sweep)."""
     eps = plan.defaults["epsilon"]
     return [r for r in rows if r.sweep == "epsilon" and math.isclose(r.value, eps)]
+
+
+def analyzer_time(rows: Iterable[Row]) -> tuple[str, str]:
+    """The column that times the analyzer in plots and findings, and its unit: CPU time
+    (``"analyzer_cpu_seconds", "CPU s"``), or for rows read from a CSV written before that
+    column existed (all NaN) the wall time (``"analyzer_seconds", "wall s"``).
+
+    Args:
+        rows: the rows of one run.
+
+    Returns:
+        ``(column, unit)``.
+    """
+    if any(math.isfinite(r.analyzer_cpu_seconds) for r in ok_rows(rows)):
+        return "analyzer_cpu_seconds", "CPU s"
+    return "analyzer_seconds", "wall s"
 
 
 def ok_rows(rows: Iterable[Row]) -> list[Row]:

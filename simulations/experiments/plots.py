@@ -1,5 +1,5 @@
-"""The figures of a run: one PNG per sweep (RMSE, analyzer time, messages per user) and an
-overview PNG at the default point (the survey's Fig. 7 layout)."""
+"""The figures of a run: one PNG per sweep (RMSE, analyzer CPU time, messages per user) and
+an overview PNG at the default point (the survey's Fig. 7 layout)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .plan import ExperimentPlan, Row, default_rows, runs_text
+from .plan import ExperimentPlan, Row, analyzer_time, default_rows, ok_rows, runs_text
 
 __all__ = ["plot_category"]
 
@@ -23,7 +23,6 @@ _SWEEP_LABEL = {
 #: What an RMSE is counted in, per category.
 _RMSE_UNIT = {"counting": "users", "histogram": "users per bin", "sum": "sum of values in [0, 1]"}
 
-_TIME_TITLE = "analyzer time (wall clock; machine load included)"
 _SKIPPED_LABEL = "refused at this point (skipped; drawn at the bottom)"
 _WEAKER_LABEL = "proves a larger ε_c than requested"
 
@@ -34,22 +33,54 @@ def _weaker(r: Row) -> bool:
     return math.isfinite(proven) and proven > r.epsilon * (1.0 + 1e-6)
 
 
+def _se(r: Row) -> float:
+    """The error bar of ``r``'s RMSE: the standard error over its runs, the standard
+    deviation of the per-run RMSEs over √runs (NaN when the CSV has no spread)."""
+    return r.rmse_sd / math.sqrt(r.repeats) if r.repeats > 0 else math.nan
+
+
+def _rmse_title(rows: Sequence[Row], unit: str, plan: ExperimentPlan) -> str:
+    """The RMSE panel's title: what its error bars are, or why there are none."""
+    ran = ok_rows(rows)
+    if any(math.isfinite(r.rmse_sd) for r in ran):
+        return f"RMSE ({unit}); bars: ±1 s.e. over the {runs_text(plan.repeats)}"
+    if plan.repeats < 2:
+        return f"RMSE ({unit}); one run per point: no error bars"
+    return f"RMSE ({unit}); no error bars: this CSV has no per-run spread (rmse_sd)"
+
+
+def _timing(rows: Sequence[Row]) -> tuple[str, str, str]:
+    """(column, title, axis label) of the timing panel: CPU time, or the wall time of a CSV
+    written before the CPU columns existed."""
+    column, unit = analyzer_time(rows)
+    if unit == "CPU s":
+        return column, "analyzer CPU time per run", unit
+    return column, "analyzer wall time per run (this CSV has no CPU time; load included)", unit
+
+
 def _floor(rows: Sequence[Row], sweep: str) -> float | None:
     """Where a skipped point is drawn: a little below the sweep's smallest RMSE."""
     values = [r.rmse for r in rows if r.sweep == sweep and r.status == "ok" and r.rmse > 0]
     return min(values) / 2 if values else None
 
 
-def _marker_handles(plt: Any) -> list[Any]:
+_WEAKER_MARK: dict[str, Any] = {
+    "linestyle": "none",
+    "marker": "D",
+    "markersize": 9,
+    "markerfacecolor": "none",
+    "markeredgecolor": "red",
+    "markeredgewidth": 1.5,
+}
+
+
+def _marker_handles() -> list[Any]:
     from matplotlib.lines import Line2D
 
     return [
         Line2D([], [], linestyle="none", marker="v", color="black", markersize=7),
-        Line2D(
-            [], [], linestyle="none", marker="D", markersize=9, markerfacecolor="none",
-            markeredgecolor="red", markeredgewidth=1.5,
-        ),
-    ]  # fmt: skip
+        Line2D([], [], **_WEAKER_MARK),
+    ]
 
 
 def _skew_label(category: str) -> str:
@@ -57,7 +88,19 @@ def _skew_label(category: str) -> str:
 
 
 def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> list[Path]:
-    """One PNG per sweep (RMSE, analyzer time, messages per user) and an overview PNG."""
+    """One PNG per sweep (RMSE with error bars over the runs, analyzer CPU time, messages per
+    user) and an overview PNG at the default point; refused points and points that prove a
+    larger ε_c than requested are marked.
+
+    Args:
+        rows: the run's rows (a CSV without ``rmse_sd`` or the CPU columns is drawn
+            without error bars, and with wall time, each panel saying so).
+        plan: the grid the rows are of.
+        out_dir: where the PNGs go.
+
+    Returns:
+        The PNGs' paths, the sweeps' in the plan's order, then the overview.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,6 +111,8 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
     methods = list(dict.fromkeys(r.method for r in rows))
     styles = _styles(rows, methods)
     unit = _RMSE_UNIT.get(plan.category, "")
+    time_column, time_title, time_label = _timing(rows)
+    rmse_title = _rmse_title(rows, unit, plan)
     for sweep in plan.sweeps:
         fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
         floor = _floor(rows, sweep)
@@ -77,24 +122,13 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
             if pts:
                 xs = [r.value for r in pts]
                 rmse = [r.rmse for r in pts]
-                # ≈ one standard error of an RMSE over r runs: a relative 1/√(2r)
-                # (Gaussian errors; conservative where it also averages over entries).
-                err = [r.rmse / math.sqrt(2 * r.repeats) if r.repeats else 0.0 for r in pts]
-                axes[0].errorbar(xs, rmse, yerr=err, capsize=2, label=method, **styles[method])
-                axes[1].plot(xs, [r.analyzer_seconds for r in pts], **styles[method])
+                err = [se if math.isfinite(se := _se(r)) else 0.0 for r in pts]
+                axes[0].errorbar(xs, rmse, yerr=err, capsize=3, label=method, **styles[method])
+                axes[1].plot(xs, [getattr(r, time_column) for r in pts], **styles[method])
                 axes[2].plot(xs, [r.messages_per_user for r in pts], **styles[method])
                 weak = [r for r in pts if _weaker(r)]
                 if weak:
-                    axes[0].plot(
-                        [r.value for r in weak],
-                        [r.rmse for r in weak],
-                        linestyle="none",
-                        marker="D",
-                        markersize=9,
-                        markerfacecolor="none",
-                        markeredgecolor="red",
-                        markeredgewidth=1.5,
-                    )
+                    axes[0].plot([r.value for r in weak], [r.rmse for r in weak], **_WEAKER_MARK)
             skipped = [r.value for r in mine if r.status != "ok"]
             if skipped and floor is not None:
                 axes[0].plot(
@@ -104,14 +138,16 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
                     marker="v",
                     markersize=7,
                     color=styles[method]["color"],
+                    # named here when no line of it names it in the legend
+                    label=None if pts else f"{method} (refused throughout)",
                 )
         xlabel = _skew_label(plan.category) if sweep == "skew" else _SWEEP_LABEL[sweep]
-        titles = (f"RMSE ({unit}), ± ≈1 s.e. over the runs", _TIME_TITLE, "messages per user")
-        ylabels = (f"RMSE ({unit})", "seconds", "messages per user")
+        titles = (rmse_title, time_title, "messages per user")
+        ylabels = (f"RMSE ({unit})", time_label, "messages per user")
         for ax, title, ylabel in zip(axes, titles, ylabels, strict=True):
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=9)
             if sweep in ("n", "domain"):
                 ax.set_xscale("log")
                 ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -120,7 +156,7 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
             ax.grid(True, alpha=0.3)
             ax.set_yscale("log")
         handles, labels = axes[0].get_legend_handles_labels()
-        handles += _marker_handles(plt)
+        handles += _marker_handles()
         labels += [_SKIPPED_LABEL, _WEAKER_LABEL]
         fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8, frameon=False)
         fig.suptitle(f"{plan.category}: varying {xlabel} ({_fixed(plan, sweep)})", fontsize=10)
@@ -167,31 +203,69 @@ _SHORT = {"epsilon": "ε_c", "n": "n=", "domain": "d=", "skew": "skew"}
 
 
 def _plot_overview(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path, plt: Any) -> Path:
-    pts = [r for r in default_rows(rows, plan) if r.status == "ok"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    names = [r.method for r in pts]
-    colors = [
-        "black"
-        if r.family == "cdp"
-        else "gray"
-        if r.family == "ldp"
-        else _PALETTE[i % len(_PALETTE)]
-        for i, r in enumerate(pts)
-    ]
-    for ax, attr, title in zip(
-        axes,
-        ("rmse", "analyzer_seconds", "messages_per_user"),
-        ("RMSE", "analyzer time (s)", "messages per user"),
-        strict=True,
-    ):
-        ax.bar(range(len(pts)), [getattr(r, attr) for r in pts], color=colors)
-        ax.set_xticks(range(len(pts)))
-        ax.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
+    """Bars per method at the default point: RMSE (with its error bar), analyzer time and
+    messages per user, each labelled with its value; a refused method keeps its slot, marked
+    so; a method that proves a larger ε_c than requested is hatched red and says its ε_c."""
+    from matplotlib.patches import Patch
+
+    at = default_rows(rows, plan)
+    methods = list(dict.fromkeys(r.method for r in rows))
+    styles = _styles(rows, methods)
+    time_column, time_title, time_label = _timing(rows)
+    unit = _RMSE_UNIT.get(plan.category, "")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    xs = list(range(len(at)))
+    panels = (
+        ("rmse", _rmse_title(rows, unit, plan), f"RMSE ({unit})"),
+        (time_column, time_title, time_label),
+        ("messages_per_user", "messages per user", "messages per user"),
+    )
+    for ax, (attr, title, ylabel) in zip(axes, panels, strict=True):
+        tops: list[float] = []
+        for x, r in zip(xs, at, strict=True):
+            if r.status != "ok":
+                ax.annotate(
+                    "refused here", (x, 0.04), xycoords=("data", "axes fraction"),
+                    rotation=90, ha="center", va="bottom", fontsize=9, color="black",
+                    bbox={"boxstyle": "round", "facecolor": "#eeeeee", "edgecolor": "gray"},
+                )  # fmt: skip
+                continue
+            value = float(getattr(r, attr))
+            weak = _weaker(r)
+            ax.bar(
+                x, value, color=styles[r.method]["color"], hatch="//" if weak else None,
+                edgecolor="red" if weak else "none", linewidth=1.5 if weak else 0,
+            )  # fmt: skip
+            top = value
+            if attr == "rmse" and math.isfinite(se := _se(r)):
+                ax.errorbar(x, value, yerr=se, fmt="none", ecolor="black", capsize=3, lw=1)
+                top = value + se
+            text = f"{value:.3g}" + (
+                f"\nproves ε_c {r.epsilon_central:.3g}" if weak and attr == "rmse" else ""
+            )
+            ax.annotate(
+                text, (x, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                va="bottom", fontsize=7, color="red" if weak and attr == "rmse" else "black",
+            )  # fmt: skip
+            if math.isfinite(top) and top > 0:
+                tops.append(top)
+        ax.set_xticks(xs)
+        ax.set_xlim(-0.6, len(xs) - 0.4)  # a refused method's slot has no bar to fit
+        ax.set_xticklabels([r.method for r in at], rotation=45, ha="right", fontsize=8)
         ax.set_yscale("log")
-        ax.set_title(title)
+        if tops:  # room above the tallest bar for its label
+            low = min(float(getattr(r, attr)) for r in ok_rows(at) if getattr(r, attr) > 0)
+            ax.set_ylim(low / 3, max(tops) * 6)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
+    weaker = Patch(facecolor="white", hatch="//", edgecolor="red", linewidth=1.5)
+    fig.legend(
+        [weaker], [f"{_WEAKER_LABEL} (its ε_c in red)"], loc="lower center", fontsize=8,
+        frameon=False,
+    )  # fmt: skip
     fig.suptitle(f"{plan.category} at the default point ({_fixed(plan, '')})", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     path = out_dir / f"{plan.category}_overview.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -9,6 +9,7 @@ time, so a test replaces them here (``monkeypatch.setattr(experiments.run, ...)`
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -64,31 +65,43 @@ def _truth(category: str, x: npt.NDArray[Any], domain: int) -> npt.NDArray[np.fl
     return np.array([float(x.sum())])
 
 
+class _Clock:
+    """Wall and CPU seconds of one span (``with _Clock() as c: ...; c.wall, c.cpu``)."""
+
+    def __enter__(self) -> _Clock:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu_end = time.process_time()
+        self.wall = time.perf_counter() - self._wall
+        self.cpu = self.cpu_end - self._cpu
+
+
 def _run_baseline(
     method: str, category: str, x: npt.NDArray[Any], domain: int, eps: float, rng: Any
-) -> tuple[npt.NDArray[np.float64], float, float]:
-    """(estimate, analyzer seconds, Σ closed-form variances) of one baseline run at ε.
+) -> tuple[npt.NDArray[np.float64], _Clock, float]:
+    """(estimate, the analyzer's clock, Σ closed-form variances) of one baseline run at ε.
 
     The privacy ε is applied locally (LDP) or once to the exact statistic (CDP).
     """
     n = x.shape[0]
     truth = _truth(category, x, domain)
     if method == "cdp_laplace":
-        t = time.perf_counter()
-        # Replacement neighbours: a histogram has L1 sensitivity 2; a count or a sum on [0,1]
-        # has sensitivity 1.
-        sens = 2.0 if category == "histogram" else 1.0
-        est = truth + laplace(sens / eps, truth.shape, rng=rng)
+        with _Clock() as clock:
+            # Replacement neighbours: a histogram has L1 sensitivity 2; a count or a sum on
+            # [0,1] has sensitivity 1.
+            sens = 2.0 if category == "histogram" else 1.0
+            est = truth + laplace(sens / eps, truth.shape, rng=rng)
         var = truth.size * 2.0 * (sens / eps) ** 2
-        return np.asarray(est, dtype=np.float64), time.perf_counter() - t, var
+        return np.asarray(est, dtype=np.float64), clock, var
     if method == "ldp_harmony":
         mech = Harmony(epsilon=eps)
         signed = 2.0 * x - 1.0
         reports = mech.randomize(signed, rng=rng)
-        t = time.perf_counter()
-        est = n * (mech.estimate(reports) + 1.0) / 2.0
-        sec = time.perf_counter() - t
-        return np.array([est]), sec, n * n / 4.0 * mech.mean_variance(signed)
+        with _Clock() as clock:
+            est = n * (mech.estimate(reports) + 1.0) / 2.0
+        return np.array([est]), clock, n * n / 4.0 * mech.mean_variance(signed)
     if method == "ldp_rr":
         oracle: KRR | OLH = KRR(d=2, epsilon=eps)
         counts_true = np.array([n - truth[0], truth[0]])
@@ -96,13 +109,12 @@ def _run_baseline(
         oracle = KRR(d=domain, epsilon=eps) if method == "ldp_krr" else OLH(d=domain, epsilon=eps)
         counts_true = truth
     oreports = oracle.randomize(x, rng=rng)
-    t = time.perf_counter()
-    counts = np.asarray(oracle.aggregate(oreports), dtype=np.float64)
-    sec = time.perf_counter() - t
+    with _Clock() as clock:
+        counts = np.asarray(oracle.aggregate(oreports), dtype=np.float64)
     ovar = np.asarray(oracle.variance(counts_true, n), dtype=np.float64)
     if method == "ldp_rr":
-        return counts[1:], sec, float(ovar[1])
-    return counts, sec, float(ovar.sum())
+        return counts[1:], clock, float(ovar[1])
+    return counts, clock, float(ovar.sum())
 
 
 def run_experiments(
@@ -126,7 +138,8 @@ def run_experiments(
     task's identity only (:func:`~simulations.experiments.plan.point_seed`), never from its
     place in the run, so the rows of a protocol are the same whichever other protocols run
     with it, and a parallel run (``workers``, ``cluster``) writes the same CSV as a serial
-    one, but for the wall-clock columns (``analyzer_seconds``, ``total_seconds``).
+    one, but for the timing columns (``analyzer_seconds``, ``total_seconds``,
+    ``analyzer_cpu_seconds``, ``total_cpu_seconds``: :data:`~.csv.TIMING_FIELDS`).
 
     Args:
         category: ``counting``, ``histogram`` or ``sum``.
@@ -299,50 +312,77 @@ def _run_shuffle(
         crypto=crypto,  # type: ignore[arg-type]
         representation=representation,  # type: ignore[arg-type]
     )
-    sq_err, exp_var, entries = 0.0, 0.0, 0
-    analyze, total, msgs = 0.0, 0.0, 0.0
+    errors: list[npt.NDArray[np.float64]] = []
+    exp_var, analyze, total, analyze_cpu, total_cpu, msgs = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     try:
         for x, r in zip(data, rng.spawn(len(data)), strict=True):
-            res = esa.run_pipeline(proto, x, config, rng=r)
-            err = np.asarray(res.estimate.values - res.truth, dtype=np.float64)
-            sq_err += float(np.sum(err**2))
+            stages = _AnalyzeStart()
+            with _Clock() as clock:
+                res = esa.run_pipeline(proto, x, config, rng=r, on_stage=stages)
+            errors.append(np.asarray(res.estimate.values - res.truth, dtype=np.float64))
             exp_var += float(np.sum(np.asarray(res.estimate.expected_std) ** 2))
-            entries += err.size
             analyze += res.seconds["analyze"]
             total += res.seconds["total"]
+            analyze_cpu += clock.cpu_end - stages.cpu
+            total_cpu += clock.cpu
             msgs += res.hops[-1].received / row.n  # reports or tally: what reached it
     except ParameterError as exc:
         row.status, row.reason = "skipped", f"ParameterError: {exc}"
         return
     k = len(data)
-    row.repeats = k
-    row.rmse = math.sqrt(sq_err / entries)
-    row.expected_rmse = math.sqrt(exp_var / entries)
+    _set_errors(row, errors, exp_var)
     row.analyzer_seconds = analyze / k
     row.total_seconds = total / k
+    row.analyzer_cpu_seconds = analyze_cpu / k
+    row.total_cpu_seconds = total_cpu / k
     row.messages_per_user = msgs / k
     row.epsilon_central = proto.privacy.epsilon_central
+
+
+class _AnalyzeStart:
+    """An ``on_stage`` callback of :func:`esa.run_pipeline`: ``cpu`` is the process CPU time
+    at which the analyze stage (the run's last) started."""
+
+    def __init__(self) -> None:
+        self.cpu = math.nan
+
+    def __call__(self, stage: str) -> None:
+        if stage == "analyze":
+            self.cpu = time.process_time()
+
+
+def _set_errors(row: Row, errors: Sequence[npt.NDArray[np.float64]], exp_var: float) -> None:
+    """``row``'s repeats, RMSE, spread of the per-run RMSEs and expected RMSE from each
+    run's error vector and the runs' summed closed-form variances."""
+    squares = [float(np.sum(e**2)) for e in errors]
+    entries = sum(e.size for e in errors)
+    per_run = [math.sqrt(sq / e.size) for sq, e in zip(squares, errors, strict=True)]
+    row.repeats = len(errors)
+    row.rmse = math.sqrt(sum(squares) / entries)
+    row.rmse_sd = statistics.stdev(per_run) if len(per_run) > 1 else math.nan
+    row.expected_rmse = math.sqrt(exp_var / entries)
 
 
 def _run_baseline_row(
     row: Row, method: str, category: str, data: list[npt.NDArray[Any]], rng: np.random.Generator
 ) -> None:
-    sq_err, exp_var, entries, analyze, total = 0.0, 0.0, 0, 0.0, 0.0
+    errors: list[npt.NDArray[np.float64]] = []
+    exp_var, analyze, total, analyze_cpu, total_cpu = 0.0, 0.0, 0.0, 0.0, 0.0
     for x, r in zip(data, rng.spawn(len(data)), strict=True):
-        t = time.perf_counter()
-        est, sec, var = _run_baseline(method, category, x, row.domain, row.epsilon, r)
+        with _Clock() as run:
+            est, analyzer, var = _run_baseline(method, category, x, row.domain, row.epsilon, r)
         exp_var += var
-        total += time.perf_counter() - t
-        err = est - _truth(category, x, row.domain)
-        sq_err += float(np.sum(err**2))
-        entries += err.size
-        analyze += sec
+        errors.append(np.asarray(est - _truth(category, x, row.domain), dtype=np.float64))
+        analyze += analyzer.wall
+        total += run.wall
+        analyze_cpu += analyzer.cpu
+        total_cpu += run.cpu
     k = len(data)
-    row.repeats = k
-    row.rmse = math.sqrt(sq_err / entries)
-    row.expected_rmse = math.sqrt(exp_var / entries)
+    _set_errors(row, errors, exp_var)
     row.analyzer_seconds = analyze / k
     row.total_seconds = total / k
+    row.analyzer_cpu_seconds = analyze_cpu / k
+    row.total_cpu_seconds = total_cpu / k
     row.messages_per_user = 1.0
     row.epsilon_central = row.epsilon
 

@@ -12,6 +12,7 @@ from .plan import (
     ExperimentPlan,
     ExperimentResult,
     Row,
+    analyzer_time,
     baselines,
     default_rows,
     ok_rows,
@@ -229,6 +230,7 @@ def _category_findings(
 ) -> list[Finding]:
     out: list[Finding] = []
     by = {r.method: r for r in shuffle}
+    timed, unit = analyzer_time(rows)
     best = _best(shuffle)
     if plan.category == "counting":
         if "cnt_sgm" in by and best is not None:
@@ -306,12 +308,12 @@ def _category_findings(
                 )
             )
         if "murs" in by and "n" in plan.sweeps:
-            t = _trend(_series(rows, "n", "murs", "analyzer_seconds"))
+            t = _trend(_series(rows, "n", "murs", timed))
             out.append(
                 Finding(
                     claim="Fig. 13: MURS's analyzer time grows markedly with n (shufflers' fakes).",
                     verdict="agree" if math.isfinite(t) and t > 2 else "disagree",
-                    evidence=f"murs analyzer time ×{_fmt(t)} over the n sweep",
+                    evidence=f"murs analyzer time ({unit}) ×{_fmt(t)} over the n sweep",
                     why="Fakes are 1 % of n, and the analyzer evaluates every report's hash on "
                     "every value: time ∝ (n + n_r)·d.",
                 )
@@ -345,15 +347,16 @@ def _category_findings(
                 )
             )
         if "rsum_rm" in by:
-            fastest = min(shuffle, key=lambda r: r.analyzer_seconds)
+            fastest = min(shuffle, key=lambda r: float(getattr(r, timed)))
             out.append(
                 Finding(
                     claim="Fig. 7c: RSum_RM has a low error and a clearly smaller "
                     "computation cost.",
                     verdict="agree" if fastest.method == "rsum_rm" else "partly",
                     evidence=f"fastest analyzer: {fastest.method} "
-                    f"({_fmt(fastest.analyzer_seconds)} s); rsum_rm "
-                    f"{_fmt(by['rsum_rm'].analyzer_seconds)} s, RMSE {_fmt(_score(by['rsum_rm']))}",
+                    f"({_fmt(getattr(fastest, timed))} {unit}); rsum_rm "
+                    f"{_fmt(getattr(by['rsum_rm'], timed))} {unit}, "
+                    f"RMSE {_fmt(_score(by['rsum_rm']))}",
                     why="RSum_RM sends only 3 messages and its analyzer just sums them.",
                 )
             )
@@ -412,6 +415,25 @@ def write_summary(result: ExperimentResult) -> None:
         if result.from_csv
         else f"- wall time: {result.seconds:.1f} s",
     ]
+    timed, unit = analyzer_time(rows)
+    spread = any(math.isfinite(r.rmse_sd) for r in ok_rows(rows))
+    if spread:
+        lines.append(
+            "- ± after an RMSE (and the plots' error bars): one standard error over the runs, "
+            "the standard deviation of the per-run RMSEs (CSV column `rmse_sd`) / √runs"
+        )
+    elif plan.repeats > 1 and ok_rows(rows):
+        lines.append(
+            "- the CSV has no per-run spread (column `rmse_sd`, written by later versions): "
+            "no error bars"
+        )
+    lines.append(
+        "- analyzer time: CPU seconds per run of the process that ran the point "
+        "(CSV column `analyzer_cpu_seconds`)"
+        if unit == "CPU s"
+        else "- analyzer time: wall seconds per run, the machine's load included (the CSV "
+        "has no CPU time: column `analyzer_cpu_seconds`, written by later versions)"
+    )
     tallied = sorted({r.method for r in rows if r.representation == "tally"})
     if tallied:
         lines.append(
@@ -423,17 +445,20 @@ def write_summary(result: ExperimentResult) -> None:
         "",
         "## At the default point",
         "",
-        "| method | family | RMSE | expected RMSE | analyzer s | messages/user | ε_c proven |",
+        f"| method | family | RMSE {'± s.e. ' if spread else ''}| expected RMSE | "
+        f"analyzer {unit} | messages/user | ε_c proven |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in default_rows(rows, plan):
         if r.status != "ok":
             lines.append(f"| {r.method} | {r.family} | skipped | | | | |")
             continue
+        se = r.rmse_sd / math.sqrt(r.repeats)
         lines.append(
-            f"| {r.method} | {r.family} | {_fmt(r.rmse)} | {_fmt(r.expected_rmse)} | "
-            f"{_fmt(r.analyzer_seconds)} | {_fmt(r.messages_per_user)} | "
-            f"{_fmt(r.epsilon_central)} |"
+            f"| {r.method} | {r.family} | {_fmt(r.rmse)}"
+            + (f" ± {_fmt(se)}" if math.isfinite(se) else "")
+            + f" | {_fmt(r.expected_rmse)} | {_fmt(getattr(r, timed))} | "
+            f"{_fmt(r.messages_per_user)} | {_fmt(r.epsilon_central)} |"
         )
     lines += [
         "",

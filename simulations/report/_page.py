@@ -309,41 +309,91 @@ def _default_rows(rows: Sequence[Mapping[str, Any]], result: Mapping[str, Any]) 
     return list(seen.values())
 
 
+def _se(row: Mapping[str, Any]) -> float:
+    """The error bar of an experiments row's RMSE: its per-run spread over √runs (NaN if the
+    CSV has none)."""
+    runs = num(row.get("repeats"))
+    return num(row.get("rmse_sd")) / math.sqrt(runs) if runs > 0 else math.nan
+
+
+def _proves_weaker(row: Mapping[str, Any]) -> bool:
+    """Whether an experiments row's protocol proves a larger ε_c than the point requested."""
+    proven, asked = num(row.get("epsilon_central")), num(row.get("epsilon"))
+    return math.isfinite(proven) and proven > asked * (1.0 + 1e-9)
+
+
 def _estimate_experiments(
     page: _Page, result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], why: str
 ) -> None:
     if not rows:
         page.body["estimate"] = _absent(f"not in this result: {why}.")
         return
+    ran = [r for r in rows if r.get("status") == "ok"]
+    spread = any(math.isfinite(num(r.get("rmse_sd"))) for r in ran)
+    bars = (
+        "error bars: ±1 standard error over the runs (the standard deviation of the per-run "
+        "RMSEs, CSV column rmse_sd, over √runs)"
+        if spread
+        else "no error bars: "
+        + (
+            "one run per point"
+            if all(num(r.get("repeats")) <= 1 for r in ran)
+            else "this CSV has no per-run spread (column rmse_sd, written by later versions)"
+        )
+    )
     parts = [
         '<p class="sub">An experiment has no single truth: each point\'s RMSE over its runs '
-        "(solid) against the RMSE the estimators state (dashed).</p>"
+        f"(solid; {bars}) against the RMSE the estimators state (dashed). A point ringed red "
+        "proves a larger ε_c than requested.</p>"
     ]
     for sweep in result.get("sweeps") or {}:
         methods: dict[str, dict[str, list[float]]] = {}
-        for r in rows:
-            if r.get("sweep") != sweep or r.get("status") != "ok":
+        for r in ran:
+            if r.get("sweep") != sweep:
                 continue
-            s = methods.setdefault(str(r["method"]), {"x": [], "rmse": [], "expected": []})
+            s = methods.setdefault(
+                str(r["method"]), {"x": [], "rmse": [], "expected": [], "se": [], "weaker": []}
+            )
             s["x"].append(num(r.get("value")))
             s["rmse"].append(num(r.get("rmse")))
             s["expected"].append(num(r.get("expected_rmse")))
+            s["se"].append(_se(r))
+            s["weaker"].append(1.0 if _proves_weaker(r) else 0.0)
         if methods:
             parts.append(f"<h3>Sweep over {_e(sweep)}</h3>")
             parts.append(_plots.sweep_svg(str(sweep), methods))
     at_default = _default_rows(rows, result)
     parts.append("<h3>At the default point</h3>")
+    cpu = any(math.isfinite(num(r.get("analyzer_cpu_seconds"))) for r in ran)
+    timed = "analyzer_cpu_seconds" if cpu else "analyzer_seconds"
     parts.append(
         _table(
-            ["method", "family", "RMSE", "expected RMSE", "messages/user", "status"],
+            [
+                "method",
+                "family",
+                "RMSE",
+                "± s.e.",
+                "expected RMSE",
+                "analyzer CPU s" if cpu else "analyzer wall s",
+                "messages/user",
+                "ε_c proven",
+                "status",
+            ],
             [
                 (
                     r.get("method"),
                     r.get("family"),
                     r.get("rmse"),
+                    _se(r),
                     r.get("expected_rmse"),
+                    r.get(timed),
                     r.get("messages_per_user"),
-                    r.get("status") if r.get("status") == "ok" else f"skipped: {r.get('reason')}",
+                    r.get("epsilon_central"),
+                    (
+                        ("ok" if not _proves_weaker(r) else "ok, weaker ε_c than requested")
+                        if r.get("status") == "ok"
+                        else f"skipped: {r.get('reason')}"
+                    ),
                 )
                 for r in at_default
             ],

@@ -161,11 +161,14 @@ def curve_svg(
 
 
 def sweep_svg(sweep: str, methods: Mapping[str, Mapping[str, Sequence[float]]]) -> str:
-    """RMSE measured (solid) and expected (dashed) against one swept parameter per method.
+    """RMSE measured (solid, with error bars) and expected (dashed) against one swept
+    parameter per method; points that prove a larger ε_c than requested are ringed red.
 
     Args:
         sweep: the swept parameter's name.
-        methods: method → ``{"x", "rmse", "expected"}`` lists.
+        methods: method → ``{"x", "rmse", "expected"}`` lists, and optionally ``"se"`` (the
+            error bar of each RMSE, NaN: none) and ``"weaker"`` (1.0 where the point proves
+            a larger ε_c than requested, else 0.0).
 
     Returns:
         The ``<svg>`` element.
@@ -173,21 +176,35 @@ def sweep_svg(sweep: str, methods: Mapping[str, Mapping[str, Sequence[float]]]) 
     fig = Figure(figsize=(7.5, 3.4))
     ax = fig.add_subplot()
     colors = mpl.colormaps["tab10"]
+    weak_drawn = False
     for i, (name, s) in enumerate(methods.items()):
         c = colors(i % 10)
         xs, ys = _positive(s["x"], s["rmse"])
         if xs:
-            ax.plot(xs, ys, "o-", color=c, label=name, ms=4)
+            se = dict(zip(s["x"], s.get("se") or [math.nan] * len(s["x"]), strict=True))
+            err = [se[x] if math.isfinite(se[x]) else 0.0 for x in xs]
+            ax.errorbar(xs, ys, yerr=err, fmt="o-", color=c, label=name, ms=4, capsize=3)
+            flags = s.get("weaker") or [0.0] * len(s["x"])
+            weak = {x for x, w in zip(s["x"], flags, strict=True) if w}
+            marked = [(x, y) for x, y in zip(xs, ys, strict=True) if x in weak]
+            if marked:
+                label = None if weak_drawn else "proves a larger ε_c than requested"
+                ax.plot([p[0] for p in marked], [p[1] for p in marked], "D", ms=9, mfc="none",
+                        mec="red", mew=1.5, label=label)  # fmt: skip
+                weak_drawn = True
         xs, ys = _positive(s["x"], s["expected"])
         if xs:
             ax.plot(xs, ys, "--", color=c, lw=0.9, alpha=0.8)
-    if sweep == "n":
+    if sweep in ("n", "domain"):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
+        values = sorted({x for s in methods.values() for x in s["x"] if math.isfinite(x) and x > 0})
+        if values:  # the grid's own values, not only the decades between them
+            ax.set_xticks(values, [f"{v:g}" for v in values])
     ax.set_yscale("log")
     ax.set_xlabel(sweep)
     ax.set_ylabel("RMSE (dashed: expected)")
     ax.grid(alpha=0.3, which="both")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _svg(fig, f"RMSE against {sweep}")
