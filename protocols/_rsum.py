@@ -173,6 +173,29 @@ class KRRLevels:
         per += n * (lam * s2 - lam**2 * mu**2)
         return (per + fakes * (L * L - 1) / 12.0) / (1.0 - lam) ** 2
 
+    def plug_in_variance(
+        self, *, level_sum: float, level_sq_sum: float, n: int, received: int
+    ) -> float:
+        """:meth:`variance` with Σv and Σv² estimated from the received levels' sum and sum
+        of squares (E m = (1−λ)v + λμ, E m² = (1−λ)v² + λs₂ for a user, E U² = s₂ for a
+        uniform fake), so unbiased for it; clipped to [0, :meth:`worst_variance`].
+
+        Args:
+            level_sum: Σ of the received levels.
+            level_sq_sum: Σ of their squares.
+            n: the number of users (one message each).
+            received: the number of received messages (users and fakes).
+
+        Returns:
+            The estimated variance of :meth:`debiased_sum`.
+        """
+        fakes = max(received - n, 0)
+        s2 = (self.levels - 1) * (2 * self.levels - 1) / 6.0
+        v_sum = self.debiased_sum(level_sum, n=n, received=received)
+        v2_sum = (level_sq_sum - (self.lam * n + fakes) * s2) / (1.0 - self.lam)
+        plug = self.variance(v2_sum=v2_sum, v_sum=v_sum, n=n, fakes=fakes)
+        return min(max(plug, 0.0), self.worst_variance(n=n, fakes=fakes))
+
     def worst_variance(self, *, n: int, fakes: int = 0) -> float:
         lam, L, mu = self.lam, self.levels, self.mean_level
         s2 = (L - 1) * (2 * L - 1) / 6.0
@@ -350,12 +373,12 @@ class RSumKR(ShuffleProtocol):
         m = np.asarray(messages, dtype=np.int64).reshape(-1)
         s_hat = g.debiased_sum(float(m.sum()), n=n, received=int(m.size))
         fakes = max(int(m.size) - n, 0)
-        s2 = (g.levels - 1) * (2 * g.levels - 1) / 6.0  # E U², U uniform on the levels
-        q = float(np.sum(m.astype(np.float64) ** 2))
-        v2_hat = (q - (g.lam * n + fakes) * s2) / (1.0 - g.lam)
         worst = g.worst_variance(n=n, fakes=fakes)
-        plug = g.variance(v2_sum=v2_hat, v_sum=s_hat, n=n, fakes=fakes)
-        noise = min(max(plug, 0.0), worst) / k**2
+        q = float(np.sum(m.astype(np.float64) ** 2))
+        noise = g.plug_in_variance(
+            level_sum=float(m.sum()), level_sq_sum=q, n=n, received=int(m.size)
+        )
+        noise /= k**2
         rounding = n / (4.0 * k**2)
         return Estimate(
             values=np.array([s_hat / k]),
@@ -657,6 +680,10 @@ class RSumRM(ShuffleProtocol):
 
     Messages are rows (j, level): the precision index j travels with every message so each
     precision can have its own shuffler (:meth:`channel_of`), and the analyzer splits by j.
+
+    ``expected_std`` states a plug-in of the exact k-RR noise variance of every precision
+    (:meth:`KRRLevels.plug_in_variance`) plus the last digit's rounding bound n/(4q_m²);
+    ``extra`` holds both parts.
     """
 
     name: ClassVar[str] = "rsum_rm"
@@ -860,21 +887,33 @@ class RSumRM(ShuffleProtocol):
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         msgs = np.asarray(messages, dtype=np.int64).reshape(-1, 2)
-        total, var = 0.0, n / (4.0 * self.q[-1] ** 2)
+        total, var = 0.0, 0.0
+        rounding = n / (4.0 * self.q[-1] ** 2)
         per_group = []
         for j, g in enumerate(self.groups):
             vals = msgs[msgs[:, 0] == j, 1]
             # Every user sends exactly one message per precision: the surplus are fakes.
-            s_hat = g.debiased_sum(float(vals.sum()), n=n, received=int(vals.size))
+            level_sum = float(vals.sum())
+            s_hat = g.debiased_sum(level_sum, n=n, received=int(vals.size))
             total += s_hat / self.q[j]
-            fakes = max(int(vals.size) - n, 0)
-            var += g.worst_variance(n=n, fakes=fakes) / self.q[j] ** 2
+            sq = float(np.sum(vals.astype(np.float64) ** 2))
+            var += (
+                g.plug_in_variance(
+                    level_sum=level_sum, level_sq_sum=sq, n=n, received=int(vals.size)
+                )
+                / self.q[j] ** 2
+            )
             per_group.append(int(vals.size))
         return Estimate(
             values=np.array([total]),
-            expected_std=np.array([math.sqrt(var)]),
+            expected_std=np.array([math.sqrt(var + rounding)]),
             messages_used=int(msgs.shape[0]),
-            extra={"precisions": list(self.precisions), "messages_per_precision": per_group},
+            extra={
+                "precisions": list(self.precisions),
+                "messages_per_precision": per_group,
+                "noise_variance": var,
+                "rounding_variance_bound": rounding,
+            },
         )
 
     def variance(self, values: npt.ArrayLike, *, n_fakes: int = 0) -> float:

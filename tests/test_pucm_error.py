@@ -90,7 +90,7 @@ def test_error_is_min_over_rows_of_collisions_plus_noise() -> None:
 
 
 @pytest.mark.parametrize("fakes", [0, 5000])
-def test_stated_bias_and_rmse_match_direct_draws_of_the_min(fakes: int) -> None:
+def test_stated_bias_and_std_match_direct_draws_of_the_min(fakes: int) -> None:
     # Fast formula against slow reference: 2·10^5 draws of τ independent cells
     # (Bin(n, λ) + Bin(n_f, 1/(τs)) − mean each). Thresholds: 5 standard errors.
     proto = PUCM(domain=16, epsilon=1.0, n=8000, delta=0.5, tau=4)
@@ -113,7 +113,7 @@ def test_stated_bias_and_rmse_match_direct_draws_of_the_min(fakes: int) -> None:
 
 
 @pytest.mark.parametrize(("label", "kwargs", "kind"), QA_POINTS, ids=[q[0] for q in QA_POINTS])
-def test_count_min_bias_and_stated_rmse_as_measured(
+def test_count_min_bias_removed_and_stated_std_as_measured(
     label: str, kwargs: dict[str, float], kind: str
 ) -> None:
     """The raw minimum is biased low at τ ≥ 2 (subtracted E[M] < −0.5 row std) and not at
