@@ -286,6 +286,7 @@ FIDELITY: dict[str, Fidelity] = {
             _ACC + "test_rsum_pure_weighted_allocation_halves_the_std",
             _ACC + "test_rsum_pure_optimal_shares_meet_the_lagrange_condition",
             _ACC + "test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated",
+            _ACC + "test_rsum_pure_optimal_allocation_at_ten_thousand_users",
         ),
         error=(
             "ε = 1, even split (default): stated std 38.3 at n = 10⁴ and 49.4 at n = 10⁵, 8× and "
