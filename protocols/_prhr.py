@@ -55,15 +55,15 @@ and near λ = 1 a cell's noise n − Bin(n, 1 − λ) nearly vanishes: the exact
 d = 2 (τ = 1), ε = 1, δ = 10⁻³ (λ = 0.984) is 1.37, and ∞ at n = 685
 (tests/test_hist_privacy_exact.py). The analyzer forms the
 count-min table C[t, ℓ] and answers
-    ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τ s),
+    ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τ s) − E[M],
 the expected blanket (+ fakes) being the same in every cell, so removing it before or after
-the min is the same estimator.
+the min is the same estimator, and E[M] the known bias of the minimum (below).
 
 Error law (:meth:`PUCM.error_bound`, tests/test_pucm_error.py). Fix the public hashes and the
 data; let K_{t,j} = Σ_{j' ≠ j, h_t(j') = h_t(j)} c_{j'} ≥ 0 be the users of other values in
 j's row-t cell, and N_t = B_t + F_t − nλ − n_f/(τ s) that cell's centred noise: B_t ~ Bin(n, λ),
 independent over cells, and F_t ~ Bin(n_f, 1/(τ s)) the fakes in it (multinomial over the τs
-cells). Then
+cells). Then, before the bias correction,
     ĉ_j − c_j = min_t (K_{t,j} + N_t),   so   M ≤ ĉ_j − c_j ≤ K_{t,j} + N_t for every t,
 with M = min_t N_t. Hash collisions only raise the error, the noise is centred, and the
 minimum of τ ≥ 2 centred rows is biased *low*: the estimate is neither unbiased nor one-sided
@@ -74,13 +74,17 @@ a cell holds ≈ (n − c_j)/s ≤ ½ other users on average at s = 2n) errs by 
 (rows independent: exact without fakes; with fakes the multinomial's correlation
 −1/(τs − 1) between two cells is ignored). E[M] = 0 at τ = 1 and E[M] < 0 at τ ≥ 2 (unless
 λ = 1 without fakes, when N = 0): for a near-normal row of std σ, E[M] ≈ −0.56σ, −0.85σ,
-−1.03σ, −1.54σ and √E[M²] ≈ 1.00σ, 1.13σ, 1.25σ, 1.65σ at τ = 2, 3, 4, 10. The estimate
-states ``expected_std`` = √E[M²], the RMSE of the collision-free error with its bias, from
-the exact binomial laws, and reports E[M] (``extra["bias"]``) and σ = sd N_t
-(``extra["row_std"]``). A bin with collisions errs by M plus something in [0, max_t K_{t,j}]
-(:meth:`PUCM.collisions` computes K for given data).
+−1.03σ, −1.54σ and √E[M²] ≈ 1.00σ, 1.13σ, 1.25σ, 1.65σ at τ = 2, 3, 4, 10. E[M] depends
+only on (n, λ, n_f, τ, s), all public, so the estimator subtracts it (computed from the exact
+binomial laws): a bin without collisions then errs by M − E[M], unbiased, and the estimate
+states ``expected_std`` = sd M = √(E[M²] − E[M]²), a standard deviation, with the
+subtracted E[M] in ``extra["bias_subtracted"]``, the residual bias of a collision-free bin
+in ``extra["bias"]`` (0 by construction; with fakes the multinomial correlation of the cells
+is ignored, a residual below the tests' resolution) and σ = sd N_t in ``extra["row_std"]``.
+A bin with collisions errs by M − E[M] plus something in [0, max_t K_{t,j}], a residual
+upward bias that depends on the data (:meth:`PUCM.collisions` computes K for given data).
 Bound: for any data and any bin j, with probability ≥ 1 − β,
-    lower ≤ ĉ_j − c_j ≤ upper + min_t K_{t,j},
+    lower − E[M] ≤ ĉ_j − c_j ≤ upper − E[M] + min_t K_{t,j},
 where τ·P[N < lower] ≤ β/2 (a union bound over the rows; collisions cannot lower the error)
 and P[N > upper] ≤ β/2 (the error is at most the noisy count of the row with fewest
 collisions); both tails from the exact law of one cell (binomial marginals, exact with fakes
@@ -665,9 +669,10 @@ class PUCM(ShuffleProtocol):
     Bin(n, λ)), which gives the same multiset distribution as per-user Bernoulli draws without
     an n×τs matrix; the messages are therefore not ordered by user.
 
-    The count-min estimate is biased low by its noise at τ ≥ 2 and high by hash collisions
-    (module docstring, "Error law"): ``expected_std`` is the RMSE of its collision-free error,
-    bias included, and :meth:`error_bound` a per-bin interval.
+    The count-min minimum is biased low by its noise at τ ≥ 2 by a known E[M], which the
+    estimator subtracts, and high by hash collisions (module docstring, "Error law"):
+    ``expected_std`` is the standard deviation of a collision-free bin's (unbiased) error,
+    and :meth:`error_bound` a per-bin interval.
     """
 
     name: ClassVar[str] = "pucm"
@@ -799,13 +804,14 @@ class PUCM(ShuffleProtocol):
         return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
 
     def estimate_tally(self, tally: MessageTally, *, n: int, n_fakes: int) -> Estimate:
-        """ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τs) for every j.
+        """ĉ_j = min_t C[t, h_t(j)] − nλ − n_f/(τs) − E[M] for every j.
 
-        ``expected_std`` is √E[M²], M = min_t N_t the error of a bin without hash collisions
-        (module docstring): the RMSE including M's bias, not a standard deviation about the
-        mean. ``extra`` holds that bias E[M] (``"bias"``, < 0 at τ ≥ 2) and one row's noise
-        std (``"row_std"``), which the estimate stated before and which its RMSE exceeds
-        (×1.25 at τ = 4).
+        M = min_t N_t is the error of the raw minimum for a bin without hash collisions
+        (module docstring); subtracting its exact mean E[M] (< 0 at τ ≥ 2) leaves such a bin
+        unbiased, and ``expected_std`` is sd M = √(E[M²] − E[M]²). ``extra`` holds the
+        subtracted E[M] (``"bias_subtracted"``), the residual bias of a collision-free bin
+        (``"bias"``: 0; collisions add an upward bias that depends on the data, see
+        :meth:`collisions`) and one row's noise std (``"row_std"``).
 
         Args:
             tally: the tally of the received messages.
@@ -820,19 +826,20 @@ class PUCM(ShuffleProtocol):
         noise = n * p.lam + n_fakes * q
         cells = tally.counts.reshape(p.tau, p.s) - noise
         rows = np.arange(p.tau)[:, None]
-        est = cells[rows, self._hashes].min(axis=0)
         support, pmf = _cell_noise_law(n, p.lam, n_fakes, q)
         bias, rmse = _count_min_error_moments(pmf, support, p.tau)
+        est = cells[rows, self._hashes].min(axis=0) - bias
         row_var = n * p.lam * (1 - p.lam) + n_fakes * q * (1 - q)
         return Estimate(
             values=est.astype(np.float64),
-            expected_std=np.full(p.domain, rmse),
+            expected_std=np.full(p.domain, math.sqrt(max(rmse * rmse - bias * bias, 0.0))),
             messages_used=tally.messages,
             extra={
                 "tau": p.tau,
                 "s": p.s,
                 "lambda": p.lam,
-                "bias": bias,
+                "bias": 0.0,
+                "bias_subtracted": bias,
                 "row_std": math.sqrt(row_var),
             },
         )
@@ -844,7 +851,8 @@ class PUCM(ShuffleProtocol):
         K = :meth:`collisions` (0 in every row for most bins). Each side fails with
         probability ≤ β/2: τ·P[N < lower] ≤ β/2 (M ≤ error, union bound over the rows) and
         P[N > upper] ≤ β/2 (error ≤ K_{t,j} + N_t in the row with fewest collisions), N one
-        cell's centred noise (module docstring, "Error law"). For all d bins at once use β/d.
+        cell's centred noise (module docstring, "Error law"); both ends are then shifted by
+        the subtracted bias E[M]. For all d bins at once use β/d.
 
         Args:
             beta: the failure probability β, in (0, 1).
@@ -872,7 +880,8 @@ class PUCM(ShuffleProtocol):
                 f"beta = {b:g} is below the tail mass the tabulated noise law leaves out "
                 f"({p.tau * cut:.3g})"
             )
-        return float(support[low_ok[-1]]), float(support[high_ok[0]])
+        bias, _ = _count_min_error_moments(pmf, support, p.tau)
+        return float(support[low_ok[-1]] - bias), float(support[high_ok[0]] - bias)
 
     def collisions(self, values: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """K[t, j] = Σ_{j' ≠ j, h_t(j') = h_t(j)} c_{j'}, shape (τ, d): the users of other

@@ -312,11 +312,10 @@ def _pure_user(bit: int, lam: float, tau: int, alpha: float) -> Law:
 
 def _pure_joint(p: Any, levels: list[int], weights: float = 1.0) -> Law:
     """Law of the per-digit counts of ones of users at these rounded levels (digits
-    independent given the levels)."""
-    b = p.bit
-    laws = [_pure_user(k, b.lam, b.tau, b.alpha) for k in (0, 1)]
+    independent given the levels; digit j runs its own counter, ``p.counters[j]``)."""
     joint = np.ones(())
-    for j in range(p.bits):
+    for j, b in enumerate(p.counters):
+        laws = [_pure_user(k, b.lam, b.tau, b.alpha) for k in (0, 1)]
         joint = np.multiply.outer(joint, _conv([laws[(v >> j) & 1] for v in levels]))
     return weights * joint
 
@@ -338,7 +337,7 @@ def _pure_pair(p: Any, others: list[float]) -> tuple[Law, Law]:
         ]
     laws = []
     for victim in (0, p.scale):
-        law = np.zeros((p.bit.tau * n_all + 1,) * p.bits)
+        law = np.zeros(tuple(b.tau * n_all + 1 for b in p.counters))
         for w, lv in combos:
             law += _pure_joint(p, [*lv, victim], w)
         laws.append(law)
@@ -351,6 +350,19 @@ PURE = [(1.0, 2), (2.0, 2), (1.0, 4), (3.0, 3)]
 @pytest.mark.parametrize(("eps", "n"), PURE)
 def test_rsum_pure_exact_within_claim(eps: float, n: int) -> None:
     p = _build("rsum_pure", eps, 0.1, n)
+    assert p.privacy.delta == 0.0
+    exact = _worst(p.privacy, lambda o: _pure_pair(p, o), n, p.scale)
+    assert exact <= p.privacy.epsilon_central + TOL, (eps, n, exact)
+
+
+@pytest.mark.parametrize(("eps", "n"), [(1.0, 2), (2.0, 3)])
+def test_rsum_pure_optimal_allocation_exact_within_claim(eps: float, n: int) -> None:
+    """The optimal allocation (unequal ε_j, one calibrated counter per digit, τ_j each):
+    the exact ε of the joint per-digit counts, worst case over the others' values, within
+    the claimed ε (basic composition over the digits)."""
+    p = _build("rsum_pure", eps, 0.1, n, precision=2, allocation="optimal")
+    assert len(set(p.digit_epsilons)) == 2
+    assert sum(p.digit_epsilons) == pytest.approx(eps)
     assert p.privacy.delta == 0.0
     exact = _worst(p.privacy, lambda o: _pure_pair(p, o), n, p.scale)
     assert exact <= p.privacy.epsilon_central + TOL, (eps, n, exact)
