@@ -60,7 +60,7 @@ def _service(root: Path, state: str, **tables: dict[str, Any]) -> PartyService:
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
         **tables,
     }
-    return PartyService(config_from_dict(doc, base=root), protocol=PROTOCOL)
+    return PartyService(config_from_dict(doc, base=root, simulation=True), protocol=PROTOCOL)
 
 
 def _reports(root: Path, count: int, seed: int = 0) -> list[bytes]:

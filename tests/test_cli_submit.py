@@ -75,7 +75,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         "query": {"host": "127.0.0.1", "port": ports[2]},  # RESULT is answered there
         **common,
     }
-    services = [PartyService(config_from_dict(d, base=root)) for d in (analyzer, shuffler)]
+    services = [
+        PartyService(config_from_dict(d, base=root, simulation=True)) for d in (analyzer, shuffler)
+    ]
     started = threading.Event()
     holder: dict[str, Any] = {}
 

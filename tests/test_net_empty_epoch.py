@@ -78,7 +78,7 @@ def _config(
         doc["shuffle"] = {"fake_reports": N_R}
         if hop == 0:
             doc["operator"] = {"public_key": OPERATOR.public_key().public_bytes_raw().hex()}
-    return config_from_dict(doc, base=root)
+    return config_from_dict(doc, base=root, simulation=True)
 
 
 def _party(root: Path, state: Path, protocol: ShuffleProtocol, **kwargs: Any) -> PartyService:

@@ -74,7 +74,7 @@ def _service_at(root: Path, state_dir: str, **limits: Any) -> PartyService:
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
         "limits": {"read_timeout_seconds": 5.0, "max_frame_bytes": 65536, **limits},
     }
-    return PartyService(config_from_dict(doc, base=root), protocol=PROTOCOL)
+    return PartyService(config_from_dict(doc, base=root, simulation=True), protocol=PROTOCOL)
 
 
 def _reports(root: Path, count: int) -> list[bytes]:

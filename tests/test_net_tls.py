@@ -221,9 +221,16 @@ def test_tls_table_is_required_and_checked(root: Path) -> None:
     no_tls = {k: v for k, v in a_doc.items() if k != "tls"}
     with pytest.raises(esa.ConfigError, match="\\[tls\\] is required"):
         config_from_dict(no_tls, base=root)
+    plain = {**a_doc, "tls": {"insecure_plaintext": True}}
+    # No TLS is for a local simulation's parties only (esa serve --local-simulation).
+    with pytest.raises(esa.ConfigError, match="only a local simulation takes it"):
+        config_from_dict(plain, base=root)
+    assert config_from_dict(plain, base=root, simulation=True).tls.insecure_plaintext
     with pytest.raises(esa.ConfigError, match="takes no ca, cert or key"):
         config_from_dict(
-            {**a_doc, "tls": {**_tls("analyzer"), "insecure_plaintext": True}}, base=root
+            {**a_doc, "tls": {**_tls("analyzer"), "insecure_plaintext": True}},
+            base=root,
+            simulation=True,
         )
     with pytest.raises(esa.ConfigError, match="needs ca, cert and key"):
         config_from_dict({**a_doc, "tls": {"ca": "keys/tls/ca.crt"}}, base=root)

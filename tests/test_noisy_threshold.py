@@ -274,12 +274,18 @@ def _party_doc(shuffle: dict[str, Any]) -> dict[str, Any]:
 
 def test_party_config_threshold_epsilon(tmp_path: Path) -> None:
     crypto.KeyDirectory.create(tmp_path / "keys", shufflers=1)
-    cfg = config_from_dict(_party_doc({"threshold": T}), base=tmp_path)
+    cfg = config_from_dict(_party_doc({"threshold": T}), base=tmp_path, simulation=True)
     assert cfg.threshold_epsilon is None
-    cfg = config_from_dict(_party_doc({"threshold": T, "threshold_epsilon": EPS_T}), base=tmp_path)
+    cfg = config_from_dict(
+        _party_doc({"threshold": T, "threshold_epsilon": EPS_T}), base=tmp_path, simulation=True
+    )
     assert cfg.threshold_epsilon == EPS_T
     for bad in (0, -0.5, math.inf, math.nan, "x", True):
         with pytest.raises(ConfigError, match="threshold_epsilon"):
-            config_from_dict(_party_doc({"threshold": T, "threshold_epsilon": bad}), base=tmp_path)
+            config_from_dict(
+                _party_doc({"threshold": T, "threshold_epsilon": bad}),
+                base=tmp_path,
+                simulation=True,
+            )
     with pytest.raises(ConfigError, match="threshold >= 1"):
-        config_from_dict(_party_doc({"threshold_epsilon": EPS_T}), base=tmp_path)
+        config_from_dict(_party_doc({"threshold_epsilon": EPS_T}), base=tmp_path, simulation=True)

@@ -55,7 +55,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _service(root: Path, state: str, **extra: Any) -> PartyService:
-    return PartyService(config_from_dict(_doc(state, **extra), base=root), protocol=PROTOCOL)
+    return PartyService(
+        config_from_dict(_doc(state, **extra), base=root, simulation=True), protocol=PROTOCOL
+    )
 
 
 def _store_epoch(svc: PartyService, epoch: int, rows: list[bytes]) -> None:
@@ -72,17 +74,23 @@ def _store_epoch(svc: PartyService, epoch: int, rows: list[bytes]) -> None:
 
 
 def test_query_port_defaults_and_is_distinct(root: Path) -> None:
-    cfg = config_from_dict(_doc("s0", listen={"host": "0.0.0.0", "port": 7103}), base=root)
+    cfg = config_from_dict(
+        _doc("s0", listen={"host": "0.0.0.0", "port": 7103}), base=root, simulation=True
+    )
     assert cfg.query_listen == esa.Address("127.0.0.1", 7103 + QUERY_PORT_OFFSET)
-    assert config_from_dict(_doc("s0"), base=root).query_listen.port == 0  # OS-picked
-    given = config_from_dict(_doc("s0", query={"port": 9000}), base=root)
+    assert (
+        config_from_dict(_doc("s0"), base=root, simulation=True).query_listen.port == 0
+    )  # OS-picked
+    given = config_from_dict(_doc("s0", query={"port": 9000}), base=root, simulation=True)
     assert given.query_listen == esa.Address("127.0.0.1", 9000)  # host defaults to loopback
     with pytest.raises(esa.ConfigError, match="must differ from the \\[listen\\] port"):
         config_from_dict(
-            _doc("s0", listen={"host": "127.0.0.1", "port": 7103}, query={"port": 7103}), base=root
+            _doc("s0", listen={"host": "127.0.0.1", "port": 7103}, query={"port": 7103}),
+            base=root,
+            simulation=True,
         )
     with pytest.raises(esa.ConfigError, match="\\[query\\]: unknown keys"):
-        config_from_dict(_doc("s0", query={"port": 1, "tls": False}), base=root)
+        config_from_dict(_doc("s0", query={"port": 1, "tls": False}), base=root, simulation=True)
 
 
 def test_the_summary_is_written_with_the_epoch_and_equals_a_fresh_result(root: Path) -> None:

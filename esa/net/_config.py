@@ -70,7 +70,8 @@ of two shufflers)::
     ca = "keys/tls/ca.crt"       # the deployment CA, the only trust anchor
     cert = "keys/tls/shuffler-1.crt"
     key = "keys/tls/shuffler-1.key"   # mode 0600, refused if group/world-readable
-    # insecure_plaintext = true  # instead of the three above: no TLS (local test harness)
+    # insecure_plaintext = true  # instead of the three above: no TLS (esa serve
+                                 # --local-simulation only; a deployed config refuses it)
 
     [query]                      # optional: the query listener (STATUS, RESULT, trap audit)
     host = "127.0.0.1"           # default; bind it to a private interface
@@ -80,9 +81,10 @@ of two shufflers)::
     epsilon_total = 4.0          # composed epsilon over every released epoch, at most
     delta_total = 1e-5           # the delta at which it is composed
 
-A deployed config (the default of :func:`load_config`) refuses ``crypto = "ideal"`` and a
-``[simulation]`` table: those exist only for the local simulation harness (``esa simulate
---transport tcp``), which opts in with ``simulation=True``. In every mode the ``[protocol]``
+A deployed config (the default of :func:`load_config`) refuses ``crypto = "ideal"``, a
+``[simulation]`` table and ``[tls] insecure_plaintext = true``: those exist only for the
+local simulation harness (``esa simulate --transport tcp``, ``esa serve
+--local-simulation``), which opts in with ``simulation=True``. In every mode the ``[protocol]``
 table names the protocol and its parameters, and the party builds it with
 :func:`protocols.build_protocol`; no other key (no serialized object) is taken. With
 ``manifest`` the party refuses to start unless the manifest verifies under its
@@ -272,7 +274,7 @@ class TlsSettings:
     certificate is optional there: users have none) and on the query port (a client
     certificate from the deployment CA is required), and connects to its next hop
     presenting its certificate. ``insecure_plaintext`` switches TLS off; it exists for the
-    local test harness only.
+    local test harness only (a deployed config refuses it, :func:`config_from_dict`).
     """
 
     ca: Path | None = None
@@ -584,8 +586,8 @@ def config_from_dict(
         doc: the parsed TOML document.
         base: the directory relative paths resolve against.
         simulation: a local simulation's party (``esa simulate --transport tcp``), which
-            alone may take plaintext reports (``crypto = "ideal"``) and seeded fakes
-            (``[simulation]``).
+            alone may take plaintext reports (``crypto = "ideal"``), seeded fakes
+            (``[simulation]``) and no TLS (``[tls] insecure_plaintext = true``).
 
     Returns:
         The validated configuration (with its verified manifest, if it names one).
@@ -743,7 +745,7 @@ def config_from_dict(
 
 
 def _refuse_simulation_settings(doc: Mapping[str, Any]) -> None:
-    """A deployed config takes no plaintext reports or seeded fakes."""
+    """A deployed config takes no plaintext reports, seeded fakes or plaintext transport."""
     if doc.get("crypto", "onion") == "ideal":
         raise ConfigError(
             'crypto = "ideal" sends users\' values in plaintext: only a local simulation '
@@ -753,6 +755,13 @@ def _refuse_simulation_settings(doc: Mapping[str, Any]) -> None:
         raise ConfigError(
             "[simulation] (seeded fakes) is for local simulations only; remove it from a "
             "deployed party's config"
+        )
+    tls = doc.get("tls")
+    if isinstance(tls, Mapping) and tls.get("insecure_plaintext") is True:
+        raise ConfigError(
+            "[tls] insecure_plaintext = true sends reports, batches and results without TLS: "
+            "only a local simulation takes it (esa serve --local-simulation); a deployed party "
+            "gives [tls] ca, cert and key (esa keygen writes them under DIR/tls)"
         )
 
 
