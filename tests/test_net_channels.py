@@ -115,7 +115,7 @@ def test_analyzer_sigkilled_between_chains_counts_everything_once(tmp_path: Path
             await deliver(0)
             with trio.fail_after(60):  # chain 1's batch is at the analyzer, waiting
                 while True:
-                    st = await query(chain.analyzer.address, esa.net.QueryKind.STATUS)
+                    st = await query(chain.analyzer.query_address, esa.net.QueryKind.STATUS)
                     if st["epochs"]["closed"] == 1:
                         return st
                     await trio.sleep(0.05)

@@ -104,7 +104,7 @@ async def _status(svc: PartyService, *, forwarded: int) -> dict[str, Any]:
     """A shuffler's STATUS once ``forwarded`` epochs are marked forwarded."""
     with trio.fail_after(20):
         while True:
-            st = await query(_addr(svc), w.QueryKind.STATUS)
+            st = await query(_qaddr(svc), w.QueryKind.STATUS)
             if st["epochs"]["forwarded"] >= forwarded:
                 return st
             await trio.sleep(0.02)

@@ -855,7 +855,7 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
             # Hop 0 processes the epoch, then fails to forward it and keeps retrying.
             with trio.fail_after(60):
                 while True:
-                    status = await query(chain.first.address, esa.net.QueryKind.STATUS)
+                    status = await query(chain.first.query_address, esa.net.QueryKind.STATUS)
                     if status["counters"].get("forward_failures", 0) >= 1:
                         return status
                     await trio.sleep(0.05)

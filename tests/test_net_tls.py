@@ -152,9 +152,18 @@ def test_submit_forward_and_query_over_tls(root: Path) -> None:
         other = tmp_ca(root)
         with pytest.raises(OSError, match="TLS handshake"):
             await query(esa.Address(HOST, shuffler.port, tls=other), w.QueryKind.STATUS)
-        # STATUS on the batch port needs no client certificate; RESULT is refused there.
+        # The public STATUS on the batch port needs no client certificate; the full one
+        # and RESULT are refused there.
         status = await query(first, w.QueryKind.STATUS)
-        assert status["party"] == "shuffler-1"
+        assert (status["party"], status["view"]) == ("shuffler-1", "public")
+        assert "counters" not in status
+        with pytest.raises(esa.PeerRejected, match="unexpected_kind"):
+            await query(first, w.QueryKind.STATUS, {"view": "full"})
+        # The full STATUS needs the client certificate (refused without it above).
+        assert shuffler.query_port is not None
+        full = await query(esa.Address(HOST, shuffler.query_port, tls=ops), w.QueryKind.STATUS)
+        assert full["view"] == "full"
+        assert full["counters"]["reports_acknowledged"] == 60
         assert analyzer.port is not None
         (resp,) = await request(
             esa.Address(HOST, analyzer.port, tls=client),
