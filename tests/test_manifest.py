@@ -7,6 +7,7 @@ The downgrade test runs a real hostile first shuffler on 127.0.0.1 (plaintext re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa.net import ManifestError, PartyService, load_manifest, parse_manifest
+from esa.net import ManifestError, PartyService, load_manifest, make_manifest, parse_manifest
 from esa.net._config import config_from_dict
 from simulations.cli import main
 
@@ -125,6 +126,56 @@ def test_a_party_whose_config_disagrees_with_its_manifest_refuses_to_start(root:
         config_from_dict(
             {**_doc(manifest="manifest.json"), "operator": {}}, base=root, simulation=True
         )
+
+
+def test_the_manifest_states_the_crowd_rule_and_parties_must_serve_it(root: Path) -> None:
+    """keygen --manifest signs the shuffler config's [shuffle] threshold and ε_t (here the
+    defaults: no threshold); a shuffler configured with another rule, or an analyzer with
+    another ε_t, refuses to start; a manifest that states no rule checks none."""
+    manifest = load_manifest(root / "manifest.json", PUB)
+    assert manifest.shuffle == {"threshold": 0, "threshold_epsilon": None}
+    assert (manifest.threshold, manifest.threshold_epsilon) == (0, None)
+    noisy = {"threshold": 5, "threshold_epsilon": 0.5}
+    with pytest.raises(ManifestError, match=r"\[shuffle\] threshold is 5"):
+        config_from_dict(_doc(manifest="manifest.json", shuffle=noisy), base=root, simulation=True)
+    analyzer = {**_doc(manifest="manifest.json"), "role": "analyzer", "hop": 1}
+    del analyzer["next"]
+    with pytest.raises(ManifestError, match=r"threshold_epsilon is 0.5, but the signed"):
+        config_from_dict(
+            {**analyzer, "shuffle": {"threshold_epsilon": 0.5}}, base=root, simulation=True
+        )
+    assert config_from_dict(analyzer, base=root, simulation=True).manifest == manifest
+    # Signed with the rule, the same parties start; without one (a manifest made before
+    # manifests stated it), nothing is checked.
+    for rule in (noisy, None):
+        signed = make_manifest(
+            protocol=manifest.protocol,
+            keys=crypto.KeyDirectory.load(root / "keys"),
+            key_epoch=1,
+            channels=1,
+            operator_key=PUB,
+            shuffle=rule,
+        )
+        (root / "rule.json").write_bytes(signed.sign(OPERATOR))
+        assert ("shuffle" in json.loads((root / "rule.json").read_bytes())["manifest"]) == bool(
+            rule
+        )
+        config = config_from_dict(
+            _doc(manifest="rule.json", shuffle=noisy), base=root, simulation=True
+        )
+        assert config.manifest == signed
+        # The same threshold with another ε_t: refused where the manifest states the rule.
+        other_eps = {"threshold": 5, "threshold_epsilon": 0.25}
+        doc = _doc(manifest="rule.json", shuffle=other_eps)
+        if rule is None:
+            assert config_from_dict(doc, base=root, simulation=True).threshold_epsilon == 0.25
+        else:
+            with pytest.raises(ManifestError, match=r"threshold_epsilon is 0.25, but the signed"):
+                config_from_dict(doc, base=root, simulation=True)
+    with pytest.raises(ManifestError, match="threshold_epsilon needs a threshold >= 1"):
+        dataclasses.replace(signed, shuffle={"threshold": 0, "threshold_epsilon": 0.5})
+    with pytest.raises(ManifestError, match="shuffle must be a table"):
+        dataclasses.replace(signed, shuffle={"threshold": 0})
 
 
 #: A deployed party's [tls] table (the files are read when the party starts, not here).

@@ -88,7 +88,9 @@ local simulation harness (``esa simulate --transport tcp``, ``esa serve
 table names the protocol and its parameters, and the party builds it with
 :func:`protocols.build_protocol`; no other key (no serialized object) is taken. With
 ``manifest`` the party refuses to start unless the manifest verifies under its
-``[operator]`` key and states the config's protocol, crypto, channels and public keys.
+``[operator]`` key and states the config's protocol, crypto, channels and public keys, and
+(where the manifest states the shufflers' crowd rule) a shuffler's ``[shuffle] threshold``
+and ``threshold_epsilon``, the analyzer's ``threshold_epsilon``.
 """
 
 from __future__ import annotations
@@ -703,6 +705,8 @@ def config_from_dict(
     # object's file is refused, simulations included).
     protocol_table(proto)
     manifest = _manifest_for(doc, base, op_key, proto, crypto_mode, channels, key_epochs)
+    if manifest is not None:
+        _check_crowd_rule(manifest, role, threshold, threshold_epsilon)
     admission = _admission(doc, role=role, hop=hop, operator_key=op_key, manifest=manifest)
     sim = doc.get("simulation", {})
     if not isinstance(sim, dict):
@@ -802,6 +806,27 @@ def _manifest_for(
         raise ConfigError(f"cannot read the keys of key epoch {ke}: {exc}") from None
     manifest.check_route(ke, keys)
     return manifest
+
+
+def _check_crowd_rule(
+    manifest: Manifest, role: str, threshold: int, threshold_epsilon: float | None
+) -> None:
+    """A party configured with another crowd rule than the signed manifest states refuses
+    to start: a shuffler's threshold and ε_t, the analyzer's ε_t (the one it states the
+    run's privacy with, and checks the shufflers' signed statements against)."""
+    if manifest.shuffle is None:
+        return
+    mine: list[tuple[str, Any, Any]] = [
+        ("threshold_epsilon", threshold_epsilon, manifest.threshold_epsilon)
+    ]
+    if role == "shuffler":
+        mine.insert(0, ("threshold", threshold, manifest.threshold))
+    for what, value, signed in mine:
+        if value != signed:
+            raise ManifestError(
+                f"the config's [shuffle] {what} is {value!r}, but the signed manifest says "
+                f"{signed!r}"
+            )
 
 
 def _tls(doc: Mapping[str, Any], base: Path) -> TlsSettings:

@@ -302,6 +302,14 @@ def compute_result(
     # The statement for the run that happened (esa.net._processing.analyzer_guarantee).
     guarantee = analyzer_guarantee(protocol, [rec for rec, _ in outputs])
     body["privacy"] = None if guarantee is None else guarantee.to_json()
+    # A shuffler signed another crowd rule than the deployment's: no ε is stated, and why.
+    refused = [
+        f"epoch {rec.epoch // channels}: {p}"
+        for rec, _ in outputs
+        for p in rec.stats.get("threshold_mismatch", [])
+    ]
+    if refused:
+        body["privacy_refused"] = refused
     # Epochs the [budget] refused to release: not in this result, and why.
     body["budget"] = {"refused": _ledger.refusals(inbox._db)}
     if params.get("messages"):
