@@ -55,7 +55,7 @@ def one_run(
                 connections=args.connections,
                 frame_reports=frame_reports,
             )
-            first = await query(chain.first.address, esa.net.QueryKind.STATUS)
+            first = await query(chain.first.query_address, esa.net.QueryKind.STATUS)
             t0 = time.perf_counter()
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=3600)

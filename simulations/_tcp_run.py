@@ -463,8 +463,9 @@ async def wait_processed(chain: Chain, *, timeout: float) -> dict[str, Any]:
     """
     with trio.fail_after(timeout):
         while True:
-            firsts = [await query(p.address, QueryKind.STATUS) for p in chain.firsts]
-            last = await query(chain.analyzer.address, QueryKind.STATUS)
+            # The full STATUS (counters, epochs) is served on the query listeners only.
+            firsts = [await query(p.query_address, QueryKind.STATUS) for p in chain.firsts]
+            last = await query(chain.analyzer.query_address, QueryKind.STATUS)
             closed = sum(sum(f["epochs"].values()) for f in firsts)  # durable: survives restarts
             done = last["epochs"]["processed"]
             if all(f["open_reports"] == 0 for f in firsts) and closed and done >= closed:

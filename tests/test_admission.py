@@ -60,7 +60,7 @@ def _service(root: Path, state: str, **tables: dict[str, Any]) -> PartyService:
         "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
         **tables,
     }
-    return PartyService(config_from_dict(doc, base=root), protocol=PROTOCOL)
+    return PartyService(config_from_dict(doc, base=root, simulation=True), protocol=PROTOCOL)
 
 
 def _reports(root: Path, count: int, seed: int = 0) -> list[bytes]:
@@ -98,8 +98,11 @@ def _reason(payload: bytes) -> str:
     return w.parse_reject(payload).reason.name.lower()
 
 
-async def _status(port: int, source: str = "127.0.0.2") -> dict[str, Any]:
-    fs = await _connect(port, source)
+async def _status(svc: PartyService, source: str = "127.0.0.2") -> dict[str, Any]:
+    """The party's full STATUS, from its query listener (the batch port answers only the
+    public view)."""
+    assert svc.query_port is not None
+    fs = await _connect(svc.query_port, source)
     reply = await _ask(fs, STATUS)
     await fs.stream.aclose()
     result: dict[str, Any] = json.loads(w.parse_reply(reply).body)
@@ -201,7 +204,7 @@ def test_a_junk_flood_closes_no_epoch_fills_nothing_and_others_still_submit(
                 stats = await submit_reports(
                     Address("127.0.0.1", port), honest, key_epoch=KEY_EPOCH, frame_reports=10
                 )
-            return seen, await _status(port), stats
+            return seen, await _status(svc), stats
 
     seen, status, stats = trio.run(main)
     # The first 200 junk reports are peeled and refused; the rest do not get that far:
@@ -267,7 +270,7 @@ def test_a_throttled_flooder_is_not_read_nor_parsed_and_is_closed_when_it_ignore
             stats = await submit_reports(
                 Address("127.0.0.1", port), _reports(keydir, 10), key_epoch=KEY_EPOCH
             )
-            return a_seen, b_seen, waited, await _status(port), stats
+            return a_seen, b_seen, waited, await _status(svc), stats
 
     a_seen, b_seen, waited, status, stats = trio.run(main)
     assert a_seen == ["invalid_report"] * 2 + ["retry_later"] * (THROTTLE_STRIKES + 1) + ["closed"]
@@ -316,7 +319,7 @@ def test_the_backlog_cap_answers_retry_later_and_the_client_waits_it_out(
                 late = await submit_reports(
                     address, more, key_epoch=KEY_EPOCH, frame_reports=10, retries=100
                 )
-            return rej, late, await _status(port)
+            return rej, late, await _status(svc)
 
     rej, late, status = trio.run(main)
     assert rej.reason is w.RejectReason.RETRY_LATER
@@ -356,7 +359,7 @@ def test_500_idle_sockets_lock_out_neither_status_nor_an_honest_submit(keydir: P
             stats = await submit_reports(
                 Address("127.0.0.1", port), honest, key_epoch=KEY_EPOCH, retries=3
             )
-            status = await _status(port)
+            status = await _status(svc)
             for s in idle:
                 await s.aclose()
             return tries, stats, status
@@ -415,7 +418,7 @@ def test_required_tokens_refuse_keyless_foreign_stale_and_forged(keydir: Path) -
             keyless = await submit_reports(
                 Address("127.0.0.1", port), reports[:1], key_epoch=KEY_EPOCH, retries=2
             )
-            return got, quota, keyless, await _status(port)
+            return got, quota, keyless, await _status(svc)
 
     got, quota, keyless, status = trio.run(main)
     assert got == dict.fromkeys(cases, "unauthenticated")

@@ -50,7 +50,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         operator_key=public,
     )
     (root / "manifest.json").write_bytes(manifest.sign(operator))
-    ports = [_free_port(), _free_port(), _free_port()]
+    ports = [_free_port(), _free_port(), _free_port(), _free_port()]
     common = {
         "keys": {"epochs": {"1": "keys"}},
         "protocol": PROTOCOL,
@@ -64,6 +64,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         "state_dir": "s1",
         "listen": {"host": "127.0.0.1", "port": ports[0]},
         "next": {"host": "127.0.0.1", "port": ports[1]},
+        "query": {"host": "127.0.0.1", "port": ports[3]},  # the full STATUS is answered there
         "epoch": {"max_reports": 10**6, "deadline_seconds": 3600.0},
         **common,
     }
@@ -75,7 +76,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         "query": {"host": "127.0.0.1", "port": ports[2]},  # RESULT is answered there
         **common,
     }
-    services = [PartyService(config_from_dict(d, base=root)) for d in (analyzer, shuffler)]
+    services = [
+        PartyService(config_from_dict(d, base=root, simulation=True)) for d in (analyzer, shuffler)
+    ]
     started = threading.Event()
     holder: dict[str, Any] = {}
 
@@ -94,6 +97,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         yield {
             "root": root,
             "shuffler": f"127.0.0.1:{ports[0]}",
+            "shuffler_query": f"127.0.0.1:{ports[3]}",
             "analyzer": f"127.0.0.1:{ports[2]}",
             "manifest": [
                 "--manifest",
@@ -119,7 +123,7 @@ def test_submit_encodes_for_the_deployment_and_the_result_infers_n(
     deployment: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = deployment["root"]
-    status_argv = ["submit", "--to", deployment["shuffler"], "--query", "status", "--json"]
+    status_argv = ["submit", "--to", deployment["shuffler_query"], "--query", "status", "--json"]
     status_argv.append("--insecure-plaintext")
     assert main(status_argv) == 0
     status = _json(capsys)

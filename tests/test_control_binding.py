@@ -59,7 +59,7 @@ def _party(root: Path, state: str, *, hop: int = 0, deployment: str | None = "a"
     }
     if deployment is not None:
         doc["manifest"] = f"manifest-{deployment}.json"
-    return PartyService(config_from_dict(doc, base=root))
+    return PartyService(config_from_dict(doc, base=root, simulation=True))
 
 
 def _drive(svc: PartyService, script: Callable[[Client], Awaitable[None]]) -> None:

@@ -71,13 +71,13 @@ def test_budget_table_is_validated(table: Any, message: str) -> None:
 def test_budget_is_the_analyzers(tmp_path: Path) -> None:
     crypto.KeyDirectory.create(tmp_path / "keys", shufflers=2)
     budget = {"epsilon_total": 3.0, "delta_total": 1e-5}
-    config = config_from_dict(_doc(2, budget=budget), base=tmp_path)
+    config = config_from_dict(_doc(2, budget=budget), base=tmp_path, simulation=True)
     assert config.budget == Budget(3.0, 1e-5)
-    assert config_from_dict(_doc(2), base=tmp_path).budget is None
+    assert config_from_dict(_doc(2), base=tmp_path, simulation=True).budget is None
     with pytest.raises(ConfigError, match=r"\[budget\] is the analyzer's"):
-        config_from_dict(_doc(0, budget=budget), base=tmp_path)
+        config_from_dict(_doc(0, budget=budget), base=tmp_path, simulation=True)
     with pytest.raises(ConfigError, match="delta_total"):
-        config_from_dict(_doc(2, budget={"epsilon_total": 3.0}), base=tmp_path)
+        config_from_dict(_doc(2, budget={"epsilon_total": 3.0}), base=tmp_path, simulation=True)
 
 
 def test_the_docs_budget_table_is_accepted(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_the_docs_budget_table_is_accepted(tmp_path: Path) -> None:
     text = (Path(__file__).resolve().parent.parent / "docs/network.md").read_text()
     (block,) = re.findall(r"```\n(\[budget\]\n.*?)```", text, re.S)
     crypto.KeyDirectory.create(tmp_path / "keys", shufflers=2)
-    config = config_from_dict(_doc(2, **tomllib.loads(block)), base=tmp_path)
+    config = config_from_dict(_doc(2, **tomllib.loads(block)), base=tmp_path, simulation=True)
     assert config.budget is not None
 
 

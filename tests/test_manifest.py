@@ -7,6 +7,7 @@ The downgrade test runs a real hostile first shuffler on 127.0.0.1 (plaintext re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa.net import ManifestError, PartyService, load_manifest, parse_manifest
+from esa.net import ManifestError, PartyService, load_manifest, make_manifest, parse_manifest
 from esa.net._config import config_from_dict
 from simulations.cli import main
 
@@ -81,7 +82,7 @@ def test_the_manifest_verifies_and_a_party_serves_it(root: Path) -> None:
     assert manifest.protocol["epsilon"] == 1.0
     assert manifest.crypto == "onion"
     assert manifest.route == tuple(crypto.KeyDirectory.load(root / "keys").route())
-    config = config_from_dict(_doc(manifest="manifest.json"), base=root)
+    config = config_from_dict(_doc(manifest="manifest.json"), base=root, simulation=True)
     assert config.manifest == manifest
     assert config.deployment_id == bytes.fromhex(manifest.deployment_id)
 
@@ -109,16 +110,76 @@ def test_an_altered_or_forged_manifest_is_refused(root: Path) -> None:
 def test_a_party_whose_config_disagrees_with_its_manifest_refuses_to_start(root: Path) -> None:
     with pytest.raises(ManifestError, match="epsilon"):
         config_from_dict(
-            _doc(manifest="manifest.json", protocol={**PROTO, "epsilon": 30.0}), base=root
+            _doc(manifest="manifest.json", protocol={**PROTO, "epsilon": 30.0}),
+            base=root,
+            simulation=True,
         )
     other = root / "other-keys"
     crypto.KeyDirectory.create(other, shufflers=1)
     with pytest.raises(ManifestError, match="not the manifest's"):
         config_from_dict(
-            _doc(manifest="manifest.json", keys={"epochs": {"1": "other-keys"}}), base=root
+            _doc(manifest="manifest.json", keys={"epochs": {"1": "other-keys"}}),
+            base=root,
+            simulation=True,
         )
     with pytest.raises(esa.ConfigError, match=r"\[operator\]"):
-        config_from_dict({**_doc(manifest="manifest.json"), "operator": {}}, base=root)
+        config_from_dict(
+            {**_doc(manifest="manifest.json"), "operator": {}}, base=root, simulation=True
+        )
+
+
+def test_the_manifest_states_the_crowd_rule_and_parties_must_serve_it(root: Path) -> None:
+    """keygen --manifest signs the shuffler config's [shuffle] threshold and ε_t (here the
+    defaults: no threshold); a shuffler configured with another rule, or an analyzer with
+    another ε_t, refuses to start; a manifest that states no rule checks none."""
+    manifest = load_manifest(root / "manifest.json", PUB)
+    assert manifest.shuffle == {"threshold": 0, "threshold_epsilon": None}
+    assert (manifest.threshold, manifest.threshold_epsilon) == (0, None)
+    noisy = {"threshold": 5, "threshold_epsilon": 0.5}
+    with pytest.raises(ManifestError, match=r"\[shuffle\] threshold is 5"):
+        config_from_dict(_doc(manifest="manifest.json", shuffle=noisy), base=root, simulation=True)
+    analyzer = {**_doc(manifest="manifest.json"), "role": "analyzer", "hop": 1}
+    del analyzer["next"]
+    with pytest.raises(ManifestError, match=r"threshold_epsilon is 0.5, but the signed"):
+        config_from_dict(
+            {**analyzer, "shuffle": {"threshold_epsilon": 0.5}}, base=root, simulation=True
+        )
+    assert config_from_dict(analyzer, base=root, simulation=True).manifest == manifest
+    # Signed with the rule, the same parties start; without one (a manifest made before
+    # manifests stated it), nothing is checked.
+    for rule in (noisy, None):
+        signed = make_manifest(
+            protocol=manifest.protocol,
+            keys=crypto.KeyDirectory.load(root / "keys"),
+            key_epoch=1,
+            channels=1,
+            operator_key=PUB,
+            shuffle=rule,
+        )
+        (root / "rule.json").write_bytes(signed.sign(OPERATOR))
+        assert ("shuffle" in json.loads((root / "rule.json").read_bytes())["manifest"]) == bool(
+            rule
+        )
+        config = config_from_dict(
+            _doc(manifest="rule.json", shuffle=noisy), base=root, simulation=True
+        )
+        assert config.manifest == signed
+        # The same threshold with another ε_t: refused where the manifest states the rule.
+        other_eps = {"threshold": 5, "threshold_epsilon": 0.25}
+        doc = _doc(manifest="rule.json", shuffle=other_eps)
+        if rule is None:
+            assert config_from_dict(doc, base=root, simulation=True).threshold_epsilon == 0.25
+        else:
+            with pytest.raises(ManifestError, match=r"threshold_epsilon is 0.25, but the signed"):
+                config_from_dict(doc, base=root, simulation=True)
+    with pytest.raises(ManifestError, match="threshold_epsilon needs a threshold >= 1"):
+        dataclasses.replace(signed, shuffle={"threshold": 0, "threshold_epsilon": 0.5})
+    with pytest.raises(ManifestError, match="shuffle must be a table"):
+        dataclasses.replace(signed, shuffle={"threshold": 0})
+
+
+#: A deployed party's [tls] table (the files are read when the party starts, not here).
+_TLS = {"ca": "tls/ca.crt", "cert": "tls/shuffler-1.crt", "key": "tls/shuffler-1.key"}
 
 
 @pytest.mark.parametrize(
@@ -126,6 +187,7 @@ def test_a_party_whose_config_disagrees_with_its_manifest_refuses_to_start(root:
     [
         ({"crypto": "ideal"}, "plaintext"),
         ({"simulation": {"fake_rng_state": "{}"}}, r"\[simulation\]"),
+        ({"tls": {"insecure_plaintext": True}}, r"insecure_plaintext = true .* without TLS"),
         ({"protocol": {"pickle": "p.pickle"}}, "pickle"),
     ],
 )
@@ -133,9 +195,29 @@ def test_deployed_configs_refuse_simulation_settings(
     root: Path, extra: dict[str, Any], match: str
 ) -> None:
     with pytest.raises(esa.ConfigError, match=match):
-        config_from_dict(_doc(**extra), base=root)
+        config_from_dict(_doc(**{"tls": _TLS, **extra}), base=root)
     if "protocol" not in extra:  # the local simulation harness opts in explicitly
         config_from_dict(_doc(**extra), base=root, simulation=True)
+
+
+def test_esa_serve_refuses_plaintext_outside_a_local_simulation(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``esa serve`` on a config with ``[tls] insecure_plaintext = true``: one line, exit 2,
+    nothing started; with ``--local-simulation`` the same config is taken."""
+    from simulations._tcp_run import _write_toml
+
+    config = tmp_path / "plain.toml"
+    _write_toml(config, _doc(keys={"epochs": {"1": str(root / "keys")}}))
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "shuffler", "--config", str(config)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "insecure_plaintext = true" in err
+    assert "local simulation" in err
+    assert not (tmp_path / "state").exists()  # refused before any state was made
+    assert esa.net.load_config(config, simulation=True).tls.insecure_plaintext
 
 
 def _free_port() -> int:
@@ -189,7 +271,7 @@ def honest(root: Path, tmp_path: Path) -> Iterator[tuple[str, PartyService]]:
         state_dir=str(tmp_path / "honest"),
         listen={"host": "127.0.0.1", "port": port},
     )
-    yield from _serving(PartyService(config_from_dict(doc, base=root)), port)
+    yield from _serving(PartyService(config_from_dict(doc, base=root, simulation=True)), port)
 
 
 def test_close_epoch_from_the_cli(
@@ -256,6 +338,8 @@ def test_a_protocol_given_as_a_pickle_is_refused_in_every_mode(
     # The old simulation path ([protocol] pickle = FILE) is gone: refused before any file
     # is opened, the local simulation harness's configs included.
     extra: dict[str, Any] = {"manifest": "manifest.json"} if with_manifest else {}
+    if not simulation:  # a deployed config: with TLS
+        extra["tls"] = _TLS
     for proto in ({"pickle": "p.pickle"}, {**PROTO, "pickle": "p.pickle"}):
         with pytest.raises(esa.ConfigError, match=r"unknown keys \['pickle'\]"):
             config_from_dict(_doc(protocol=proto, **extra), base=root, simulation=simulation)
@@ -292,18 +376,24 @@ def test_tokens_are_bound_to_the_manifests_deployment_id(
 ) -> None:
     manifest = load_manifest(root / "manifest.json", PUB)
     tokens = {"require_client_token": True}
-    config = config_from_dict(_doc(manifest="manifest.json", admission=tokens), base=root)
+    config = config_from_dict(
+        _doc(manifest="manifest.json", admission=tokens), base=root, simulation=True
+    )
     assert config.admission.deployment_id == manifest.deployment_id
     assert config.deployment_id == bytes.fromhex(config.admission.deployment_id)
     same = {**tokens, "deployment_id": manifest.deployment_id}  # repeating it is fine
-    assert config_from_dict(_doc(manifest="manifest.json", admission=same), base=root)
+    assert config_from_dict(
+        _doc(manifest="manifest.json", admission=same), base=root, simulation=True
+    )
     other = {**tokens, "deployment_id": "example-1"}
     with pytest.raises(esa.ConfigError, match="not the manifest's deployment id"):
-        config_from_dict(_doc(manifest="manifest.json", admission=other), base=root)
+        config_from_dict(
+            _doc(manifest="manifest.json", admission=other), base=root, simulation=True
+        )
     # Without a manifest the free string is what tokens name.
-    assert config_from_dict(_doc(admission=other), base=root).admission.deployment_id == (
-        "example-1"
-    )
+    assert config_from_dict(
+        _doc(admission=other), base=root, simulation=True
+    ).admission.deployment_id == ("example-1")
     # esa token --manifest mints for the manifest's id, verified under the operator's key.
     argv = ["token", "--operator-key", str(root / "operator.key"), "--key-epoch", "1"]
     argv += ["--client", "c1", "--json"]

@@ -115,7 +115,7 @@ def test_analyzer_sigkilled_between_chains_counts_everything_once(tmp_path: Path
             await deliver(0)
             with trio.fail_after(60):  # chain 1's batch is at the analyzer, waiting
                 while True:
-                    st = await query(chain.analyzer.address, esa.net.QueryKind.STATUS)
+                    st = await query(chain.analyzer.query_address, esa.net.QueryKind.STATUS)
                     if st["epochs"]["closed"] == 1:
                         return st
                     await trio.sleep(0.05)
@@ -168,7 +168,7 @@ def _doc(role: str, hop: int, **extra: Any) -> dict[str, Any]:
 
 def _analyzer(root: Path, state: str) -> PartyService:
     doc = _doc("analyzer", M, state_dir=state)
-    return PartyService(config_from_dict(doc, base=root), protocol=_rm())
+    return PartyService(config_from_dict(doc, base=root, simulation=True), protocol=_rm())
 
 
 def _delivery(root: Path, channel: int, count: int, *, epoch: int = 0) -> tuple[bytes, bytes]:
@@ -298,17 +298,17 @@ def test_channel_config_errors(
     keydir: Path, role: str, hop: int, change: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(esa.ConfigError, match=message):
-        config_from_dict({**_doc(role, hop), **change}, base=keydir)
+        config_from_dict({**_doc(role, hop), **change}, base=keydir, simulation=True)
 
 
 def test_services_refuse_a_chain_count_the_protocol_does_not_use(keydir: Path) -> None:
     hist = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
     doc = _doc("analyzer", M, state_dir="state-mismatch")
     with pytest.raises(esa.ConfigError, match=r"hist_kr .* 1 shuffler chain.*channels = 2"):
-        PartyService(config_from_dict(doc, base=keydir), protocol=hist)
+        PartyService(config_from_dict(doc, base=keydir, simulation=True), protocol=hist)
     one = {**_doc("shuffler", 0, state_dir="state-mismatch-2"), "channels": 1}
     with pytest.raises(esa.ConfigError, match=r"rsum_rm .* 2 shuffler chain.*channels = 1"):
-        PartyService(config_from_dict(one, base=keydir), protocol=_rm())
+        PartyService(config_from_dict(one, base=keydir, simulation=True), protocol=_rm())
 
 
 def test_chain_routes_and_keygen_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -109,7 +109,7 @@ def test_load_epochs_by_size_and_hostile_client_over_tcp(tmp_path: Path) -> None
                 )
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=60)
-            first = await query(chain.first.address, esa.net.QueryKind.STATUS)
+            first = await query(chain.first.query_address, esa.net.QueryKind.STATUS)
             res = await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
             return stats, first, res
 

@@ -78,7 +78,7 @@ def _config(
         doc["shuffle"] = {"fake_reports": N_R}
         if hop == 0:
             doc["operator"] = {"public_key": OPERATOR.public_key().public_bytes_raw().hex()}
-    return config_from_dict(doc, base=root)
+    return config_from_dict(doc, base=root, simulation=True)
 
 
 def _party(root: Path, state: Path, protocol: ShuffleProtocol, **kwargs: Any) -> PartyService:
@@ -104,7 +104,7 @@ async def _status(svc: PartyService, *, forwarded: int) -> dict[str, Any]:
     """A shuffler's STATUS once ``forwarded`` epochs are marked forwarded."""
     with trio.fail_after(20):
         while True:
-            st = await query(_addr(svc), w.QueryKind.STATUS)
+            st = await query(_qaddr(svc), w.QueryKind.STATUS)
             if st["epochs"]["forwarded"] >= forwarded:
                 return st
             await trio.sleep(0.02)

@@ -64,7 +64,9 @@ def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _service(root: Path, hop: int, **extra: Any) -> PartyService:
-    return PartyService(config_from_dict(_doc(hop, **extra), base=root), protocol=PROTOCOL)
+    return PartyService(
+        config_from_dict(_doc(hop, **extra), base=root, simulation=True), protocol=PROTOCOL
+    )
 
 
 def _reports(
@@ -648,7 +650,7 @@ def test_port_in_use_is_one_config_error(keydir: Path) -> None:
         port = sock.getsockname()[1]
         doc = _doc(2, state_dir="state-a5", listen={"host": "127.0.0.1", "port": port})
         doc["protocol"] = {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000}
-        config = config_from_dict(doc, base=keydir)
+        config = config_from_dict(doc, base=keydir, simulation=True)
         with pytest.raises(esa.ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
             esa.net._service.serve(config)
 
@@ -797,7 +799,7 @@ def test_config_errors_quote_the_value(change: dict[str, Any], message: str) -> 
     if change.get("next", 1) is None:
         del doc["next"]
     with pytest.raises(esa.ConfigError, match=message):
-        config_from_dict(doc, base=Path("/tmp"))
+        config_from_dict(doc, base=Path("/tmp"), simulation=True)
 
 
 def test_load_config_file_errors(tmp_path: Path) -> None:
@@ -853,7 +855,7 @@ def test_sigkill_mid_epoch_loses_nothing_and_doubles_nothing(tmp_path: Path) -> 
             # Hop 0 processes the epoch, then fails to forward it and keeps retrying.
             with trio.fail_after(60):
                 while True:
-                    status = await query(chain.first.address, esa.net.QueryKind.STATUS)
+                    status = await query(chain.first.query_address, esa.net.QueryKind.STATUS)
                     if status["counters"].get("forward_failures", 0) >= 1:
                         return status
                     await trio.sleep(0.05)

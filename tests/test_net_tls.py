@@ -152,9 +152,18 @@ def test_submit_forward_and_query_over_tls(root: Path) -> None:
         other = tmp_ca(root)
         with pytest.raises(OSError, match="TLS handshake"):
             await query(esa.Address(HOST, shuffler.port, tls=other), w.QueryKind.STATUS)
-        # STATUS on the batch port needs no client certificate; RESULT is refused there.
+        # The public STATUS on the batch port needs no client certificate; the full one
+        # and RESULT are refused there.
         status = await query(first, w.QueryKind.STATUS)
-        assert status["party"] == "shuffler-1"
+        assert (status["party"], status["view"]) == ("shuffler-1", "public")
+        assert "counters" not in status
+        with pytest.raises(esa.PeerRejected, match="unexpected_kind"):
+            await query(first, w.QueryKind.STATUS, {"view": "full"})
+        # The full STATUS needs the client certificate (refused without it above).
+        assert shuffler.query_port is not None
+        full = await query(esa.Address(HOST, shuffler.query_port, tls=ops), w.QueryKind.STATUS)
+        assert full["view"] == "full"
+        assert full["counters"]["reports_acknowledged"] == 60
         assert analyzer.port is not None
         (resp,) = await request(
             esa.Address(HOST, analyzer.port, tls=client),
@@ -221,9 +230,16 @@ def test_tls_table_is_required_and_checked(root: Path) -> None:
     no_tls = {k: v for k, v in a_doc.items() if k != "tls"}
     with pytest.raises(esa.ConfigError, match="\\[tls\\] is required"):
         config_from_dict(no_tls, base=root)
+    plain = {**a_doc, "tls": {"insecure_plaintext": True}}
+    # No TLS is for a local simulation's parties only (esa serve --local-simulation).
+    with pytest.raises(esa.ConfigError, match="only a local simulation takes it"):
+        config_from_dict(plain, base=root)
+    assert config_from_dict(plain, base=root, simulation=True).tls.insecure_plaintext
     with pytest.raises(esa.ConfigError, match="takes no ca, cert or key"):
         config_from_dict(
-            {**a_doc, "tls": {**_tls("analyzer"), "insecure_plaintext": True}}, base=root
+            {**a_doc, "tls": {**_tls("analyzer"), "insecure_plaintext": True}},
+            base=root,
+            simulation=True,
         )
     with pytest.raises(esa.ConfigError, match="needs ca, cert and key"):
         config_from_dict({**a_doc, "tls": {"ca": "keys/tls/ca.crt"}}, base=root)

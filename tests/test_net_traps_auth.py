@@ -62,7 +62,7 @@ def _analyzer(root: Path, state: str, auditor: Ed25519PrivateKey | None) -> Part
     }
     if auditor is not None:
         doc["auditor"] = {"public_key": _pub(auditor)}
-    return PartyService(config_from_dict(doc, base=root), protocol=PROTOCOL)
+    return PartyService(config_from_dict(doc, base=root, simulation=True), protocol=PROTOCOL)
 
 
 def _route(root: Path) -> list[bytes]:
@@ -483,7 +483,7 @@ def test_auditor_config_errors(change: dict[str, Any], message: str) -> None:
         **change,
     }
     with pytest.raises(esa.ConfigError) as info:
-        config_from_dict(doc, base=Path("."))
+        config_from_dict(doc, base=Path("."), simulation=True)
     assert message in str(info.value)
 
 

@@ -274,12 +274,225 @@ def _party_doc(shuffle: dict[str, Any]) -> dict[str, Any]:
 
 def test_party_config_threshold_epsilon(tmp_path: Path) -> None:
     crypto.KeyDirectory.create(tmp_path / "keys", shufflers=1)
-    cfg = config_from_dict(_party_doc({"threshold": T}), base=tmp_path)
+    cfg = config_from_dict(_party_doc({"threshold": T}), base=tmp_path, simulation=True)
     assert cfg.threshold_epsilon is None
-    cfg = config_from_dict(_party_doc({"threshold": T, "threshold_epsilon": EPS_T}), base=tmp_path)
+    cfg = config_from_dict(
+        _party_doc({"threshold": T, "threshold_epsilon": EPS_T}), base=tmp_path, simulation=True
+    )
     assert cfg.threshold_epsilon == EPS_T
     for bad in (0, -0.5, math.inf, math.nan, "x", True):
         with pytest.raises(ConfigError, match="threshold_epsilon"):
-            config_from_dict(_party_doc({"threshold": T, "threshold_epsilon": bad}), base=tmp_path)
+            config_from_dict(
+                _party_doc({"threshold": T, "threshold_epsilon": bad}),
+                base=tmp_path,
+                simulation=True,
+            )
     with pytest.raises(ConfigError, match="threshold >= 1"):
-        config_from_dict(_party_doc({"threshold_epsilon": EPS_T}), base=tmp_path)
+        config_from_dict(_party_doc({"threshold_epsilon": EPS_T}), base=tmp_path, simulation=True)
+
+
+# ------------------------------------------------- live parties: the signed crowd rule
+
+LIVE_USERS = 60
+LIVE = {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": LIVE_USERS, "domain": 4}
+
+
+def _live_run(
+    root: Path, state: str, shuffler_rule: dict[str, Any], analyzer_rule: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A shuffler and the analyzer on 127.0.0.1 (plaintext: a local simulation's parties),
+    ``LIVE_USERS`` onion reports in one crowd, one epoch closed; the analyzer's RESULT and
+    full STATUS once the epoch is analyzed."""
+    import trio
+
+    from esa.net import PartyService, query, submit_reports
+    from esa.net import _wire as w
+
+    protocol = esa.load_protocol(LIVE)
+    common = {
+        "keys": {"epochs": {"1": "keys"}},
+        "protocol": LIVE,
+        "tls": {"insecure_plaintext": True},  # TLS: tests/test_net_tls.py
+    }
+    a_doc = {"role": "analyzer", "hop": 1, "state_dir": f"{state}/a", **common}
+    a_doc |= {"listen": {"host": "127.0.0.1", "port": 0}, "shuffle": analyzer_rule}
+    analyzer = PartyService(config_from_dict(a_doc, base=root, simulation=True))
+    keys = crypto.KeyDirectory.load(root / "keys")
+    codec = esa.make_codec("onion", message_size=protocol.message_size, layers=2)
+    enc = esa.Encoder(protocol, codec, [p.layer_public for p in keys.route()], workers=1)
+    values = np.arange(LIVE_USERS) % 4
+    reports = [bytes(r) for r in enc.encode(values, rng=np.random.default_rng(3), epoch=1)]
+    out: dict[str, Any] = {}
+    shuffler: PartyService | None = None
+
+    async def main() -> None:
+        nonlocal shuffler
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(analyzer.run)
+            s_doc = {"role": "shuffler", "hop": 0, "state_dir": f"{state}/s", **common}
+            s_doc |= {"listen": {"host": "127.0.0.1", "port": 0}, "shuffle": shuffler_rule}
+            s_doc["next"] = {"host": "127.0.0.1", "port": port}
+            shuffler = PartyService(config_from_dict(s_doc, base=root, simulation=True))
+            first = await nursery.start(shuffler.run)
+            stats = await submit_reports(esa.Address("127.0.0.1", first), reports, key_epoch=1)
+            assert stats.acknowledged == LIVE_USERS
+            await shuffler._close_open_epochs(operator=True)
+            assert analyzer.query_port is not None
+            queries = esa.Address("127.0.0.1", analyzer.query_port)
+            with trio.fail_after(60):
+                while (await query(queries, w.QueryKind.RESULT))["epochs"] < 1:
+                    await trio.sleep(0.05)
+            out["result"] = await query(queries, w.QueryKind.RESULT)
+            out["status"] = await query(queries, w.QueryKind.STATUS)
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        analyzer.close()
+        if shuffler is not None:
+            shuffler.close()
+    return out["result"], out["status"]
+
+
+@pytest.fixture(scope="module")
+def live_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("live-threshold")
+    crypto.KeyDirectory.create(path / "keys", shufflers=1)
+    return path
+
+
+def test_the_analyzer_states_the_epsilon_the_shufflers_signed(live_root: Path) -> None:
+    """The shuffler signs T and ε_t in its count statement; the analyzer's RESULT states
+    ε_c + m·k·ε_t with the signed ε_t (m = 1 shuffler, k = 1 message per user): the same
+    as the statement for the same facts without the threshold, plus 1·1·ε_t."""
+    rule = {"threshold": T, "threshold_epsilon": EPS_T}
+    result, status = _live_run(live_root, "agree", rule, {"threshold_epsilon": EPS_T})
+    assert result["drop_check"] == {"ok": True, "problems": []}
+    assert "privacy_refused" not in result
+    privacy = result["privacy"]
+    facts = privacy["facts"]
+    assert facts["threshold_epsilon"] == EPS_T
+    assert facts["n_users"] == LIVE_USERS  # a crowd of 60 at T = 5: released (P ≈ 1 − 1e-14)
+    protocol = esa.load_protocol(LIVE)
+    plain = esa.run_guarantee(
+        protocol,
+        esa.RunFacts(
+            n_users=facts["n_users"],
+            fakes_added=tuple(facts["fakes_added"]),
+            fakes_arrived=facts["fakes_arrived"],
+            shufflers=facts["shufflers"],
+            threshold=facts["threshold"],
+            domain=facts["domain"],
+        ),
+        on_mismatch="recompute",
+    )
+    added = threshold_cost(protocol, EPS_T, 1)
+    assert added == EPS_T
+    assert privacy["epsilon_central"] == pytest.approx(plain.privacy.epsilon_central + added)
+    assert status["counters"].get("threshold_mismatches", 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("analyzer_rule", "signed"),
+    [
+        ({"threshold_epsilon": EPS_T / 2}, "threshold_epsilon = 0.5"),  # another ε_t
+        ({}, "threshold_epsilon = 0.5, but the deployment states None"),  # none stated
+    ],
+)
+def test_a_crowd_rule_other_than_the_analyzers_is_refused(
+    live_root: Path,
+    caplog: pytest.LogCaptureFixture,
+    analyzer_rule: dict[str, Any],
+    signed: str,
+) -> None:
+    """A shuffler that applies (and signs) another ε_t than the analyzer states: the
+    analyzer states no ε for the run (privacy null, why under privacy_refused and in the
+    drop check), counts the epoch under ``threshold_mismatches`` and logs one event."""
+    import json
+    import logging
+
+    caplog.set_level(logging.INFO, logger="esa.net.events")
+    rule = {"threshold": T, "threshold_epsilon": EPS_T}
+    state = f"mismatch-{len(analyzer_rule)}"
+    result, status = _live_run(live_root, state, rule, analyzer_rule)
+    assert result["privacy"] is None
+    (refusal,) = result["privacy_refused"]
+    assert refusal.startswith("epoch 0: hop 0 signed ")
+    assert signed in refusal
+    assert result["drop_check"]["ok"] is False
+    assert any(signed in p for p in result["drop_check"]["problems"])
+    assert status["counters"]["threshold_mismatches"] == 1
+    events = [json.loads(r.getMessage()) for r in caplog.records]
+    (logged,) = [e for e in events if e.get("event") == "threshold_mismatch"]
+    assert logged["epoch"] == 0
+    assert signed in logged["problems"][0]
+
+
+def test_the_statement_is_computed_from_the_signed_rule_not_a_recorded_one() -> None:
+    """analyzer_guarantee on stored epochs: the ε_t the statements carry counts (the
+    largest, if hops differ); an epoch stored before statements carried one uses the ε_t
+    recorded with it; an epoch whose signed rule disagreed states nothing."""
+    from esa.net._inbox import EpochRecord
+    from esa.net._processing import analyzer_guarantee
+
+    protocol = esa.load_protocol(LIVE)
+    counts = {"received": 60, "invalid": 0, "replayed": 0, "held": 0, "fakes_added": 0}
+    analyzer = {"hop": 2, "role": "analyzer", **counts, "forwarded": 60}
+
+    def epoch(signed: list[float | None] | None, **stats: Any) -> EpochRecord:
+        chain = [{"hop": h, **counts, "forwarded": 60} for h in range(2)]
+        if signed is not None:
+            for s, eps_t in zip(chain, signed, strict=True):
+                s |= {"threshold": T, "threshold_epsilon": eps_t}
+        body = {"analyzer": analyzer, "chain": chain, "problems": [], "fakes": 0, **stats}
+        return EpochRecord(0, 1, "processed", None, None, body)
+
+    def eps(rec: EpochRecord) -> float:
+        g = analyzer_guarantee(protocol, [rec])
+        assert g is not None
+        return float(g.privacy.epsilon_central)
+
+    plain = eps(epoch([None, None]))
+    assert eps(epoch([EPS_T, EPS_T])) == pytest.approx(plain + 2 * EPS_T)  # m = 2, k = 1
+    # The signed values win over one the analyzer recorded from its config.
+    assert eps(epoch([EPS_T, EPS_T], threshold_epsilon=0.01)) == pytest.approx(plain + 2 * EPS_T)
+    assert eps(epoch([EPS_T, 0.1])) == pytest.approx(plain + 2 * EPS_T)  # m·k·max bounds it
+    assert eps(epoch(None, threshold_epsilon=0.1)) == pytest.approx(plain + 2 * 0.1)  # legacy
+    refused = epoch([EPS_T, EPS_T], threshold_mismatch=["hop 0 signed …"])
+    assert analyzer_guarantee(protocol, [epoch([EPS_T, EPS_T]), refused]) is None
+
+
+def test_a_refused_statement_is_never_released_under_a_budget(live_root: Path) -> None:
+    """The ledger row of an epoch whose signed rule disagreed states ε = ∞, so a [budget]
+    refuses its release (it stays stored) and the spent ε stays finite."""
+    import sqlite3
+
+    from esa.net import PartyService, _ledger
+    from esa.net._inbox import EpochRecord
+
+    doc = {
+        "role": "analyzer",
+        "hop": 1,
+        "state_dir": "ledger-a",
+        "listen": {"host": "127.0.0.1", "port": 0},
+        "keys": {"epochs": {"1": "keys"}},
+        "protocol": LIVE,
+        "tls": {"insecure_plaintext": True},
+        "budget": {"epsilon_total": 4.0, "delta_total": 1e-5},
+    }
+    svc = PartyService(config_from_dict(doc, base=live_root, simulation=True))
+    try:
+        lead = EpochRecord(0, 1, "closed", None, None, {})
+        stats = {"analyzer": {}, "chain": [], "threshold_mismatch": ["hop 0 signed …"]}
+        entry = svc._ledger_entry(lead, stats)
+    finally:
+        svc.close()
+    assert entry.epsilon == math.inf
+    assert entry.bound.startswith("refused")
+    db = sqlite3.connect(":memory:")
+    try:
+        with pytest.raises(_ledger.BudgetExceeded):
+            _ledger.record_release(db, entry, budget=svc.config.budget)
+    finally:
+        db.close()

@@ -1,11 +1,12 @@
 """The query listener, the stored result summary, private state, durable counters, logs.
 
-RESULT is answered on the query listener only, from the summary the analyzer stores in the
-transaction that analyzes an epoch; many RESULT queries at once leave STATUS (and intake)
-responsive. State directories are 0700 and their files 0600 whatever the umask; deleted
-content is overwritten (``secure_delete``); counters survive a restart; rejections and
-recoveries are logged as JSON lines. Real sockets on 127.0.0.1, real SQLite; the
-listeners run the explicit plaintext mode here (TLS: tests/test_net_tls.py).
+RESULT and the full STATUS are answered on the query listener only (the batch port answers
+a public STATUS that carries nothing of the party's state); RESULT from the summary the
+analyzer stores in the transaction that analyzes an epoch; many RESULT queries at once
+leave STATUS (and intake) responsive. State directories are 0700 and their files 0600
+whatever the umask; deleted content is overwritten (``secure_delete``); counters survive a
+restart; rejections and recoveries are logged as JSON lines. Real sockets on 127.0.0.1,
+real SQLite; the listeners run the explicit plaintext mode here (TLS: tests/test_net_tls.py).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _service(root: Path, state: str, **extra: Any) -> PartyService:
-    return PartyService(config_from_dict(_doc(state, **extra), base=root), protocol=PROTOCOL)
+    return PartyService(
+        config_from_dict(_doc(state, **extra), base=root, simulation=True), protocol=PROTOCOL
+    )
 
 
 def _store_epoch(svc: PartyService, epoch: int, rows: list[bytes]) -> None:
@@ -72,17 +75,23 @@ def _store_epoch(svc: PartyService, epoch: int, rows: list[bytes]) -> None:
 
 
 def test_query_port_defaults_and_is_distinct(root: Path) -> None:
-    cfg = config_from_dict(_doc("s0", listen={"host": "0.0.0.0", "port": 7103}), base=root)
+    cfg = config_from_dict(
+        _doc("s0", listen={"host": "0.0.0.0", "port": 7103}), base=root, simulation=True
+    )
     assert cfg.query_listen == esa.Address("127.0.0.1", 7103 + QUERY_PORT_OFFSET)
-    assert config_from_dict(_doc("s0"), base=root).query_listen.port == 0  # OS-picked
-    given = config_from_dict(_doc("s0", query={"port": 9000}), base=root)
+    assert (
+        config_from_dict(_doc("s0"), base=root, simulation=True).query_listen.port == 0
+    )  # OS-picked
+    given = config_from_dict(_doc("s0", query={"port": 9000}), base=root, simulation=True)
     assert given.query_listen == esa.Address("127.0.0.1", 9000)  # host defaults to loopback
     with pytest.raises(esa.ConfigError, match="must differ from the \\[listen\\] port"):
         config_from_dict(
-            _doc("s0", listen={"host": "127.0.0.1", "port": 7103}, query={"port": 7103}), base=root
+            _doc("s0", listen={"host": "127.0.0.1", "port": 7103}, query={"port": 7103}),
+            base=root,
+            simulation=True,
         )
     with pytest.raises(esa.ConfigError, match="\\[query\\]: unknown keys"):
-        config_from_dict(_doc("s0", query={"port": 1, "tls": False}), base=root)
+        config_from_dict(_doc("s0", query={"port": 1, "tls": False}), base=root, simulation=True)
 
 
 def test_the_summary_is_written_with_the_epoch_and_equals_a_fresh_result(root: Path) -> None:
@@ -160,6 +169,97 @@ def test_result_only_on_the_query_listener_and_many_queries_do_not_stall_status(
     assert all(r["epochs"] == 1 for r in results)
     assert latencies, "STATUS was never answered while the queries ran"
     assert max(latencies) < 1.0, f"STATUS stalled: {max(latencies):.2f} s"
+
+
+#: What the batch port's STATUS must never carry: the party's load, counters, epochs,
+#: failures and privacy budget (what an operator reads on the query listener).
+PRIVATE_STATUS = {
+    "counters",
+    "rejected",
+    "epochs",
+    "open_reports",
+    "active_connections",
+    "budget",
+    "last_forward_error",
+    "failed_epochs",
+    "set_aside",
+}
+
+
+def test_the_batch_port_answers_only_the_public_status(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Anyone can reach the batch port: its STATUS says who the party is and what it
+    serves, nothing of its private state; the full view is refused there (counted as
+    ``unexpected_kind``) and answered on the query listener, as ``esa submit --query
+    status`` asks for it (a batch port gets one clear line and exit 2)."""
+    from simulations.cli import main as cli_main
+
+    budget = {"epsilon_total": 4.0, "delta_total": 1e-5}
+    svc = _service(root, "s-public", budget=budget)
+    _store_epoch(svc, 0, [bytes([i % 4]) for i in range(10)])
+    replies: dict[str, Any] = {}
+
+    def exit_code(argv: list[str]) -> int:
+        try:
+            return cli_main(argv)
+        except SystemExit as exc:
+            return int(exc.code or 0)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(svc.run)
+            capsys.readouterr()  # the party's start-up line
+            assert svc.query_port is not None
+            batch = esa.Address("127.0.0.1", port)
+            queries = esa.Address("127.0.0.1", svc.query_port)
+            replies["public"] = await query(batch, w.QueryKind.STATUS)
+            with pytest.raises(esa.PeerRejected, match="unexpected_kind") as refused:
+                await query(batch, w.QueryKind.STATUS, {"view": "full"})
+            replies["refusal"] = refused.value.detail
+            replies["full"] = await query(queries, w.QueryKind.STATUS)
+            argv = ["submit", "--query", "status", "--insecure-plaintext", "--json"]
+            replies["cli_batch"] = await trio.to_thread.run_sync(
+                exit_code, [*argv, "--to", str(batch)]
+            )
+            replies["cli_batch_err"] = capsys.readouterr().err
+            replies["cli_query"] = await trio.to_thread.run_sync(
+                cli_main, [*argv, "--to", str(queries)]
+            )
+            replies["cli_query_out"] = json.loads(capsys.readouterr().out)
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        svc.close()
+    public, full = replies["public"], replies["full"]
+    assert public.keys() == {
+        "view",
+        "party",
+        "hop",
+        "channel",
+        "channels",
+        "protocol",
+        "crypto",
+        "deployment",
+        "non_finite",
+    }
+    assert not PRIVATE_STATUS & public.keys()
+    assert public["view"] == "public"
+    assert "query listener" in replies["refusal"]
+    assert full["view"] == "full"
+    assert {"counters", "rejected", "epochs", "budget"} <= full.keys()
+    assert full["rejected"] == {"unexpected_kind": 1}  # the refused full view, counted
+    # Whatever both show, they show alike.
+    assert {k: full[k] for k in public} == public | {"view": "full"}
+    assert replies["cli_batch"] == 2
+    err = replies["cli_batch_err"].strip()
+    assert err.startswith("esa submit: error: ")
+    assert "\n" not in err
+    assert "query listener" in err
+    assert replies["cli_query"] == 0
+    assert replies["cli_query_out"]["epochs"] == full["epochs"]
 
 
 def test_state_is_private_whatever_the_umask_and_deletes_are_secure(root: Path) -> None:

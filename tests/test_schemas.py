@@ -337,7 +337,7 @@ def test_submit_and_its_queries(
     deployment: dict[str, Any],  # noqa: F811  (the imported fixture)
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    status_argv = ["submit", "--to", deployment["shuffler"], "--query", "status"]
+    status_argv = ["submit", "--to", deployment["shuffler_query"], "--query", "status"]
     status_argv += ["--insecure-plaintext", "--json"]
     validate("submit", run(capsys, status_argv), status_argv)
     key = str(deployment["root"] / "operator.key")

@@ -46,6 +46,7 @@ def _chunk() -> w.BatchChunk:
 
 
 def _statement(hop: int, key: Ed25519PrivateKey) -> w.CountStatement:
+    """Hop 0 signs a noisy threshold (T = 5, ε_t = 0.5), every other hop none."""
     return w.CountStatement(
         hop=hop,
         key_epoch=7,
@@ -57,6 +58,8 @@ def _statement(hop: int, key: Ed25519PrivateKey) -> w.CountStatement:
         held=0,
         fakes_added=3,
         forwarded=10,
+        threshold=5 if hop == 0 else 0,
+        threshold_epsilon=0.5 if hop == 0 else None,
     ).signed_by(key)
 
 
@@ -110,12 +113,15 @@ def test_vectors_parse_back() -> None:
     counts = w.verify_counts(frames["counts"], [SENDER.public_key(), OPERATOR.public_key()])
     assert [s.hop for s in counts.statements] == [0, 1]
     assert all(s.consistent for s in counts.statements)
+    assert [(s.threshold, s.threshold_epsilon) for s in counts.statements] == [(5, 0.5), (0, None)]
     ctl = w.verify_control(frames["control"], OPERATOR.public_key())
     assert ctl == _control(w.ControlCommand.CLOSE_EPOCH)
     ctl = w.verify_control(frames["control_at"], OPERATOR.public_key())
     assert ctl == _control(w.ControlCommand.CLOSE_EPOCH_AT, 42)
     assert (ctl.target, ctl.deployment_id, ctl.nonce) == ("shuffler-1", bytes(range(16)), bytes(16))
-    assert frames["control"][0] == w.CONTROL_VERSION == 2  # the only kind whose layout changed
+    # The kinds whose layout changed: CONTROL (its version byte) and COUNTS' statements
+    # (which gained the signed crowd rule; their signing context says v2).
+    assert frames["control"][0] == w.CONTROL_VERSION == 2
     assert w.parse_query(frames["query"]) == w.Query(w.QueryKind.RESULT, b'{"n":5}')
     assert w.parse_reply(frames["reply"]).body == b'{"ok":true}'
     assert w.frame_length(frames["framed_ack"][:4]) == len(frames["ack"])
@@ -160,6 +166,12 @@ def test_counts_tampering_and_consistency() -> None:
         w.verify_counts(flip_byte(raw, 10), [SENDER.public_key()])
     with pytest.raises(w.BadSignature):  # statement for a hop with no key
         w.verify_counts(w.CountsFrame((_statement(3, SENDER),)).to_bytes(), [SENDER.public_key()])
+    # The signed crowd rule: ε_t is the statement's last 8 bytes before the signature.
+    eps_t_at = len(raw) - w.SIGNATURE_SIZE - 1
+    with pytest.raises(w.BadSignature):
+        w.verify_counts(flip_byte(raw, eps_t_at), [SENDER.public_key()])
+    with pytest.raises(CryptoParameterError, match="threshold_epsilon"):
+        w.CountStatement(0, 0, 0, bytes(32), 1, 0, 0, 0, 0, 1, threshold_epsilon=0.0)
     bad = w.CountStatement(0, 0, 0, bytes(32), 10, 0, 0, 0, 0, 9)
     assert not bad.consistent
     with pytest.raises(CryptoParameterError):

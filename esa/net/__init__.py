@@ -32,6 +32,7 @@ from ._admission import address_group as address_group
 from ._admission import mint_token as mint_token
 from ._chain import batch_id_for as batch_id_for
 from ._chain import check_chain as check_chain
+from ._chain import check_thresholds as check_thresholds
 from ._client import SubmitStats as SubmitStats
 from ._client import close_epoch as close_epoch
 from ._client import close_epochs_together as close_epochs_together

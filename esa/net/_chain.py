@@ -2,7 +2,8 @@
 
 Each hop signs a :class:`~esa.net.CountStatement` of what it did in an epoch and appends it
 to the chain it received; the analyzer checks the whole chain against the batch it got
-(:func:`check_chain`). The helpers here read the statements an analyzed epoch recorded.
+(:func:`check_chain`), and the crowd rule each hop signed against the deployment's
+(:func:`check_thresholds`). The helpers here read the statements an analyzed epoch recorded.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "batch_id_for",
     "chains_of",
     "check_chain",
+    "check_thresholds",
     "counts_of",
     "is_empty",
     "statement_json",
@@ -82,6 +84,43 @@ def check_chain(
         problems.append(
             f"analyzer received {received} but hop {chain[-1].hop} forwarded {chain[-1].forwarded}"
         )
+    return problems
+
+
+def check_thresholds(
+    chain: tuple[CountStatement, ...],
+    *,
+    threshold_epsilon: float | None,
+    threshold: int | None = None,
+) -> list[str]:
+    """The hops whose signed crowd rule is not the deployment's (empty = all agree).
+
+    The run's privacy statement adds m·k·ε_t for a noisy threshold, so the analyzer states
+    it from the ε_t the shufflers signed; a hop that signed another ε_t than the deployment
+    states (or none where one is stated) makes that statement unprovable.
+
+    Args:
+        chain: the verified statements, in hop order.
+        threshold_epsilon: the ε_t the deployment states (the analyzer's ``[shuffle]
+            threshold_epsilon``; None: a plain threshold or none).
+        threshold: the crowd threshold T the signed manifest states (None: not stated,
+            not checked).
+
+    Returns:
+        One line per hop that disagrees.
+    """
+    problems = []
+    for s in chain:
+        if s.threshold_epsilon != threshold_epsilon:
+            problems.append(
+                f"hop {s.hop} signed threshold_epsilon = {s.threshold_epsilon}, but the "
+                f"deployment states {threshold_epsilon}"
+            )
+        if threshold is not None and s.threshold != threshold:
+            problems.append(
+                f"hop {s.hop} signed threshold = {s.threshold}, but the signed manifest "
+                f"states {threshold}"
+            )
     return problems
 
 

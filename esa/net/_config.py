@@ -70,7 +70,8 @@ of two shufflers)::
     ca = "keys/tls/ca.crt"       # the deployment CA, the only trust anchor
     cert = "keys/tls/shuffler-1.crt"
     key = "keys/tls/shuffler-1.key"   # mode 0600, refused if group/world-readable
-    # insecure_plaintext = true  # instead of the three above: no TLS (local test harness)
+    # insecure_plaintext = true  # instead of the three above: no TLS (esa serve
+                                 # --local-simulation only; a deployed config refuses it)
 
     [query]                      # optional: the query listener (STATUS, RESULT, trap audit)
     host = "127.0.0.1"           # default; bind it to a private interface
@@ -80,13 +81,16 @@ of two shufflers)::
     epsilon_total = 4.0          # composed epsilon over every released epoch, at most
     delta_total = 1e-5           # the delta at which it is composed
 
-A deployed config (the default of :func:`load_config`) refuses ``crypto = "ideal"`` and a
-``[simulation]`` table: those exist only for the local simulation harness (``esa simulate
---transport tcp``), which opts in with ``simulation=True``. In every mode the ``[protocol]``
+A deployed config (the default of :func:`load_config`) refuses ``crypto = "ideal"``, a
+``[simulation]`` table and ``[tls] insecure_plaintext = true``: those exist only for the
+local simulation harness (``esa simulate --transport tcp``, ``esa serve
+--local-simulation``), which opts in with ``simulation=True``. In every mode the ``[protocol]``
 table names the protocol and its parameters, and the party builds it with
 :func:`protocols.build_protocol`; no other key (no serialized object) is taken. With
 ``manifest`` the party refuses to start unless the manifest verifies under its
-``[operator]`` key and states the config's protocol, crypto, channels and public keys.
+``[operator]`` key and states the config's protocol, crypto, channels and public keys, and
+(where the manifest states the shufflers' crowd rule) a shuffler's ``[shuffle] threshold``
+and ``threshold_epsilon``, the analyzer's ``threshold_epsilon``.
 """
 
 from __future__ import annotations
@@ -272,7 +276,7 @@ class TlsSettings:
     certificate is optional there: users have none) and on the query port (a client
     certificate from the deployment CA is required), and connects to its next hop
     presenting its certificate. ``insecure_plaintext`` switches TLS off; it exists for the
-    local test harness only.
+    local test harness only (a deployed config refuses it, :func:`config_from_dict`).
     """
 
     ca: Path | None = None
@@ -584,8 +588,8 @@ def config_from_dict(
         doc: the parsed TOML document.
         base: the directory relative paths resolve against.
         simulation: a local simulation's party (``esa simulate --transport tcp``), which
-            alone may take plaintext reports (``crypto = "ideal"``) and seeded fakes
-            (``[simulation]``).
+            alone may take plaintext reports (``crypto = "ideal"``), seeded fakes
+            (``[simulation]``) and no TLS (``[tls] insecure_plaintext = true``).
 
     Returns:
         The validated configuration (with its verified manifest, if it names one).
@@ -701,6 +705,8 @@ def config_from_dict(
     # object's file is refused, simulations included).
     protocol_table(proto)
     manifest = _manifest_for(doc, base, op_key, proto, crypto_mode, channels, key_epochs)
+    if manifest is not None:
+        _check_crowd_rule(manifest, role, threshold, threshold_epsilon)
     admission = _admission(doc, role=role, hop=hop, operator_key=op_key, manifest=manifest)
     sim = doc.get("simulation", {})
     if not isinstance(sim, dict):
@@ -743,7 +749,7 @@ def config_from_dict(
 
 
 def _refuse_simulation_settings(doc: Mapping[str, Any]) -> None:
-    """A deployed config takes no plaintext reports or seeded fakes."""
+    """A deployed config takes no plaintext reports, seeded fakes or plaintext transport."""
     if doc.get("crypto", "onion") == "ideal":
         raise ConfigError(
             'crypto = "ideal" sends users\' values in plaintext: only a local simulation '
@@ -753,6 +759,13 @@ def _refuse_simulation_settings(doc: Mapping[str, Any]) -> None:
         raise ConfigError(
             "[simulation] (seeded fakes) is for local simulations only; remove it from a "
             "deployed party's config"
+        )
+    tls = doc.get("tls")
+    if isinstance(tls, Mapping) and tls.get("insecure_plaintext") is True:
+        raise ConfigError(
+            "[tls] insecure_plaintext = true sends reports, batches and results without TLS: "
+            "only a local simulation takes it (esa serve --local-simulation); a deployed party "
+            "gives [tls] ca, cert and key (esa keygen writes them under DIR/tls)"
         )
 
 
@@ -793,6 +806,27 @@ def _manifest_for(
         raise ConfigError(f"cannot read the keys of key epoch {ke}: {exc}") from None
     manifest.check_route(ke, keys)
     return manifest
+
+
+def _check_crowd_rule(
+    manifest: Manifest, role: str, threshold: int, threshold_epsilon: float | None
+) -> None:
+    """A party configured with another crowd rule than the signed manifest states refuses
+    to start: a shuffler's threshold and ε_t, the analyzer's ε_t (the one it states the
+    run's privacy with, and checks the shufflers' signed statements against)."""
+    if manifest.shuffle is None:
+        return
+    mine: list[tuple[str, Any, Any]] = [
+        ("threshold_epsilon", threshold_epsilon, manifest.threshold_epsilon)
+    ]
+    if role == "shuffler":
+        mine.insert(0, ("threshold", threshold, manifest.threshold))
+    for what, value, signed in mine:
+        if value != signed:
+            raise ManifestError(
+                f"the config's [shuffle] {what} is {value!r}, but the signed manifest says "
+                f"{signed!r}"
+            )
 
 
 def _tls(doc: Mapping[str, Any], base: Path) -> TlsSettings:

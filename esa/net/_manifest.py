@@ -4,8 +4,10 @@ A client must never take privacy parameters from an unsigned reply: a hostile fi
 shuffler could announce plaintext reports or ε = 30 in its STATUS. The manifest states,
 as declarative values, everything an encoder needs and every party must agree on — the
 protocol and its parameters, the report format (``crypto``), the number of shuffler
-chains, the key epoch and every party's public keys (X25519 layer key and Ed25519 verify
-key) in route order — with the deployment's random id and its creation time, and the
+chains, the key epoch, the shufflers' crowd rule (``shuffle``: the threshold T and the ε_t
+of a noisy threshold, which the run's privacy statement depends on) and every party's
+public keys (X25519 layer key and Ed25519 verify key) in route order — with the
+deployment's random id and its creation time, and the
 operator signs it with the Ed25519 key whose public half every party already has in its
 ``[operator]`` table. ``esa keygen --manifest`` writes it; ``esa submit --manifest FILE
 --operator-key PUB`` verifies it, encodes for it and refuses a first shuffler whose STATUS
@@ -70,6 +72,9 @@ _FIELDS: Final = {
     "route",
     "operator_key",
 }
+#: Fields a manifest may leave out (one made before they existed): ``shuffle``.
+_OPTIONAL: Final = {"shuffle"}
+_SHUFFLE_KEYS: Final = {"threshold", "threshold_epsilon"}
 
 
 class ManifestError(ConfigError):
@@ -117,6 +122,9 @@ class Manifest:
         route: every party's public keys in key-directory order (all chains' shufflers,
             then the analyzer).
         operator_key: the operator's Ed25519 verify key, which signed the manifest.
+        shuffle: the shufflers' crowd rule, ``{"threshold": T, "threshold_epsilon": ε_t}``
+            (ε_t None: the plain threshold); every shuffler must be configured with it and
+            the analyzer with its ε_t. None: a manifest that does not state it.
     """
 
     deployment_id: str
@@ -127,6 +135,7 @@ class Manifest:
     protocol: Mapping[str, Any]
     route: tuple[PartyPublic, ...]
     operator_key: bytes
+    shuffle: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -170,6 +179,19 @@ class Manifest:
             raise ManifestError(f"route must name the parties {names} in order")
         if crypto.is_weak_verify_key(self.operator_key):
             raise ManifestError("operator_key is not a valid Ed25519 key")
+        if self.shuffle is not None:
+            _check_shuffle(self.shuffle)
+
+    @property
+    def threshold(self) -> int | None:
+        """The shufflers' crowd threshold T (None: the manifest states no crowd rule)."""
+        return None if self.shuffle is None else int(self.shuffle["threshold"])
+
+    @property
+    def threshold_epsilon(self) -> float | None:
+        """ε_t of the shufflers' noisy threshold (None: a plain threshold, or not stated)."""
+        eps_t = None if self.shuffle is None else self.shuffle["threshold_epsilon"]
+        return None if eps_t is None else float(eps_t)
 
     @property
     def deployment_bytes(self) -> bytes:
@@ -239,6 +261,7 @@ class Manifest:
                 for p in self.route
             ],
             "operator_key": self.operator_key.hex(),
+            **({"shuffle": dict(self.shuffle)} if self.shuffle is not None else {}),
         }
 
     def signed_message(self) -> bytes:
@@ -324,6 +347,7 @@ def make_manifest(
     operator_key: bytes,
     deployment_id: str | None = None,
     created_at: int | None = None,
+    shuffle: Mapping[str, Any] | None = None,
 ) -> Manifest:
     """A new manifest for a deployment (sign it with :meth:`Manifest.sign`).
 
@@ -335,6 +359,8 @@ def make_manifest(
         operator_key: the operator's Ed25519 verify key (32 bytes).
         deployment_id: 32 hex digits (default: fresh random).
         created_at: Unix seconds (default: now).
+        shuffle: the shufflers' crowd rule, ``{"threshold": T, "threshold_epsilon": ε_t
+            or None}`` (None: not stated).
 
     Returns:
         The manifest; the protocol is built once to check its parameters.
@@ -351,13 +377,34 @@ def make_manifest(
         protocol=dict(protocol),
         route=tuple(keys.route()),
         operator_key=operator_key,
+        shuffle=None if shuffle is None else dict(shuffle),
     )
     manifest.build_protocol()
     return manifest
 
 
+def _check_shuffle(shuffle: Any) -> None:
+    """Raise :class:`ManifestError` unless ``shuffle`` is a valid crowd rule."""
+    if not isinstance(shuffle, Mapping) or set(shuffle) != _SHUFFLE_KEYS:
+        raise ManifestError(f"shuffle must be a table of exactly {sorted(_SHUFFLE_KEYS)}")
+    t, eps_t = shuffle["threshold"], shuffle["threshold_epsilon"]
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 2**63:
+        raise ManifestError(f"shuffle threshold must be an integer >= 0, got {t!r}")
+    if eps_t is not None:
+        if (
+            isinstance(eps_t, bool)
+            or not isinstance(eps_t, int | float)
+            or not (math.isfinite(eps_t) and eps_t > 0)
+        ):
+            raise ManifestError(
+                f"shuffle threshold_epsilon must be null or a finite number > 0, got {eps_t!r}"
+            )
+        if t < 1:
+            raise ManifestError("shuffle threshold_epsilon needs a threshold >= 1")
+
+
 def _parse(body: Mapping[str, Any]) -> Manifest:
-    unknown, missing = set(body) - _FIELDS, _FIELDS - set(body)
+    unknown, missing = set(body) - _FIELDS - _OPTIONAL, _FIELDS - set(body)
     if unknown or missing:
         raise ManifestError(
             f"manifest fields: unknown {sorted(unknown)}, missing {sorted(missing)}"
@@ -390,6 +437,7 @@ def _parse(body: Mapping[str, Any]) -> Manifest:
         protocol=protocol,
         route=parties,
         operator_key=_hex_key(body["operator_key"], "operator_key"),
+        shuffle=body.get("shuffle"),
     )
 
 

@@ -19,6 +19,7 @@ when every chain has delivered it (:meth:`Processing._process_group`).
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 import time
@@ -36,7 +37,14 @@ from .._errors import ESAError, InboxDamaged, PeerRejected, WireError, _Abandone
 from .._guarantee import RunFacts, RunGuarantee, run_guarantee
 from .._roles import Analyzer, Shuffler, reports_per_fake
 from . import _ledger
-from ._chain import COUNTS, batch_id_for, chains_of, check_chain, statement_json
+from ._chain import (
+    COUNTS,
+    batch_id_for,
+    chains_of,
+    check_chain,
+    check_thresholds,
+    statement_json,
+)
 from ._frames import FrameStream, expect_ack, open_stream
 from ._inbox import EpochRecord
 from ._party import PartyBase, T, event, log
@@ -58,15 +66,26 @@ def analyzer_guarantee(protocol: ShuffleProtocol, epochs: list[EpochRecord]) -> 
     :func:`esa.run_guarantee` with ``on_mismatch="recompute"``. ``None`` before any epoch
     was processed.
 
-    An epoch whose stats record ``threshold_epsilon`` (the analyzer's ``[shuffle]
-    threshold_epsilon``, declaring the shufflers' noisy threshold) adds their release
-    decisions to its statement (:func:`esa.run_guarantee`: ε + m·k·ε_t).
+    A noisy threshold adds the shufflers' release decisions to the statement
+    (:func:`esa.run_guarantee`: ε + m·k·ε_t), with the ε_t the shufflers signed in their
+    count statements (the largest, if they differ: m·k·max ε_t bounds the sum over hops).
+    An epoch whose statements predate signed thresholds uses the ε_t the analyzer
+    recorded from its own ``[shuffle] threshold_epsilon`` then. ``None`` as well when any
+    epoch's signed thresholds disagreed with the deployment's (``threshold_mismatch`` in
+    its stats, :func:`~esa.net.check_thresholds`): no ε is stated for such a run.
     """
     per_fake = reports_per_fake(protocol)
     worst: RunGuarantee | None = None
     for rec in epochs:
+        if rec.stats.get("threshold_mismatch"):
+            return None
         analyzer = rec.stats.get("analyzer", {})
         statements = [s for chain in chains_of(rec) for s in chain]
+        if all("threshold_epsilon" in s for s in statements):
+            signed = [s["threshold_epsilon"] for s in statements]
+            eps_t = max((float(e) for e in signed if e is not None), default=None)
+        else:  # stored before the shufflers signed their threshold
+            eps_t = rec.stats.get("threshold_epsilon")
         lost = sum(int(analyzer.get(k, 0)) for k in ("invalid", "replayed"))
         lost += sum(int(s[k]) for s in statements for k in ("invalid", "replayed", "held"))
         fakes = sum(int(s["fakes_added"]) for s in statements)
@@ -78,7 +97,7 @@ def analyzer_guarantee(protocol: ShuffleProtocol, epochs: list[EpochRecord]) -> 
             shufflers=max([1, *(len(chain) for chain in chains_of(rec))]),
             threshold=0,  # the analyzer sees what a threshold held, not the threshold
             domain=protocol.domain,
-            threshold_epsilon=rec.stats.get("threshold_epsilon"),
+            threshold_epsilon=eps_t,
         )
         g = run_guarantee(protocol, facts, on_mismatch="recompute")
         if worst is None or not g.privacy.epsilon_central <= worst.privacy.epsilon_central:
@@ -194,6 +213,15 @@ class Processing(PartyBase):
         reports = [await self._db(self.inbox.epoch_reports, r.epoch) for r in ready]
         dups = [await self._db(self.inbox.upstream_duplicates, r.epoch) for r in ready]
         commit = await compute(lambda: self._analyze_epoch(ready, reports, dups))
+        mismatch = commit["stats"].get("threshold_mismatch")
+        if mismatch:  # counted whether or not a [budget] then refuses the release
+            self.counters["threshold_mismatches"] += 1
+            event(
+                "threshold_mismatch",
+                party=self.party_name,
+                epoch=ready[0].epoch // self.channels,
+                problems=mismatch,
+            )
         # The budget ledger's row commits with the release, or the release is refused.
         entry = await compute(lambda: self._ledger_entry(ready[0], commit["stats"]))
         budget = self.config.budget
@@ -214,6 +242,11 @@ class Processing(PartyBase):
                 )
         self.counters["epochs_processed"] += 1
 
+    def _signed_threshold(self) -> int | None:
+        """The crowd threshold T the signed manifest states (None: it states none)."""
+        manifest = self.config.manifest
+        return None if manifest is None or manifest.shuffle is None else manifest.threshold
+
     def _ledger_entry(self, lead: EpochRecord, stats: dict[str, Any]) -> _ledger.LedgerEntry:
         """The ledger row of the epoch group whose lead is ``lead`` and whose analysis wrote
         ``stats``: the guarantee the analyzer states for that epoch alone
@@ -222,8 +255,19 @@ class Processing(PartyBase):
             lead.epoch, lead.key_epoch, "processed", lead.upstream_counts, None, stats
         )
         guarantee = analyzer_guarantee(self.protocol, [rec])
-        assert guarantee is not None  # one epoch given
         manifest = self.config.manifest
+        if guarantee is None:  # signed thresholds that disagree: nothing proven (ε = ∞)
+            return _ledger.LedgerEntry(
+                epoch=lead.epoch // self.channels,
+                inbox_epoch=lead.epoch,
+                deployment=None if manifest is None else manifest.deployment_id,
+                protocol=self.protocol.name,
+                epsilon=math.inf,
+                delta=1.0,
+                users=0,
+                bound="refused: the shufflers' signed thresholds disagree with the deployment",
+                released_at=time.time(),
+            )
         return _ledger.LedgerEntry(
             epoch=lead.epoch // self.channels,
             inbox_epoch=lead.epoch,
@@ -307,6 +351,9 @@ class Processing(PartyBase):
             held=c.held,
             fakes_added=c.fakes_added,
             forwarded=c.forwarded,
+            # The crowd rule it applied: the analyzer's privacy statement is computed from it.
+            threshold=self.config.threshold,
+            threshold_epsilon=self.config.threshold_epsilon,
         ).signed_by(keys.signing)
         chain = CountsFrame((*self._upstream(rec), statement)).to_bytes()
         return {"stats": statement_json(statement), "counts": chain, "outbox": outbox}
@@ -325,6 +372,7 @@ class Processing(PartyBase):
         messages = []
         chains = []
         problems: list[str] = []
+        mismatch: list[str] = []
         for c, (rec, batch, dup) in enumerate(zip(members, reports, dups, strict=True)):
             keys = self.keys[rec.key_epoch]
             analyzer = Analyzer(
@@ -356,6 +404,12 @@ class Processing(PartyBase):
                 received=len(batch) + dup,
             )
             problems += found if self.channels == 1 else [f"chain {c + 1}: {p}" for p in found]
+            rule = check_thresholds(
+                chain,
+                threshold_epsilon=self.config.threshold_epsilon,
+                threshold=self._signed_threshold(),
+            )
+            mismatch += rule if self.channels == 1 else [f"chain {c + 1}: {p}" for p in rule]
         msgs = np.concatenate(messages) if len(messages) > 1 else messages[0]
         rows = self.protocol.encode(msgs) if len(msgs) else np.zeros((0, 1), np.uint8)
         stats: dict[str, Any] = {
@@ -363,8 +417,9 @@ class Processing(PartyBase):
             "problems": problems,
             "fakes": sum(int(s["fakes_added"]) for chain in chains for s in chain),
         }
-        if self.config.threshold_epsilon is not None:
-            stats["threshold_epsilon"] = self.config.threshold_epsilon
+        if mismatch:  # no ε is stated for this epoch (analyzer_guarantee)
+            stats["threshold_mismatch"] = mismatch
+            stats["problems"] = problems + mismatch
         # One chain keeps the stats format of existing inboxes.
         if self.channels == 1:
             stats["chain"] = chains[0]

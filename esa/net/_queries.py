@@ -1,9 +1,16 @@
 """Queries: a party's STATUS, and the analyzer's RESULT (the estimate over every epoch).
 
-QUERY frames carry a JSON object and are answered with a JSON REPLY. STATUS is what
-clients (``esa submit``) and operators read; RESULT is the protocol's estimate over every
-processed epoch, with the drop check and the trap audit's counts; TRAP_COMMIT and
-TRAP_OPEN go to the trap audit (:class:`~esa.net.TrapAudit`).
+QUERY frames carry a JSON object and are answered with a JSON REPLY. STATUS comes in two
+views. The batch port, which anyone may reach, answers the public one
+(:meth:`Queries.public_status`): only what a submitting client or the operator's
+``esa close-epoch`` needs — the party, the deployment id, the protocol and report format
+it serves (which a client checks against the signed manifest, never takes from here) and a
+first shuffler's next epoch id — and nothing about counters, connections, epochs, the
+budget or failures. The full view (:meth:`Queries.status`), which operators read, is served
+on the query listener only; asking the batch port for it (``{"view": "full"}``) is refused
+as ``unexpected_kind``. RESULT is the protocol's estimate over every processed epoch, with
+the drop check and the trap audit's counts; TRAP_COMMIT and TRAP_OPEN go to the trap audit
+(:class:`~esa.net.TrapAudit`).
 
 RESULT is served on the query listener only. It reads the result summary the analyzer
 stores in the transaction that analyzes an epoch (or records a trap commitment or
@@ -65,8 +72,16 @@ class Queries(TrapAudit):
             raise FrameRefused(
                 RejectReason.MALFORMED_FRAME, "query body must be a JSON object"
             ) from None
-        if q.what is QueryKind.STATUS:
+        if q.what is QueryKind.STATUS and query_port:
             body = await self.status()
+        elif q.what is QueryKind.STATUS:
+            if params.get("view", "public") != "public":
+                raise FrameRefused(
+                    RejectReason.UNEXPECTED_KIND,
+                    "the full STATUS is served on the party's query listener (mutual TLS), "
+                    "not its batch port, which answers the public view only",
+                )
+            body = await self.public_status()
         elif self.config.role != "analyzer":
             raise FrameRefused(RejectReason.UNEXPECTED_KIND, f"{q.what.name} is for the analyzer")
         elif q.what is QueryKind.RESULT:
@@ -89,7 +104,41 @@ class Queries(TrapAudit):
         )
         return Reply(json.dumps(document).encode()).to_bytes()
 
+    async def public_status(self) -> dict[str, Any]:
+        """STATUS as the batch port answers it, to anyone: what a submitting client and
+        the operator's close need, nothing about the party's load, counters or budget.
+
+        Returns:
+            ``view`` ("public"), ``party``, ``hop``, ``channel``, ``channels``,
+            ``protocol``, ``crypto``, ``deployment`` and, at a first shuffler,
+            ``next_epoch``.
+        """
+        first = {"next_epoch": await self._db(self.inbox.next_epoch)} if self.is_first else {}
+        return {"view": "public", **first, **self._identity()}
+
+    def _identity(self) -> dict[str, Any]:
+        """Who the party is and what it serves: the public part of STATUS."""
+        return {
+            "party": self.party_name,
+            "hop": self.hop,
+            "channel": self.channel,
+            "channels": self.channels,
+            "protocol": self.protocol_table,
+            "crypto": self.config.crypto,
+            # The signed manifest's id (esa submit --manifest compares it); None: no manifest.
+            "deployment": (
+                self.config.manifest.deployment_id if self.config.manifest is not None else None
+            ),
+        }
+
     async def status(self) -> dict[str, Any]:
+        """STATUS as the query listener answers it (to holders of a client certificate):
+        the public view, with the party's counters, epochs, connections, failures and
+        (the analyzer) its privacy budget.
+
+        Returns:
+            The full STATUS body (``view``: "full").
+        """
         epochs = await self._db(self.inbox.epochs)
         open_count = await self._db(self.inbox.open_count)
         set_aside = await self._db(self.inbox.set_aside_counts)
@@ -97,22 +146,14 @@ class Queries(TrapAudit):
         # The first shuffler's next epoch id is what an operator's CLOSE_EPOCH_AT names.
         first = {"next_epoch": await self._db(self.inbox.next_epoch)} if self.is_first else {}
         return {
+            "view": "full",
             **first,
-            "party": self.party_name,
-            "hop": self.hop,
-            "channel": self.channel,
-            "channels": self.channels,
+            **self._identity(),
             "counters": dict(self.counters),
             "rejected": dict(self.rejected),
             "epochs": {s: by_state.get(s, 0) for s in ("closed", "processed", "forwarded")},
             "open_reports": sum(open_count.values()),
             "active_connections": self.admission.active,
-            "protocol": self.protocol_table,
-            "crypto": self.config.crypto,
-            # The signed manifest's id (esa submit --manifest compares it); None: no manifest.
-            "deployment": (
-                self.config.manifest.deployment_id if self.config.manifest is not None else None
-            ),
             **({"last_forward_error": self.last_forward_error} if self.last_forward_error else {}),
             **({"failed_epochs": dict(self._failed_epochs)} if self._failed_epochs else {}),
             **({"set_aside": set_aside} if set_aside else {}),
@@ -261,6 +302,14 @@ def compute_result(
     # The statement for the run that happened (esa.net._processing.analyzer_guarantee).
     guarantee = analyzer_guarantee(protocol, [rec for rec, _ in outputs])
     body["privacy"] = None if guarantee is None else guarantee.to_json()
+    # A shuffler signed another crowd rule than the deployment's: no ε is stated, and why.
+    refused = [
+        f"epoch {rec.epoch // channels}: {p}"
+        for rec, _ in outputs
+        for p in rec.stats.get("threshold_mismatch", [])
+    ]
+    if refused:
+        body["privacy_refused"] = refused
     # Epochs the [budget] refused to release: not in this result, and why.
     body["budget"] = {"refused": _ledger.refusals(inbox._db)}
     if params.get("messages"):

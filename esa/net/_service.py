@@ -23,18 +23,20 @@ delivered. To keep the chains' epoch numbers aligned, an operator's close on a m
 deployment closes one epoch per key epoch in service, empty or not.
 
 Two listeners. The batch port (``[listen]``) takes SUBMIT, BATCH, COUNTS and CONTROL
-frames, STATUS, and the auditor's signed TRAP_COMMIT / TRAP_OPEN; it refuses RESULT. The
-query listener (``[query]``, default 127.0.0.1) answers every QUERY, RESULT included, and
-nothing else. With TLS (the default: ``[tls]``) both speak TLS 1.3 with the party's
-certificate from the deployment CA; the query listener requires a client certificate from
-that CA (mutual TLS), the batch port takes clients without one, since users have none
-(their reports are sealed for the chain, and upstream batches are signed).
+frames, STATUS in its public view (what a submitting client needs, nothing about the
+party's counters or load), and the auditor's signed TRAP_COMMIT / TRAP_OPEN; it refuses
+RESULT and the full STATUS. The query listener (``[query]``, default 127.0.0.1) answers
+every QUERY, the full STATUS and RESULT included, and nothing else. With TLS (the
+default: ``[tls]``) both speak TLS 1.3 with the party's certificate from the deployment
+CA; the query listener requires a client certificate from that CA (mutual TLS), the batch
+port takes clients without one, since users have none (their reports are sealed for the
+chain, and upstream batches are signed).
 
 Hostile input never takes the service down: every rejected frame is answered with a REJECT
-naming its reason and counted under that name (``STATUS`` shows the counters). Framing
-errors (oversized prefix, timeout, mid-frame close) end the connection, since the stream
-can no longer be trusted to be aligned; a well-framed bad payload leaves it open, but such a
-connection is the first to be closed when the party runs out of connection slots.
+naming its reason and counted under that name (the full ``STATUS`` shows the counters).
+Framing errors (oversized prefix, timeout, mid-frame close) end the connection, since the
+stream can no longer be trusted to be aligned; a well-framed bad payload leaves it open, but
+such a connection is the first to be closed when the party runs out of connection slots.
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ Kinds (``>`` big-endian; ``u8/u16/u32/u64``; ``B[n]`` raw bytes)::
              u8 ver | u8 kind | u8 n | n * STATEMENT
              STATEMENT = u8 hop | u32 key_epoch | u64 epoch | B[32] batch_id
                          | u64 received | u64 invalid | u64 replayed | u64 held
-                         | u64 fakes_added | u64 forwarded | B[64] signature
+                         | u64 fakes_added | u64 forwarded | u64 threshold
+                         | f64 threshold_epsilon (0.0: none) | B[64] signature
+             (signed under the context ``esa/wire/v2/counts``)
     CONTROL  operator -> party, signed by the operator key; version 2 (:data:`CONTROL_VERSION`)
              u8 ver | u8 kind | u8 command | u64 issued_at_ms | B[16] nonce
              | B[16] deployment_id | u8 len | B[len] utf-8 target party name
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import secrets
 import struct
 from collections.abc import Sequence
@@ -149,7 +152,7 @@ _SUBMIT: Final = struct.Struct(">III")
 _ACK: Final = struct.Struct(">II")
 _REJECT: Final = struct.Struct(">BH")
 _BATCH: Final = struct.Struct(">BBIQ32sIIII")
-_STATEMENT: Final = struct.Struct(">BIQ32sQQQQQQ")
+_STATEMENT: Final = struct.Struct(">BIQ32sQQQQQQQd")
 _CONTROL: Final = struct.Struct(">BQ16s16sB")
 _CONTROL_EPOCH: Final = struct.Struct(">Q")
 _QUERY: Final = struct.Struct(">BI")
@@ -157,7 +160,7 @@ _REPLY: Final = struct.Struct(">I")
 STATEMENT_SIZE: Final = _STATEMENT.size + SIGNATURE_SIZE
 
 _CTX_BATCH: Final = b"esa/wire/v1/batch\x00"
-_CTX_STATEMENT: Final = b"esa/wire/v1/counts\x00"
+_CTX_STATEMENT: Final = b"esa/wire/v2/counts\x00"
 _CTX_CONTROL: Final = b"esa/wire/v2/control\x00"
 _CTX_TOKEN: Final = b"esa/wire/v1/client-token\x00"
 _TOKEN_TAIL: Final = struct.Struct(">QI")
@@ -841,6 +844,11 @@ class CountStatement:
     The chain is consistent when, for every hop, ``received − invalid − replayed − held +
     fakes_added = forwarded`` and each hop's ``received`` equals the previous hop's
     ``forwarded``; the analyzer checks both against the batch it actually got.
+
+    The hop also signs the crowd rule it applied, which the run's privacy statement
+    depends on: ``threshold`` (its crowd threshold T, 0: none) and ``threshold_epsilon``
+    (ε_t of its noisy threshold; None: the plain rule, sent as 0.0 since ε_t > 0). The
+    analyzer states the run's privacy from these signed values, never from its own config.
     """
 
     hop: int
@@ -854,13 +862,32 @@ class CountStatement:
     fakes_added: int
     forwarded: int
     signature: bytes = b""
+    threshold: int = 0
+    threshold_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         _check_uint(self.hop, _U8, "hop")
         _check_uint(self.key_epoch, _U32, "key_epoch")
         _check_uint(self.epoch, _U64, "epoch")
-        for name in ("received", "invalid", "replayed", "held", "fakes_added", "forwarded"):
+        for name in (
+            "received",
+            "invalid",
+            "replayed",
+            "held",
+            "fakes_added",
+            "forwarded",
+            "threshold",
+        ):
             _check_uint(getattr(self, name), _U64, name)
+        eps_t = self.threshold_epsilon
+        if eps_t is not None and (
+            isinstance(eps_t, bool)
+            or not isinstance(eps_t, int | float)
+            or not (math.isfinite(eps_t) and eps_t > 0)
+        ):
+            raise CryptoParameterError(
+                f"threshold_epsilon must be None or a finite number > 0, got {eps_t!r}"
+            )
         if not isinstance(self.batch_id, bytes) or len(self.batch_id) != BATCH_ID_SIZE:
             raise CryptoParameterError(f"batch_id is {BATCH_ID_SIZE} bytes, got {self.batch_id!r}")
         if not isinstance(self.signature, bytes) or (
@@ -885,6 +912,8 @@ class CountStatement:
             self.held,
             self.fakes_added,
             self.forwarded,
+            self.threshold,
+            0.0 if self.threshold_epsilon is None else float(self.threshold_epsilon),
         )
 
     def signed_by(self, key: Ed25519PrivateKey) -> CountStatement:
@@ -953,8 +982,10 @@ def _parse_unverified_counts(payload: bytes) -> CountsFrame:
     out = []
     for i in range(n):
         raw = body[i * STATEMENT_SIZE : (i + 1) * STATEMENT_SIZE]
-        hop, key_epoch, epoch, batch_id, *counts = _STATEMENT.unpack_from(raw)
+        hop, key_epoch, epoch, batch_id, *counts, threshold, eps_t = _STATEMENT.unpack_from(raw)
         received, invalid, replayed, held, fakes, forwarded = counts
+        if eps_t != 0.0 and not (math.isfinite(eps_t) and eps_t > 0):
+            raise MalformedFrame("COUNTS statement with a threshold_epsilon not > 0")
         out.append(
             CountStatement(
                 hop,
@@ -968,6 +999,8 @@ def _parse_unverified_counts(payload: bytes) -> CountsFrame:
                 fakes,
                 forwarded,
                 raw[_STATEMENT.size :],
+                threshold,
+                None if eps_t == 0.0 else eps_t,
             )
         )
     return CountsFrame(tuple(out))

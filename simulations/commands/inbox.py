@@ -73,15 +73,16 @@ def register(sub: Any) -> None:
 
 
 def inbox_file(path: str) -> Path:
-    """The inbox database PATH names: a party config (``.toml``, read as ``esa serve``
-    reads it), a state_dir, or the database file itself."""
+    """The inbox database PATH names: a party config (``.toml``, read as ``esa serve
+    --local-simulation`` reads it: only its state_dir is used, so a local simulation's
+    config is taken too), a state_dir, or the database file itself."""
     from esa.net import INBOX_FILE, load_config
 
     p = Path(path)
     if p.is_dir():
         return p / INBOX_FILE
     if p.suffix == ".toml":
-        return load_config(p).inbox_path
+        return load_config(p, simulation=True).inbox_path
     return p
 
 

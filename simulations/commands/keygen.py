@@ -37,9 +37,10 @@ def register(sub: Any) -> None:
         metavar="OUT",
         default=None,
         help="instead: write the deployment manifest, signed with --operator-key, from "
-        "--config (its [protocol], crypto, channels) and the keys of --key-epoch",
+        "--config (its [protocol], crypto, channels, [shuffle] threshold and "
+        "threshold_epsilon) and the keys of --key-epoch",
     )
-    p.add_argument("--config", metavar="TOML", help="with --manifest: a party's config")
+    p.add_argument("--config", metavar="TOML", help="with --manifest: a shuffler's config")
     p.add_argument(
         "--operator-key", metavar="FILE", help="with --manifest: the operator's key file"
     )
@@ -202,6 +203,26 @@ def read_operator_key(path: str) -> Ed25519PrivateKey:
         ) from None
 
 
+def _crowd_rule(config: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The shufflers' crowd rule a shuffler's config states, for the manifest (every
+    shuffler must then serve it, and the analyzer states the run's privacy with its ε_t)."""
+    if doc.get("role") != "shuffler":
+        raise UsageError(
+            f"{config}: give a shuffler's config (its [shuffle] threshold and "
+            "threshold_epsilon are the deployment's crowd rule)"
+        )
+    shuffle = doc.get("shuffle") or {}
+    threshold = shuffle.get("threshold", 0)
+    eps_t = shuffle.get("threshold_epsilon")
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+        raise UsageError(f"{config}: [shuffle] threshold must be an integer >= 0")
+    if eps_t is not None:
+        if isinstance(eps_t, bool) or not isinstance(eps_t, int | float):
+            raise UsageError(f"{config}: [shuffle] threshold_epsilon must be a number")
+        eps_t = float(eps_t)  # as a party reads it: 1 and 1.0 are the same ε_t
+    return {"threshold": threshold, "threshold_epsilon": eps_t}
+
+
 def _write_manifest(args: argparse.Namespace) -> int:
     from esa.net import make_manifest, protocol_table
 
@@ -237,6 +258,7 @@ def _write_manifest(args: argparse.Namespace) -> int:
         key_epoch=key_epoch,
         channels=int(doc.get("channels", 1)),
         operator_key=operator.public_key().public_bytes_raw(),
+        shuffle=_crowd_rule(config, doc),
     )
     data = manifest.sign(operator)
     try:
@@ -255,6 +277,8 @@ def _write_manifest(args: argparse.Namespace) -> int:
         "epsilon": manifest.protocol["epsilon"],
         "delta": manifest.protocol["delta"],
         "operator_key": manifest.operator_key.hex(),
+        "threshold": manifest.threshold,
+        "threshold_epsilon": manifest.threshold_epsilon,
     }
     if args.json:
         emit_json(out)

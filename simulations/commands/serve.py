@@ -22,8 +22,8 @@ def register(sub: Any) -> None:
         "--local-simulation",
         action="store_true",
         help="a party of a local simulation (esa simulate --transport tcp) only: accept "
-        'crypto = "ideal" (plaintext) and [simulation] (seeded fakes); never for a '
-        "deployment",
+        'crypto = "ideal" (plaintext), [simulation] (seeded fakes) and [tls] '
+        "insecure_plaintext = true (no TLS); never for a deployment",
     )
     p.set_defaults(handler=run)
 

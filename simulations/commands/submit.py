@@ -153,8 +153,9 @@ def register(sub: Any) -> None:
         "--query",
         choices=["status", "result"],
         default=None,
-        help="instead of submitting: ask the party at --to for its status, or the "
-        "analyzer for its result (with --n users)",
+        help="instead of submitting: ask the party's query listener at --to (with "
+        "--tls-cert/--tls-key) for its full status, or the analyzer's for its result "
+        "(with --n users)",
     )
     p.add_argument(
         "--make-operator-key",
@@ -354,6 +355,7 @@ def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
 def run(args: argparse.Namespace) -> int:
     import trio
 
+    from esa import PeerRejected
     from esa.net import (
         QueryKind,
         SubmitStats,
@@ -378,9 +380,20 @@ def run(args: argparse.Namespace) -> int:
         if len(addresses) != 1:
             raise UsageError("--query asks one party: give one --to HOST:PORT")
         what = QueryKind.STATUS if args.query == "status" else QueryKind.RESULT
-        params = {"n": args.n} if args.query == "result" and args.n is not None else {}
+        # The full STATUS: a batch port answers only the public view and refuses this.
+        params: dict[str, Any] = {"view": "full"} if args.query == "status" else {}
+        if args.query == "result" and args.n is not None:
+            params["n"] = args.n
         try:
             emit_json(trio.run(query, address, what, params))
+        except PeerRejected as exc:
+            if exc.reason != "unexpected_kind":
+                raise
+            raise UsageError(
+                f"{address} refused the {args.query} query: {exc.detail} (give --to the "
+                "query listener, its port is in STATE_DIR/query_port, with --tls-cert and "
+                "--tls-key)"
+            ) from None
         except (OSError, trio.TooSlowError) as exc:
             raise UsageError(f"cannot query {address}: {exc}") from None
         return 0
