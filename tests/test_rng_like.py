@@ -350,3 +350,12 @@ def test_simulate_and_run_pipeline_refuse_a_bad_rng(bad: Any) -> None:
         esa.run_pipeline(p, x, esa.PipelineConfig(crypto="ideal"), rng=bad)
     with pytest.raises(ParameterError, match="rng"):
         esa.simulate("hist_kr", x, epsilon=1.0, delta=1e-6, crypto="ideal", rng=bad)
+
+
+@pytest.mark.parametrize("category", ["counting", "histogram", "sum"])
+def test_experiments_data_generator_takes_a_seed(category: str) -> None:
+    from simulations.experiments import generate
+
+    _check_spec7(
+        lambda rng: generate(category, 50, 8, 4.0 if category != "counting" else 0.3, rng=rng)
+    )
