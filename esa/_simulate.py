@@ -244,7 +244,9 @@ def simulate(
             path of a CSV/Parquet file (then ``column`` names the column); ``None`` draws
             ``n`` synthetic users from ``distribution``. Categories are mapped to bins (the
             mapping is in ``result.extra["data"]``), reals clipped to the protocol's range (or
-            refused, ``out_of_range="refuse"``) after mapping ``value_range`` onto it.
+            refused, ``out_of_range="refuse"``) after mapping ``value_range`` onto it, so
+            their estimate is on the protocol's scale (``rsum_kr`` with ``value_range=(0,
+            100)`` estimates the sum of value/100).
         epsilon: the requested central ε_c.
         delta: the requested δ.
         n: users, for synthetic data (default 10 000); with ``data``, the rows' count, and a
