@@ -148,8 +148,8 @@ class Cnt2M(ShuffleProtocol):
         return values.copy(), values == ONE
 
     def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
-        # The message space is the single message "1": uniform over it is constant.
-        rng = as_generator(rng)
+        rng = as_generator(rng)  # checked, though nothing is drawn:
+        # the message space is the single message "1": uniform over it is constant.
         return np.full(check_n(count, "count", 0), ONE, dtype=np.uint8)
 
     # --- analyzer ----------------------------------------------------------------------
