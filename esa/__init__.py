@@ -13,6 +13,8 @@ from crypto import CryptoError as CryptoError
 from crypto import InvalidReport as InvalidReport
 from protocols import ParameterError as ParameterError
 from protocols import ProtocolError as ProtocolError
+from protocols import RNGLike as RNGLike
+from protocols import as_generator as as_generator
 
 from ._codec import HopCodec as HopCodec
 from ._codec import IdealCodec as IdealCodec

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from protocols import InputKind, ShuffleProtocol
+from protocols import InputKind, RNGLike, ShuffleProtocol, as_generator
 
 from ._errors import DataError
 
@@ -398,7 +398,7 @@ def _categorical_draw(name: str, d: int, n: int, rng: np.random.Generator) -> np
 
 
 def synthetic_values(
-    protocol: ShuffleProtocol, n: int, distribution: str, *, rng: np.random.Generator
+    protocol: ShuffleProtocol, n: int, distribution: str, *, rng: RNGLike
 ) -> npt.NDArray[Any]:
     """``n`` synthetic users' values of the kind ``protocol`` takes, drawn from ``distribution``.
 
@@ -406,14 +406,16 @@ def synthetic_values(
         protocol: the configured protocol (its input kind and domain).
         n: users.
         distribution: a name of :data:`DISTRIBUTIONS`.
-        rng: the generator of the data.
+        rng: the generator of the data, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         Values ``protocol.validate_values`` accepts.
 
     Raises:
         DataError: an unknown distribution.
+        ParameterError: an ``rng`` that is not :data:`~protocols.RNGLike`.
     """
+    rng = as_generator(rng)
     if distribution not in DISTRIBUTIONS:
         raise DataError(
             f"unknown distribution {distribution!r}; choose one of: {', '.join(DISTRIBUTIONS)}"

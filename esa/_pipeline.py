@@ -16,7 +16,14 @@ import numpy as np
 import numpy.typing as npt
 
 import crypto
-from protocols import Estimate, MessageTally, PrivacyGuarantee, ShuffleProtocol
+from protocols import (
+    Estimate,
+    MessageTally,
+    PrivacyGuarantee,
+    RNGLike,
+    ShuffleProtocol,
+    as_generator,
+)
 
 from ._codec import make_codec
 from ._document import json_document
@@ -420,7 +427,7 @@ def run_pipeline(
     values: npt.ArrayLike,
     config: PipelineConfig,
     *,
-    rng: int | np.random.Generator | None = None,
+    rng: RNGLike = None,
     interceptors: Mapping[int, Interceptor] | None = None,
     keys: Sequence[crypto.PartyKeys] | None = None,
     on_stage: Callable[[str], None] | None = None,
@@ -434,9 +441,9 @@ def run_pipeline(
         values: users' raw values (validated by the protocol).
         config: the deployment.
         rng: seed or generator for the statistics (randomizers, and fakes when
-            ``config.seeded_fakes``), as ``numpy.random.default_rng`` takes it (an int
-            gives the same run as ``default_rng`` of it; None: fresh OS entropy);
-            children are spawned from it per stage.
+            ``config.seeded_fakes``; :data:`~protocols.RNGLike`: an int gives the same run
+            as ``numpy.random.default_rng`` of it, None fresh OS entropy); children are
+            spawned from it per stage.
         interceptors: ``{hop: fn(reports) -> reports}`` applied to the batch arriving at
             ``hop`` (0..m-1 shufflers of the first chain, m analyzer): how tests and audits
             model a malicious or colluding party on the path.
@@ -454,7 +461,8 @@ def run_pipeline(
         The run, with :attr:`RunResult.privacy` the guarantee of this run.
 
     Raises:
-        ParameterError: values outside the protocol's input domain.
+        ParameterError: values outside the protocol's input domain, or an ``rng`` that is
+            not :data:`~protocols.RNGLike`.
         ConfigError: an invalid interceptor hop, keys, representation or on_mismatch.
         GuaranteeMismatch: ``on_mismatch="refuse"`` and the run differs from the
             calibration.
@@ -479,7 +487,7 @@ def run_pipeline(
         True
     """
     on_mismatch = check_on_mismatch(on_mismatch)
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     x = protocol.validate_values(values)
     n = int(x.shape[0])
     m = config.shufflers

@@ -4,7 +4,8 @@ Each role is written once against :class:`~esa._codec.HopCodec`, so the same log
 real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split explicitly:
 
 * the statistics (users' randomizers; fakes in a reproducible simulation) use a numpy
-  Generator the caller passes in;
+  Generator the caller passes in, or one seeded from the seed it passes
+  (:data:`protocols.RNGLike`);
 * the shuffle permutation always comes from the OS CSPRNG (:func:`crypto.secure_permutation`),
   and a live shuffler (no ``fake_rng`` given) draws its fakes from a ChaCha20 stream keyed by
   the OS (:func:`crypto.csprng_generator`).
@@ -20,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 import crypto
-from protocols import Estimate, MessageTally, ShuffleProtocol
+from protocols import Estimate, MessageTally, RNGLike, ShuffleProtocol, as_generator
 
 from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError, check_integer, check_workers
@@ -127,7 +128,7 @@ class Encoder:
         self,
         values: npt.ArrayLike,
         *,
-        rng: np.random.Generator,
+        rng: RNGLike,
         epoch: int,
         crowd_id: int = 0,
     ) -> Any:
@@ -135,27 +136,37 @@ class Encoder:
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
             epoch: the epoch bound into every layer.
             crowd_id: the crowd id of every report.
 
         Returns:
             The reports, in the codec's representation.
+
+        Raises:
+            ParameterError: values outside the protocol's input domain, or an ``rng`` that
+                is not :data:`~protocols.RNGLike`.
         """
+        rng = as_generator(rng)
         return self.seal_messages(
             self.messages(values, rng=rng), epoch=epoch, crowd_id=crowd_id, first_hop=0
         )
 
-    def messages(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def messages(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
         """Every user's messages: randomized, then split into Split-Mix shares if asked.
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The protocol's messages (rows, or share rows under Split-Mix).
+
+        Raises:
+            ParameterError: values outside the protocol's input domain, or an ``rng`` that
+                is not :data:`~protocols.RNGLike`.
         """
+        rng = as_generator(rng)
         return split_messages(self.protocol, self.protocol.randomize(values, rng=rng))
 
     def seal_messages(
@@ -200,11 +211,14 @@ class Shuffler:
             crowd of c reports is released iff c + Z ≥ ``threshold``, Z ~ DLap(e^{−ε_t})
             drawn per crowd per epoch; the decision is ε_t-DP per report
             (:class:`esa._threshold.NoisyThreshold`). Needs ``threshold`` >= 1.
-        threshold_rng: generator for Z in a reproducible simulation; ``None`` (the default,
-            and what a live party uses) draws Z from the OS CSPRNG.
+        threshold_rng: generator for Z in a reproducible simulation, or a seed for one
+            (:data:`~protocols.RNGLike`); ``None`` (the default, and what a live party uses)
+            draws Z from the OS CSPRNG, not from a numpy generator.
         fake_reports: n_r uniform fake reports added to each released crowd (MURS).
-        fake_rng: generator for the fakes' *values* in a reproducible simulation; ``None``
-            (the default, and what a live party uses) draws them from the OS CSPRNG.
+        fake_rng: generator for the fakes' *values* in a reproducible simulation, or a seed
+            for one (:data:`~protocols.RNGLike`), kept for every batch; ``None`` (the
+            default, and what a live party uses) draws them from the OS CSPRNG, not from a
+            numpy generator.
         replay_protection: test-only switch; ``False`` lets replays through.
         workers: processes for peeling/wrapping (``None``: all cores).
         channel: which of the protocol's chains this shuffler belongs to (RSum_RM: one chain
@@ -215,6 +229,8 @@ class Shuffler:
             keys, a negative or non-integer threshold, fake count, channel or worker count,
             an onion codec without a key, or a ``threshold_noise`` not a finite number > 0
             or given with threshold 0.
+        ParameterError: a ``fake_rng`` or ``threshold_rng`` that is not
+            :data:`~protocols.RNGLike`.
     """
 
     def __init__(
@@ -227,12 +243,12 @@ class Shuffler:
         protocol: ShuffleProtocol,
         threshold: int = 0,
         fake_reports: int = 0,
-        fake_rng: np.random.Generator | None = None,
+        fake_rng: RNGLike = None,
         replay_protection: bool = True,
         workers: int | None = 1,
         channel: int = 0,
         threshold_noise: float | None = None,
-        threshold_rng: np.random.Generator | None = None,
+        threshold_rng: RNGLike = None,
     ) -> None:
         # The codec's last layer is the analyzer's: a shuffler at or past it would find
         # every honest report of the wrong size and drop them all as invalid.
@@ -240,7 +256,8 @@ class Shuffler:
         self.threshold = check_integer(threshold, "threshold", 0)
         eps_t = check_threshold_epsilon(threshold_noise)
         self.noisy = None if eps_t is None else NoisyThreshold(self.threshold, eps_t)
-        self.threshold_rng = threshold_rng
+        # None keeps its meaning here (the OS CSPRNG, per draw); a seed becomes one generator.
+        self.threshold_rng = None if threshold_rng is None else as_generator(threshold_rng)
         self.fake_reports = check_integer(fake_reports, "fake_reports", 0)
         self.channel = check_integer(channel, "channel", 0, protocol.channels - 1)
         self.workers = check_workers(workers)
@@ -256,7 +273,7 @@ class Shuffler:
         self.key = key
         self.route = list(route)
         self.protocol = protocol
-        self.fake_rng = fake_rng
+        self.fake_rng = None if fake_rng is None else as_generator(fake_rng)
         self.replay_protection = replay_protection
         self.held: list[Any] = []
         self._seen: dict[int, ReplayCache] = {}

@@ -16,7 +16,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from protocols import InputKind, ProtocolSpec, ShuffleProtocol, build_protocol
+from protocols import (
+    InputKind,
+    ProtocolSpec,
+    RNGLike,
+    ShuffleProtocol,
+    as_generator,
+    build_protocol,
+)
 
 from ._data import (
     OutOfRange,
@@ -149,7 +156,7 @@ def users_values(
     raw: Any,
     *,
     n: int,
-    rng: np.random.Generator,
+    rng: RNGLike,
     source: str = "array",
     categories: Sequence[str] | None = None,
     value_range: tuple[float, float] | None = None,
@@ -162,7 +169,7 @@ def users_values(
         protocol: the configured protocol.
         raw: the users' raw values (:func:`resolve_data`), or ``None`` for synthetic users.
         n: users (synthetic data).
-        rng: the data's generator (synthetic data).
+        rng: the data's generator (synthetic data), or a seed (:data:`~protocols.RNGLike`).
         source: how errors name the data.
         categories: the categories in bin order.
         value_range: ``(lo, hi)`` of the users' reals.
@@ -175,7 +182,9 @@ def users_values(
 
     Raises:
         DataError: data the protocol cannot take (the message names the row).
+        ParameterError: an ``rng`` that is not :data:`~protocols.RNGLike`.
     """
+    rng = as_generator(rng)
     if raw is None:
         return synthetic_values(protocol, n, distribution, rng=rng), None
     sized = protocol.input_kind in (InputKind.CATEGORICAL, InputKind.SET)
@@ -213,7 +222,7 @@ def simulate(
     out_of_range: OutOfRange = "clip",
     source: str | None = None,
     distribution: str = "zipf",
-    rng: int | np.random.Generator | None = None,
+    rng: RNGLike = None,
     allow_weaker: bool = False,
     on_mismatch: Literal["recompute", "refuse"] = "recompute",
     workers: int | None = None,
@@ -235,7 +244,9 @@ def simulate(
             path of a CSV/Parquet file (then ``column`` names the column); ``None`` draws
             ``n`` synthetic users from ``distribution``. Categories are mapped to bins (the
             mapping is in ``result.extra["data"]``), reals clipped to the protocol's range (or
-            refused, ``out_of_range="refuse"``) after mapping ``value_range`` onto it.
+            refused, ``out_of_range="refuse"``) after mapping ``value_range`` onto it, so
+            their estimate is on the protocol's scale (``rsum_kr`` with ``value_range=(0,
+            100)`` estimates the sum of value/100).
         epsilon: the requested central ε_c.
         delta: the requested δ.
         n: users, for synthetic data (default 10 000); with ``data``, the rows' count, and a
@@ -258,8 +269,8 @@ def simulate(
         source: how errors and the output name values given as an array (e.g. the file and
             column they were read from); default ``"array"``, or ``FILE:COLUMN`` for a file.
         distribution: synthetic data's distribution (``esa.DISTRIBUTIONS``).
-        rng: seed or generator of the statistics (data, randomizers, seeded fakes); the
-            permutation is always from the OS CSPRNG.
+        rng: seed or generator of the statistics (data, randomizers, seeded fakes;
+            :data:`~protocols.RNGLike`); the permutation is always from the OS CSPRNG.
         allow_weaker: run, and say so, when the protocol (or the run) proves a larger ε than
             ``epsilon``; otherwise :class:`WeakerThanRequested` is raised.
         on_mismatch: ``"recompute"`` states the run's own guarantee when it differs from the
@@ -277,7 +288,8 @@ def simulate(
             than requested and ``allow_weaker`` is false (after a run, ``result`` carries it).
         GuaranteeMismatch: the run differs from the calibration and ``on_mismatch="refuse"``.
         DataError: users' data the protocol cannot take (the message names the row).
-        ParameterError: parameters outside the protocol's valid range.
+        ParameterError: parameters outside the protocol's valid range, or an ``rng`` that
+            is not :data:`~protocols.RNGLike`.
         ConfigError: a bad pipeline setting.
     """
     raw, read_from, n, size = resolve_data(
@@ -312,7 +324,7 @@ def simulate(
         representation=representation,
         threshold_noise=threshold_epsilon,
     )
-    root = np.random.default_rng(rng)
+    root = as_generator(rng)
     data_rng, run_rng = root.spawn(2)
     values, prepared = users_values(
         built,

@@ -56,7 +56,7 @@ from typing import TypeVar
 import numpy as np
 
 import crypto
-from protocols import ShuffleProtocol
+from protocols import RNGLike, ShuffleProtocol, as_generator
 from protocols._noise import geometric_alpha, symmetric_geometric
 
 from ._errors import ConfigError
@@ -154,18 +154,22 @@ class NoisyThreshold:
         """α = e^{−ε_t}, the noise's parameter."""
         return geometric_alpha(self.epsilon)
 
-    def releases(self, count: int, *, rng: np.random.Generator | None = None) -> bool:
+    def releases(self, count: int, *, rng: RNGLike = None) -> bool:
         """Draw the decision for one crowd of ``count`` reports: True to release.
 
         Args:
             count: the crowd's report count.
-            rng: a seeded generator (simulations only); ``None`` draws Z from a fresh
-                OS-keyed ChaCha20 stream (:func:`crypto.csprng_generator`).
+            rng: a seeded generator or a seed (:data:`~protocols.RNGLike`; simulations
+                only); ``None`` draws Z from a fresh OS-keyed ChaCha20 stream
+                (:func:`crypto.csprng_generator`), not from a numpy generator.
 
         Returns:
             Whether count + Z ≥ T.
+
+        Raises:
+            ParameterError: an ``rng`` that is not :data:`~protocols.RNGLike`.
         """
-        gen = rng if rng is not None else crypto.csprng_generator()
+        gen = as_generator(rng) if rng is not None else crypto.csprng_generator()
         z = int(symmetric_geometric(self.alpha, rng=gen))
         return int(count) + z >= self.threshold
 

@@ -3,8 +3,8 @@
 Pure numpy/scipy: this package knows nothing of bytes on a wire, sockets or keys, and
 imports nothing else of ours (it is the layer below ``esa``).
 
-Layout: the shared base modules (``_errors``, ``_base``, ``_noise``, ``_messages``,
-``_registry``); :mod:`protocols.ldp` (local randomizers and their audit) and
+Layout: the shared base modules (``_errors``, ``_random``, ``_base``, ``_noise``,
+``_messages``, ``_registry``); :mod:`protocols.ldp` (local randomizers and their audit) and
 :mod:`protocols.accounting` (amplification bounds, numerical accountants, collusion), which
 import only the base modules; and one module per shuffle protocol family on top, each
 registering its protocols by name on import (:func:`register_protocol`). A new protocol is
@@ -59,6 +59,8 @@ from ._plugins import load_plugins as load_plugins
 from ._prhr import PRHR as PRHR
 from ._prhr import PUCM as PUCM
 from ._prrq import PRRQ as PRRQ
+from ._random import RNGLike as RNGLike
+from ._random import as_generator as as_generator
 from ._registry import ProtocolSpec as ProtocolSpec
 from ._registry import RecordedOptions as RecordedOptions
 from ._registry import build_protocol as build_protocol

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import NeedsPositiveDelta, ParameterError
+from ._random import RNGLike, as_generator
 
 __all__ = [
     "Calibration",
@@ -380,12 +381,12 @@ class ShuffleProtocol(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
         """Run every user's local randomizer; returns the messages (first axis = message).
 
         Args:
             values: one value per user (:meth:`validate_values` states the kinds).
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The messages of every user.
@@ -417,12 +418,12 @@ class ShuffleProtocol(abc.ABC):
         """
 
     @abc.abstractmethod
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
         """Draw ``count`` fake messages uniformly over the message space (MURS).
 
         Args:
             count: the number of fakes.
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The fake messages.
@@ -535,7 +536,7 @@ class ShuffleProtocol(abc.ABC):
         """
         raise ParameterError(f"{self.name}: no message tally (its estimator reads messages)")
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """The tally of every user's messages, drawn without materializing them all.
 
         Equal in distribution to ``tally(randomize(values))``. The default randomizes block
@@ -543,11 +544,12 @@ class ShuffleProtocol(abc.ABC):
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values)
         block = max(1, int(TALLY_MESSAGES // max(self.messages_per_user, 1.0)))
         parts = [
@@ -556,17 +558,18 @@ class ShuffleProtocol(abc.ABC):
         ]
         return _sum_tallies(parts)
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
         """The tally of ``count`` uniform fakes; equal in distribution to
         ``tally(sample_fakes(count))``.
 
         Args:
             count: the number of fake values.
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             Their tally.
         """
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         parts = [
             self.tally(self.sample_fakes(min(TALLY_MESSAGES, count - s), rng=rng))
@@ -591,9 +594,7 @@ class ShuffleProtocol(abc.ABC):
         """
         return np.zeros(np.asarray(messages).shape[0], dtype=np.int64)
 
-    def sample_channel_fakes(
-        self, count: int, *, channel: int, rng: np.random.Generator
-    ) -> npt.NDArray[Any]:
+    def sample_channel_fakes(self, count: int, *, channel: int, rng: RNGLike) -> npt.NDArray[Any]:
         """``count`` fakes for the shuffler chain of ``channel``: uniform over the messages
         that chain carries (a fake must look like that chain's honest traffic). With one
         channel this is :meth:`sample_fakes`.
@@ -601,7 +602,7 @@ class ShuffleProtocol(abc.ABC):
         Args:
             count: the number of fakes.
             channel: the chain, in [0, channels).
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The fake messages.
@@ -609,6 +610,7 @@ class ShuffleProtocol(abc.ABC):
         Raises:
             ParameterError: ``channel`` out of range.
         """
+        rng = as_generator(rng)
         if not 0 <= channel < self.channels:
             raise ParameterError(
                 f"{self.name}: channel must lie in [0, {self.channels}), got {channel}"

@@ -47,6 +47,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._messages import encode_bits
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["Cnt2M", "Cnt2MParams"]
@@ -132,7 +133,8 @@ class Cnt2M(ShuffleProtocol):
         return f"Cnt2M(epsilon={p.epsilon:g}, delta={p.delta:g}, n={p.n}, p={p.p:.6g})"
 
     # --- client ----------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         z = np.asarray(rng.random(x.shape[0]) < self.params.p)
         count = int(x.sum()) + int(np.count_nonzero(z))
@@ -145,8 +147,9 @@ class Cnt2M(ShuffleProtocol):
         values = np.asarray(rows, dtype=np.uint8).reshape(-1, 1)[:, 0]
         return values.copy(), values == ONE
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
-        # The message space is the single message "1": uniform over it is constant.
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)  # checked, though nothing is drawn:
+        # the message space is the single message "1": uniform over it is constant.
         return np.full(check_n(count, "count", 0), ONE, dtype=np.uint8)
 
     # --- analyzer ----------------------------------------------------------------------

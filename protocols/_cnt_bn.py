@@ -76,6 +76,7 @@ from ._messages import (
     decode_bits,
     encode_bits,
 )
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, number_option, register_protocol
 
 __all__ = [
@@ -391,7 +392,8 @@ class CntBN(ShuffleProtocol):
             f"noise={p.noise:.6g}, mu={p.mu:.6g})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.uint8, copy=False)
         # Each user draws its own s_i; after shuffling only their total is visible.
         total = int(np.asarray(rng.poisson(self.params.mu, size=x.shape[0])).sum())
@@ -404,7 +406,8 @@ class CntBN(ShuffleProtocol):
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         return decode_bits(rows)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return (rng.random(check_n(count, "count", 0)) < 0.5).astype(np.uint8)
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:

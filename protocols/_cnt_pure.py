@@ -103,6 +103,7 @@ from ._base import (
 from ._errors import BoundNotApplicable, ParameterError
 from ._messages import decode_bits, encode_bits
 from ._noise import symmetric_geometric
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, integer_option, number_option, register_protocol
 from .accounting import binomial_window, pair_lower_epsilon
 
@@ -612,8 +613,9 @@ class PureBitCounter:
         k = np.arange(self.tau + 1, dtype=np.float64)
         return float(np.dot(np.asarray(self.omega), k * k))
 
-    def ones(self, x: npt.NDArray[np.int64], *, rng: np.random.Generator) -> Any:
+    def ones(self, x: npt.NDArray[np.int64], *, rng: RNGLike) -> Any:
         """Number of ones each user sends (vectorized)."""
+        rng = as_generator(rng)
         o = self.m + np.asarray(x, dtype=np.int64)
         noisy = np.flatnonzero(rng.random(o.shape[0]) < self.lam)
         b = (rng.random(noisy.size) < 0.5).astype(np.int64)
@@ -859,7 +861,8 @@ class CntPURE(ShuffleProtocol):
         """
         return self.bit.honest_users_lower(honest_others, fakes=fakes, delta=delta)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         ones = int(self.bit.ones(x, rng=rng).sum())
         out = np.zeros(x.size * self.bit.tau, dtype=np.uint8)
@@ -872,7 +875,8 @@ class CntPURE(ShuffleProtocol):
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         return decode_bits(rows)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return (rng.random(check_n(count, "count", 0)) < 0.5).astype(np.uint8)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
@@ -887,22 +891,24 @@ class CntPURE(ShuffleProtocol):
         m = np.asarray(messages).reshape(-1)
         return MessageTally(np.array([np.count_nonzero(m == 1)], dtype=np.int64), int(m.size))
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """Each user's number of ones is drawn as :meth:`randomize` does; the nτ one-bit
         messages are never written out.
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         ones = int(self.bit.ones(x, rng=rng).sum())
         return MessageTally(np.array([ones], dtype=np.int64), int(x.size) * self.bit.tau)
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         return MessageTally(np.array([rng.binomial(count, 0.5)], dtype=np.int64), count)
 

@@ -86,6 +86,7 @@ from ._noise import (
     symmetric_geometric_fourth_moment,
     symmetric_geometric_variance,
 )
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, number_option, register_protocol
 from .accounting import binomial_window, pair_lower_epsilon
 
@@ -318,7 +319,8 @@ class CntSGM(ShuffleProtocol):
         )
         return y
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         y = self._noisy_values(values, rng=rng)
         # User i contributes |y_i| copies of sign(y_i): only the two totals matter.
         plus = int(y[y > 0].sum())
@@ -337,7 +339,8 @@ class CntSGM(ShuffleProtocol):
         valid = (b == PLUS) | (b == MINUS)
         return np.where(b == PLUS, 1, -1).astype(np.int8), valid
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         return np.where(rng.random(count) < 0.5, 1, -1).astype(np.int8)
 
@@ -792,7 +795,8 @@ class CntSGMSplitMix(ModularMessages, CntSGM):
             f"lam={p.lam:.6g}, q={self.q}, shares={self.share_spec.shares})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         y = self._noisy_values(values, rng=rng)
         return np.asarray(np.mod(y, self.q), dtype=np.int64)  # one value per user
 

@@ -75,6 +75,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, integer_option, register_protocol
 
 __all__ = [
@@ -330,7 +331,8 @@ class DisEle(ShuffleProtocol):
         )
 
     # --- client ------------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         d, n_users = self._p.domain, x.shape[0]
         probs = np.full((n_users, d), self._p.flip_probability)
@@ -353,7 +355,8 @@ class DisEle(ShuffleProtocol):
         valid = (labels < self._p.domain) & (share < 2)
         return np.stack([labels, share], axis=1), valid
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         labels = rng.integers(0, self._p.domain, size=count)
         return np.stack([labels, rng.integers(0, 2, size=count)], axis=1).astype(np.int64)
@@ -421,7 +424,7 @@ class DisEle(ShuffleProtocol):
             extra={"clean_bins": int(clean.sum()), "shares": p.shares},
         )
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """The tally of every user's shares, equal in distribution to splitting
         ``randomize(values)`` into shares and tallying them.
 
@@ -432,28 +435,30 @@ class DisEle(ShuffleProtocol):
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         n_users = int(x.shape[0])
         holders = np.bincount(x, minlength=self._p.domain)
         odd = rng.binomial(holders, 0.5) + rng.binomial(n_users - holders, self._p.flip_probability)
         return self._share_tally(np.full(self._p.domain, n_users), odd, rng=rng)
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
         """The tally of the shares of ``count`` uniform fake values (uniform label, uniform
         bit), equal in distribution to splitting ``sample_fakes(count)`` and tallying.
 
         Args:
             count: the number of fake values.
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             Their tally.
         """
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         d = self._p.domain
         per_label = rng.multinomial(count, np.full(d, 1.0 / d))

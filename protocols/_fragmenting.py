@@ -60,6 +60,7 @@ from ._base import (
 from ._errors import ParameterError
 from ._krr import HistKR, krr_run_guarantee
 from ._messages import decode_uints, encode_uints, randomized_round, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import (
     ProtocolSpec,
     build_protocol,
@@ -221,16 +222,17 @@ class ReportFragmenting(ShuffleProtocol):
     def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
         return self._inner.validate_values(values)
 
-    def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def backstop(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
         """The permanent k-RR x̃ (a real client memoizes it across collections).
 
         Args:
             values: one value per user.
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The users' backstop values.
         """
+        rng = as_generator(rng)
         return self._permanent_rr(self.validate_values(values), rng=rng)
 
     def _permanent_rr(
@@ -242,7 +244,8 @@ class ReportFragmenting(ShuffleProtocol):
         out[uniform] = rng.integers(0, self._k, size=int(np.count_nonzero(uniform)))
         return out
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x_tilde = self.backstop(values, rng=rng)
         return self._inner.randomize(np.repeat(x_tilde, self._omega), rng=rng)
 
@@ -252,7 +255,8 @@ class ReportFragmenting(ShuffleProtocol):
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         return self._inner.decode(rows)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return self._inner.sample_fakes(count, rng=rng)
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
@@ -321,16 +325,17 @@ class RealReportFragmenting(ReportFragmenting):
     input_kind: ClassVar[InputKind] = InputKind.REAL01
     _inner_kinds: ClassVar[tuple[InputKind, ...]] = (InputKind.REAL01,)
 
-    def backstop(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def backstop(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
         """x̃ = L-RR_{ε_lb}(R_{L−1}(x))/(L − 1) (a real client memoizes it).
 
         Args:
             values: one value in [0, 1] per user.
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The users' backstop values x̃, on the grid.
         """
+        rng = as_generator(rng)
         top = self._k - 1
         levels = randomized_round(self.validate_values(values), top, rng=rng)
         return np.asarray(self._permanent_rr(levels, rng=rng) / top, dtype=np.float64)
@@ -462,12 +467,12 @@ class AttributeFragmenting(ShuffleProtocol):
     def validate_values(self, values: npt.ArrayLike) -> npt.NDArray[Any]:
         return np.stack(self._columns(values), axis=1)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
         """Every attribute protocol's messages, each labeled with its attribute's index.
 
         Args:
             values: the users' ``(n, attributes)`` values.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             ``(attribute, message)`` rows, attribute by attribute.
@@ -475,6 +480,7 @@ class AttributeFragmenting(ShuffleProtocol):
         Raises:
             ParameterError: an attribute protocol emits messages that are not 1-D integers.
         """
+        rng = as_generator(rng)
         parts = []
         for a, (inner, col) in enumerate(zip(self._inners, self._columns(values), strict=True)):
             msgs = np.asarray(inner.randomize(col, rng=rng))
@@ -512,7 +518,8 @@ class AttributeFragmenting(ShuffleProtocol):
             valid[sel] = ok
         return np.stack([labels, values], axis=1), valid
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         labels = rng.integers(0, len(self._inners), size=count)
         values = np.zeros(count, dtype=np.int64)

@@ -66,6 +66,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["HistMM", "HistMMParams"]
@@ -175,7 +176,8 @@ class HistMM(ShuffleProtocol):
             f"gamma={p.gamma:.4g})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         d, p = self._p.domain, self._p.p
         block = max(1, _CELLS // d)
@@ -199,7 +201,8 @@ class HistMM(ShuffleProtocol):
         valid = v < self._p.domain
         return np.where(valid, v, 0), valid
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return rng.integers(0, self._p.domain, size=check_n(count, "count", 0))
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
@@ -214,18 +217,19 @@ class HistMM(ShuffleProtocol):
         m = np.asarray(messages, dtype=np.int64)
         return MessageTally(np.bincount(m, minlength=self._p.domain)[: self._p.domain], m.size)
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """Label j is sent by its c_j holders, plus once by each user whose z_j = 1: the
         z_{ij} are independent, so bin j holds c_j + Bin(n, p) — the law of
         ``tally(randomize(values))`` without the n·d draws.
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values)
         counts = np.bincount(x, minlength=self._p.domain).astype(np.int64)
         counts += rng.binomial(x.shape[0], self._p.p, size=self._p.domain)

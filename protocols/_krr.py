@@ -34,6 +34,7 @@ from ._base import (
 )
 from ._errors import BoundNotApplicable, ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 from .accounting import krr_lambda, largest_local, tightest_central
 
@@ -192,7 +193,8 @@ class HistKR(ShuffleProtocol):
         )
 
     # --- client ------------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.int64, copy=False)
         uniform = np.asarray(rng.random(x.shape[0]) < self._lam)
         out = x.copy()
@@ -206,7 +208,8 @@ class HistKR(ShuffleProtocol):
         values = decode_uints(rows, self._size)
         return values, values < self._p.k
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return rng.integers(0, self._p.k, size=check_n(count, "count", 0))
 
     # --- analyzer ------------------------------------------------------------------------

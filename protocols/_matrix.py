@@ -46,6 +46,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 from .accounting import tightest_central
 
@@ -201,7 +202,8 @@ class MatrixOracle(ShuffleProtocol):
         note = "" if self._family == "krr" else "a probability matrix: generic ε_l-LDP bounds"
         return RandomizerFamily(self._family, self.domain, note)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values)
         u: npt.NDArray[np.float64] = rng.random(size=int(x.shape[0]))
         out = np.empty(x.shape[0], dtype=np.int64)
@@ -217,7 +219,8 @@ class MatrixOracle(ShuffleProtocol):
         y = decode_uints(rows, self._size)
         return y, y < self.outputs
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return rng.integers(0, self.outputs, size=count, dtype=np.int64)
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:

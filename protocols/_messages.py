@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import check_n
+from ._random import RNGLike, as_generator
 
 __all__ = [
     "ModularMessages",
@@ -57,9 +58,10 @@ def sum_mod(values: npt.NDArray[np.int64], q: int) -> int:
     return total
 
 
-def zero_sum_values(count: int, q: int, *, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+def zero_sum_values(count: int, q: int, *, rng: RNGLike) -> npt.NDArray[np.int64]:
     """``count`` values uniform on Z_q subject to a total of 0 mod q (Split-Mix fakes that
     leave every sum unchanged; ``count`` = 1 gives the value 0)."""
+    rng = as_generator(rng)
     if count == 0:
         return np.zeros(0, dtype=np.int64)
     out = rng.integers(0, q, size=count, dtype=np.int64)
@@ -85,8 +87,9 @@ class ModularMessages:
         v = decode_uints(rows, self._size)
         return v, v < self.q
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
         """``count`` values uniform on Z_q whose total is 0 mod q: they leave sums unchanged."""
+        rng = as_generator(rng)
         return zero_sum_values(check_n(count, "count", 0), self.q, rng=rng)
 
 
@@ -101,10 +104,9 @@ def decode_bits(rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDAr
     return b.copy(), b <= 1
 
 
-def randomized_round(
-    x: npt.NDArray[np.float64], k: int, *, rng: np.random.Generator
-) -> npt.NDArray[np.int64]:
+def randomized_round(x: npt.NDArray[np.float64], k: int, *, rng: RNGLike) -> npt.NDArray[np.int64]:
     """R_k(x) = ⌊xk⌋ + Ber(xk − ⌊xk⌋) in {0, …, k} (unbiased: E R_k(x) = xk)."""
+    rng = as_generator(rng)
     scaled = np.asarray(x, dtype=np.float64) * k
     floor = np.floor(scaled)
     up = np.asarray(rng.random(scaled.shape) < (scaled - floor), dtype=np.int64)

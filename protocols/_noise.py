@@ -1,8 +1,9 @@
 """Central and distributed noise: Laplace, discrete Laplace, binomial, Pólya shares.
 
-Every sampler takes a keyword-only ``rng: numpy.random.Generator`` (no default) and a
-numpy-style ``size`` (``None`` for a scalar draw, an int or a shape tuple), and validates its
-parameters before drawing anything (:class:`~protocols.ParameterError` quoting the bad value).
+Every sampler takes a keyword-only ``rng`` (no default: a Generator, used in place, or a
+seed; :data:`~protocols.RNGLike`) and a numpy-style ``size`` (``None`` for a scalar draw, an
+int or a shape tuple), and validates its parameters before drawing anything
+(:class:`~protocols.ParameterError` quoting the bad value).
 
 Noise a privacy guarantee depends on is integer-valued: :func:`symmetric_geometric`
 (discrete Laplace), :func:`binomial_noise`, :func:`polya` and
@@ -44,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import ParameterError
+from ._random import RNGLike, as_generator
 
 __all__ = [
     "binomial_noise",
@@ -108,7 +110,7 @@ def geometric_alpha(epsilon: float, sensitivity: float = 1.0) -> float:
     return math.exp(-eps / delta_f)
 
 
-def laplace(scale: float, size: Size = None, *, rng: np.random.Generator) -> Any:
+def laplace(scale: float, size: Size = None, *, rng: RNGLike) -> Any:
     """Floating-point Laplace noise Lap(b): density e^{−|z|/b}/(2b). BASELINE ONLY.
 
     Adding Lap(Δ/ε) to a real query of ℓ₁-sensitivity Δ is ε-DP in exact arithmetic
@@ -118,7 +120,7 @@ def laplace(scale: float, size: Size = None, *, rng: np.random.Generator) -> Any
     Args:
         scale: b > 0.
         size: None for a scalar, else an int or a shape.
-        rng: source of randomness.
+        rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         A float or a float64 array of ``size``.
@@ -126,11 +128,12 @@ def laplace(scale: float, size: Size = None, *, rng: np.random.Generator) -> Any
     Raises:
         ParameterError: b is not a finite positive number or size is malformed.
     """
+    rng = as_generator(rng)
     b = _check_positive(scale, "scale")
     return rng.laplace(0.0, b, size=_check_size(size))
 
 
-def symmetric_geometric(alpha: float, size: Size = None, *, rng: np.random.Generator) -> Any:
+def symmetric_geometric(alpha: float, size: Size = None, *, rng: RNGLike) -> Any:
     """Symmetric geometric (discrete Laplace) noise DLap(α) on ℤ, sampled on integers.
 
     P[Z = k] = (1−α)/(1+α) · ``α^{|k|}``; E Z = 0, Var Z = 2α/(1−α)² (Ghosh, Roughgarden,
@@ -140,7 +143,7 @@ def symmetric_geometric(alpha: float, size: Size = None, *, rng: np.random.Gener
     Args:
         alpha: α in (0, 1); α = e^{−ε/Δ} gives ε-DP for sensitivity Δ (:func:`geometric_alpha`).
         size: None for a scalar, else an int or a shape.
-        rng: source of randomness.
+        rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         An int or an int64 array of ``size``.
@@ -148,6 +151,7 @@ def symmetric_geometric(alpha: float, size: Size = None, *, rng: np.random.Gener
     Raises:
         ParameterError: α outside (0, 1) or size malformed.
     """
+    rng = as_generator(rng)
     a = _check_alpha(alpha)
     shape = _check_size(size)
     # numpy's geometric counts trials (support {1, 2, ...}); the +1 shifts cancel.
@@ -163,7 +167,7 @@ def discrete_laplace(
     size: Size = None,
     *,
     sensitivity: float = 1.0,
-    rng: np.random.Generator,
+    rng: RNGLike,
 ) -> Any:
     """Discrete Laplace noise for ε-DP at sensitivity Δ: DLap(e^{−ε/Δ}).
 
@@ -173,7 +177,7 @@ def discrete_laplace(
         epsilon: ε > 0.
         size: None for a scalar, else an int or a shape.
         sensitivity: Δ > 0.
-        rng: source of randomness.
+        rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         An int or an int64 array of ``size``.
@@ -181,6 +185,7 @@ def discrete_laplace(
     Raises:
         ParameterError: ε or Δ not positive, or size malformed.
     """
+    rng = as_generator(rng)
     return symmetric_geometric(geometric_alpha(epsilon, sensitivity), size, rng=rng)
 
 
@@ -213,7 +218,7 @@ def binomial_noise(
     size: Size = None,
     *,
     centered: bool = False,
-    rng: np.random.Generator,
+    rng: RNGLike,
 ) -> Any:
     """Binomial noise Bin(m, p) (Dwork et al., Eurocrypt'06 "Our data, ourselves", §3).
 
@@ -225,7 +230,7 @@ def binomial_noise(
         p: success probability in [0, 1].
         size: None for a scalar, else an int or a shape.
         centered: subtract the (integer) mean m·p.
-        rng: source of randomness.
+        rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         An int or an int64 array of ``size``.
@@ -234,6 +239,7 @@ def binomial_noise(
         ParameterError: m not a non-negative integer, p outside [0, 1], m·p not an integer
             when centered, or size malformed.
     """
+    rng = as_generator(rng)
     if isinstance(trials, bool) or int(trials) != trials or int(trials) < 0:
         raise ParameterError(f"trials must be an integer >= 0, got {trials!r}")
     m = int(trials)
@@ -255,7 +261,7 @@ def binomial_noise(
     return np.asarray(draw, dtype=np.int64) - shift
 
 
-def polya(r: float, alpha: float, size: Size = None, *, rng: np.random.Generator) -> Any:
+def polya(r: float, alpha: float, size: Size = None, *, rng: RNGLike) -> Any:
     """Pólya(r, α) (negative binomial with real r) sampled exactly via Poisson–Gamma.
 
     P[X = k] = Γ(k+r)/(k! Γ(r)) · (1−α)^r α^k for k = 0, 1, …; mean rα/(1−α),
@@ -266,7 +272,7 @@ def polya(r: float, alpha: float, size: Size = None, *, rng: np.random.Generator
         r: shape r > 0 (real; r = 1/n for distributed geometric shares).
         alpha: α in (0, 1).
         size: None for a scalar, else an int or a shape.
-        rng: source of randomness.
+        rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         An int or an int64 array of ``size``.
@@ -274,6 +280,7 @@ def polya(r: float, alpha: float, size: Size = None, *, rng: np.random.Generator
     Raises:
         ParameterError: r not positive, α outside (0, 1), or size malformed.
     """
+    rng = as_generator(rng)
     rr = _check_positive(r, "r")
     a = _check_alpha(alpha)
     shape = _check_size(size)
@@ -307,7 +314,7 @@ def distributed_geometric_shares(
     alpha: float,
     size: Size = None,
     *,
-    rng: np.random.Generator,
+    rng: RNGLike,
 ) -> npt.NDArray[np.int64]:
     """n integer noise shares whose sum is exactly DLap(α) (survey Thm 8).
 
@@ -323,7 +330,7 @@ def distributed_geometric_shares(
         size: None for one set of n shares (returns shape ``(n,)``); else an int or shape S
             for independent sets (returns shape ``S + (n,)``, summing the last axis gives
             DLap(α) draws of shape S).
-        rng: source of randomness.
+        rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
     Returns:
         int64 array whose last axis holds the n shares.
@@ -331,6 +338,7 @@ def distributed_geometric_shares(
     Raises:
         ParameterError: n not a positive integer, α outside (0, 1), or size malformed.
     """
+    rng = as_generator(rng)
     if isinstance(parties, bool) or int(parties) != parties or int(parties) < 1:
         raise ParameterError(f"parties must be an integer >= 1, got {parties!r}")
     n = int(parties)

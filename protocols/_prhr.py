@@ -114,6 +114,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, integer_option, register_protocol
 from .accounting import binomial_window
 from .ldp import lh_hash
@@ -137,14 +138,13 @@ _RANK_BLOCK: Final = 1 << 14  # messages per rank-only pass: L words × 16 Ki st
 _ENUM_CELLS: Final = 1 << 22  # null-space vectors enumerated per pass
 
 
-def uniform_tuples(count: int, L: int, tau: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+def uniform_tuples(count: int, L: int, tau: int, *, rng: RNGLike) -> npt.NDArray[Any]:
     """``count`` uniform τ-tuples over [2^L] in column form: (count, L) uint32 words < 2^τ."""
+    rng = as_generator(rng)
     return np.asarray(rng.integers(0, 1 << tau, size=(count, L), dtype=np.uint32))
 
 
-def true_tuples(
-    rows: npt.NDArray[Any], L: int, tau: int, *, rng: np.random.Generator
-) -> npt.NDArray[Any]:
+def true_tuples(rows: npt.NDArray[Any], L: int, tau: int, *, rng: RNGLike) -> npt.NDArray[Any]:
     """For each row r ≠ 0, a tuple of τ independent uniform elements of C_r (column form).
 
     Column form makes the constraint linear in the words: r·a_k = 0 for every k iff the XOR
@@ -152,6 +152,7 @@ def true_tuples(
     word of r's lowest set bit to the XOR of the other selected words gives the uniform
     distribution on that subspace.
     """
+    rng = as_generator(rng)
     r = np.asarray(rows, dtype=np.uint32)
     w = uniform_tuples(r.shape[0], L, tau, rng=rng)
     low = np.asarray(r & (~r + np.uint32(1)), dtype=np.uint32)  # lowest set bit of r
@@ -279,15 +280,14 @@ def _independent(vectors: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
     return np.asarray((V != 0).all(axis=1), dtype=bool)
 
 
-def uniform_subspace_bases(
-    count: int, k: int, L: int, *, rng: np.random.Generator
-) -> npt.NDArray[np.uint32]:
+def uniform_subspace_bases(count: int, k: int, L: int, *, rng: RNGLike) -> npt.NDArray[np.uint32]:
     """Bases ((count, k) integers) of ``count`` independent uniform k-dim subspaces of GF(2)^L.
 
     k uniform vectors conditioned on being independent are a uniform ordered basis, and every
     k-dim subspace has the same number of ordered bases, so their span is uniform. Rejection
     accepts with probability Π_{i<k} (1 − 2^{i−L}) ≥ 0.28.
     """
+    rng = as_generator(rng)
     out = np.empty((count, k), dtype=np.uint32)
     todo = np.arange(count)
     while todo.size:
@@ -299,7 +299,7 @@ def uniform_subspace_bases(
 
 
 def uniform_tuple_row_counts(
-    count: int, L: int, tau: int, *, rng: np.random.Generator
+    count: int, L: int, tau: int, *, rng: RNGLike
 ) -> npt.NDArray[np.int64]:
     """Row counts T of ``count`` uniform τ-tuples, drawn without drawing the tuples.
 
@@ -311,6 +311,7 @@ def uniform_tuple_row_counts(
     tuples with a non-trivial null space (≈ 2^{L−τ} of them) are materialized, as subspaces:
     ρn = 5·10^8 blanket tuples cost milliseconds instead of minutes.
     """
+    rng = as_generator(rng)
     count = check_n(count, "count", 0)
     counts = np.zeros(1 << L, dtype=np.int64)
     p = nullity_distribution(L, tau)
@@ -357,8 +358,9 @@ class TupleSpace:
         valid = np.asarray((words < (1 << self.tau)).all(axis=1), dtype=bool)
         return np.where(valid[:, None], words, 0).astype(np.uint32), valid
 
-    def uniform(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def uniform(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
         """``count`` uniform tuples (the blanket, padding and fakes)."""
+        rng = as_generator(rng)
         return uniform_tuples(check_n(count, "count", 0), self.L, self.tau, rng=rng)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
@@ -366,8 +368,9 @@ class TupleSpace:
         m = np.asarray(messages).reshape(-1, self.L)
         return MessageTally(hadamard_row_counts(m, self.L), int(m.shape[0]))
 
-    def uniform_tally(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def uniform_tally(self, count: int, *, rng: RNGLike) -> MessageTally:
         """The tally of ``count`` uniform tuples, none drawn (:func:`uniform_tuple_row_counts`)."""
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         return MessageTally(uniform_tuple_row_counts(count, self.L, self.tau, rng=rng), count)
 
@@ -481,7 +484,8 @@ class PRHR(ShuffleProtocol):
         )
 
     # --- client ------------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.uint32, copy=False)
         p = self._p
         true = true_tuples(x + np.uint32(1), p.L, p.tau, rng=rng)
@@ -494,7 +498,8 @@ class PRHR(ShuffleProtocol):
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         return self._space.decode(rows)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return self._space.uniform(count, rng=rng)
 
     # --- analyzer ------------------------------------------------------------------------
@@ -547,17 +552,18 @@ class PRHR(ShuffleProtocol):
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
         return self.estimate_tally(self.tally(messages), n=n, n_fakes=n_fakes)
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """True tuples drawn per user (block by block); the nρ blanket tuples, which are
         uniform, through :func:`uniform_tuple_row_counts` (same law, no tuple drawn).
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values)
         p = self._p
         tally = self._space.uniform_tally(x.shape[0] * p.rho, rng=rng)
@@ -566,7 +572,8 @@ class PRHR(ShuffleProtocol):
             tally += self._space.tally(true_tuples(block, p.L, p.tau, rng=rng))
         return tally
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
+        rng = as_generator(rng)
         return self._space.uniform_tally(count, rng=rng)
 
     def variance(self, counts: npt.ArrayLike, *, messages: int) -> npt.NDArray[np.float64]:
@@ -581,20 +588,20 @@ class PRHR(ShuffleProtocol):
         """
         return self._space.variance(counts, messages=messages)
 
-    def simulate(
-        self, values: npt.ArrayLike, *, rng: np.random.Generator, n_fakes: int = 0
-    ) -> Estimate:
+    def simulate(self, values: npt.ArrayLike, *, rng: RNGLike, n_fakes: int = 0) -> Estimate:
         """``estimate(shuffle(randomize(values) ∪ fakes))`` in distribution, through the
         tally (:meth:`tally_users`, :meth:`tally_fakes`): no message set in memory.
 
         Args:
             values: one value per user.
-            rng: the generator of the users' randomizers and of the fakes.
+            rng: the generator of the users' randomizers and of the fakes, or a seed
+                (:data:`~protocols.RNGLike`).
             n_fakes: the number of fake tuples.
 
         Returns:
             The estimate.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values)
         tally = self.tally_users(x, rng=rng) + self.tally_fakes(n_fakes, rng=rng)
         return self.estimate_tally(tally, n=int(x.shape[0]), n_fakes=n_fakes)
@@ -740,7 +747,8 @@ class PUCM(ShuffleProtocol):
         p = self._p
         return f"PUCM(domain={p.domain}, epsilon={p.epsilon:g}, n={p.n}, tau={p.tau}, s={p.s})"
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values)
         p = self._p
         cells_true = (np.arange(p.tau)[None, :] * p.s + self._hashes[:, x].T).reshape(-1)
@@ -756,7 +764,8 @@ class PUCM(ShuffleProtocol):
         valid = v < self._p.tau * self._p.s
         return np.where(valid, v, 0), valid
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return rng.integers(0, self._p.tau * self._p.s, size=check_n(count, "count", 0))
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
@@ -772,17 +781,18 @@ class PUCM(ShuffleProtocol):
         m = np.asarray(messages, dtype=np.int64)
         return MessageTally(np.bincount(m, minlength=p.tau * p.s)[: p.tau * p.s], int(m.shape[0]))
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """The true cells, plus Bin(n, λ) blanket messages per cell: the same law as
         ``tally(randomize(values))`` (which draws the blanket the same way).
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values)
         p = self._p
         cells = (np.arange(p.tau)[None, :] * p.s + self._hashes[:, x].T).reshape(-1)
@@ -791,7 +801,8 @@ class PUCM(ShuffleProtocol):
         table += blanket
         return MessageTally(table, int(cells.shape[0] + blanket.sum()))
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         cells = self._p.tau * self._p.s
         if count <= cells:

@@ -49,6 +49,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._prhr import TupleSpace, true_tuples
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
@@ -188,7 +189,8 @@ class PRRQ(ShuffleProtocol):
             f"h={p.h}, tau={p.tau}, rho={p.rho})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values)
         p = self._p
         nodes = user_nodes(x, p.h).reshape(-1)
@@ -203,7 +205,8 @@ class PRRQ(ShuffleProtocol):
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         return self._space.decode(rows)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return self._space.uniform(count, rng=rng)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
@@ -217,17 +220,18 @@ class PRRQ(ShuffleProtocol):
         """
         return self._space.tally(messages)
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """True node tuples drawn per user (block by block); the padding and blanket tuples,
         which are uniform, through :meth:`TupleSpace.uniform_tally` (same law, not drawn).
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = self.validate_values(values)
         p = self._p
         tally = MessageTally(np.zeros(1 << p.L, dtype=np.int64), 0)
@@ -238,7 +242,8 @@ class PRRQ(ShuffleProtocol):
         total = int(x.shape[0]) * (p.sensitivity + p.rho)
         return tally + self._space.uniform_tally(total - tally.messages, rng=rng)
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
+        rng = as_generator(rng)
         return self._space.uniform_tally(count, rng=rng)
 
     def node_estimates(

@@ -50,6 +50,7 @@ from ._messages import (
     randomized_round,
     uint_codec_size,
 )
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, integer_option, register_protocol
 from .accounting import BOUNDS, krr_lambda, largest_local
 
@@ -153,9 +154,8 @@ class KRRLevels:
     def mean_level(self) -> float:
         return (self.levels - 1) / 2.0
 
-    def randomize(
-        self, v: npt.NDArray[np.int64], *, rng: np.random.Generator
-    ) -> npt.NDArray[np.int64]:
+    def randomize(self, v: npt.NDArray[np.int64], *, rng: RNGLike) -> npt.NDArray[np.int64]:
+        rng = as_generator(rng)
         out = np.array(v, dtype=np.int64, copy=True)
         uniform = np.flatnonzero(rng.random(out.shape[0]) < self.lam)
         out[uniform] = rng.integers(0, self.levels, size=uniform.size)
@@ -336,7 +336,8 @@ class RSumKR(ShuffleProtocol):
             f"epsilon_local={g.epsilon_local:.6g}, bound={g.bound!r})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         return self.group.randomize(randomized_round(x, self.k, rng=rng), rng=rng)
 
@@ -347,7 +348,8 @@ class RSumKR(ShuffleProtocol):
         v = decode_uints(rows, self._size)
         return v, v <= self.k
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return rng.integers(0, self.k + 1, size=check_n(count, "count", 0))
 
     def estimate(self, messages: npt.NDArray[Any], *, n: int, n_fakes: int) -> Estimate:
@@ -549,7 +551,8 @@ class RSumRR(ShuffleProtocol):
             f"epsilon_bit={g.epsilon_central:.6g}, lam={g.lam:.6g}, bound={g.bound!r})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         v = randomized_round(x, self.r, rng=rng)
         bits = (np.arange(self.r)[None, :] < v[:, None]).astype(np.int64).reshape(-1)
@@ -561,7 +564,8 @@ class RSumRR(ShuffleProtocol):
     def decode(self, rows: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         return decode_bits(rows)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         return rng.integers(0, 2, size=check_n(count, "count", 0)).astype(np.uint8)
 
     def tally(self, messages: npt.NDArray[Any]) -> MessageTally:
@@ -817,7 +821,8 @@ class RSumRM(ShuffleProtocol):
         digits[:, m - 1] = randomized_round(rem, self.precisions[-1], rng=rng)
         return digits
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         digits = self._digits(x, rng=rng)
         m = len(self.precisions)
@@ -843,16 +848,14 @@ class RSumRM(ShuffleProtocol):
         valid &= v < limits[np.minimum(j, len(self.levels) - 1)]
         return np.stack([j, v], axis=1), valid
 
-    def sample_channel_fakes(
-        self, count: int, *, channel: int, rng: np.random.Generator
-    ) -> npt.NDArray[Any]:
+    def sample_channel_fakes(self, count: int, *, channel: int, rng: RNGLike) -> npt.NDArray[Any]:
         """Fakes for precision ``channel``'s own shuffler chain: that precision's index and a
         uniform level of it (what the chain's honest messages look like).
 
         Args:
             count: the number of fakes.
             channel: the precision index, in [0, channels).
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The ``(count, 2)`` fake messages.
@@ -860,6 +863,7 @@ class RSumRM(ShuffleProtocol):
         Raises:
             ParameterError: ``channel`` out of range, or a negative count.
         """
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         if not 0 <= channel < self.channels:
             raise ParameterError(
@@ -868,18 +872,19 @@ class RSumRM(ShuffleProtocol):
         v = rng.integers(0, self.levels[channel], size=count)
         return np.stack([np.full(count, channel, dtype=np.int64), v], axis=1)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
         """Uniform precision index, then a uniform level of that precision (fakes of a
         single chain carrying every precision; per-precision chains use
         :meth:`sample_channel_fakes`).
 
         Args:
             count: the number of fakes.
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The ``(count, 2)`` fake messages.
         """
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         j = rng.integers(0, len(self.levels), size=count)
         v = np.floor(rng.random(count) * np.asarray(self.levels)[j]).astype(np.int64)

@@ -32,6 +32,7 @@ from ._messages import (
     uint_codec_size,
 )
 from ._noise import polya, symmetric_geometric_variance
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 from ._rsum import (
     _check_precision,
@@ -211,7 +212,8 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
             f"delta={self._delta:g}, q={self.q}, shares={self.m})"
         )
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         v = randomized_round(x, self.p, rng=rng)
         # Each user's share of one DLap(α): Pólya(1/n, α) − Pólya(1/n, α) (survey Thm 8).

@@ -29,6 +29,7 @@ from ._errors import ParameterError
 from ._messages import (
     randomized_round,
 )
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 from ._rsum import (
     _check_reals,
@@ -312,7 +313,8 @@ class RSumPURE(ShuffleProtocol):
         v = randomized_round(x, self.scale, rng=rng)
         return (v[:, None] >> np.arange(self.bits)[None, :]) & 1
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         digits = self._digits(x, rng=rng)
         parts = []
@@ -331,7 +333,8 @@ class RSumPURE(ShuffleProtocol):
         r = np.asarray(rows, dtype=np.uint8).reshape(-1, 2).astype(np.int64)
         return r, (r[:, 0] < self.bits) & (r[:, 1] <= 1)
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         out = np.empty((count, 2), dtype=np.int64)
         out[:, 0] = rng.integers(0, self.bits, size=count)
@@ -353,17 +356,18 @@ class RSumPURE(ShuffleProtocol):
         counts = np.stack([received, ones.astype(np.int64)], axis=1).reshape(-1)
         return MessageTally(counts.astype(np.int64), int(msgs.shape[0]))
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """Each user's number of ones per position is drawn (as :meth:`randomize` does);
         only the p·τ messages per user are never written out.
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         ones = np.zeros(self.bits, dtype=np.int64)
         for s in range(0, x.size, TALLY_BLOCK):
@@ -374,7 +378,8 @@ class RSumPURE(ShuffleProtocol):
         counts = np.stack([received, ones], axis=1).reshape(-1)
         return MessageTally(counts, int(received.sum()))
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         cells = rng.multinomial(count, np.full(2 * self.bits, 1.0 / (2 * self.bits)))
         per = cells.reshape(self.bits, 2)  # (position, bit) uniform, as sample_fakes

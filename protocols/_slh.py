@@ -69,6 +69,7 @@ from ._base import (
 )
 from ._errors import BoundNotApplicable, ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
 from .ldp import lh_hash, lh_support_counts
 
@@ -326,7 +327,8 @@ class SLH(ShuffleProtocol):
         )
 
     # --- client ------------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         x = self.validate_values(values).astype(np.uint64, copy=False)
         g = self._p.g
         seeds = np.asarray(
@@ -352,7 +354,8 @@ class SLH(ShuffleProtocol):
         msgs = np.stack([seeds.astype(np.uint64), np.where(valid, y, 0).astype(np.uint64)], 1)
         return msgs, valid
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         k = check_n(count, "count", 0)
         seeds = rng.integers(0, 1 << 64, size=k, dtype=np.uint64, endpoint=False)
         y = rng.integers(0, self._p.g, size=k, dtype=np.uint64)

@@ -169,6 +169,7 @@ from ._base import (
 )
 from ._errors import ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
+from ._random import RNGLike, as_generator
 from ._registry import (
     ProtocolSpec,
     build_protocol,
@@ -907,7 +908,8 @@ class UniformityTester(ShuffleProtocol):
         )
 
     # --- client ------------------------------------------------------------------------
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         g = self._group_of[self.validate_values(values).astype(np.int64, copy=False)]
         parts = []
         # A loop over the k' groups (each vectorized over users), not over users.
@@ -956,7 +958,8 @@ class UniformityTester(ShuffleProtocol):
             [np.asarray(labels).reshape(-1, 1).astype(dtype), body2.astype(dtype)], axis=1
         )
 
-    def sample_fakes(self, count: int, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def sample_fakes(self, count: int, *, rng: RNGLike) -> npt.NDArray[Any]:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         labels = rng.integers(0, self._groups, size=count)
         if self.share_spec is None:

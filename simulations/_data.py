@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 
 import esa
@@ -23,9 +22,10 @@ DISTRIBUTIONS = esa.DISTRIBUTIONS
 
 
 def generate_values(
-    protocol: ShuffleProtocol, n: int, distribution: str, *, rng: np.random.Generator
+    protocol: ShuffleProtocol, n: int, distribution: str, *, rng: esa.RNGLike
 ) -> npt.NDArray[Any]:
-    """``n`` users' values of the kind ``protocol`` takes, drawn from ``distribution``."""
+    """``n`` users' values of the kind ``protocol`` takes, drawn from ``distribution``
+    (``rng``: a generator or a seed, :data:`protocols.RNGLike`)."""
     try:
         return esa.synthetic_values(protocol, n, distribution, rng=rng)
     except esa.DataError as exc:

@@ -503,7 +503,7 @@ def run_tcp(
     values: npt.ArrayLike,
     config: esa.PipelineConfig,
     *,
-    rng: np.random.Generator,
+    rng: esa.RNGLike,
     protocol: ShuffleProtocol | None = None,
     connections: int = 50,
     timeout: float = 600.0,
@@ -515,8 +515,8 @@ def run_tcp(
             build it from these (:func:`start_chain`).
         values: users' raw values.
         config: the deployment (shufflers, fakes, threshold, crypto, epoch id).
-        rng: seeded generator of the statistics, used exactly as :func:`esa.run_pipeline`
-            uses it.
+        rng: seeded generator of the statistics, or a seed (:data:`protocols.RNGLike`),
+            used exactly as :func:`esa.run_pipeline` uses it.
         protocol: the protocol ``build_protocol(*source)`` already made (default: built
             here); it must be that one, as the parties build exactly that.
         connections: concurrent client connections (shared out among the chains' first
@@ -530,6 +530,7 @@ def run_tcp(
     Raises:
         esa.ESAError: a party failed to start, or the run did not finish in ``timeout``.
     """
+    rng = esa.as_generator(rng)
     protocol_doc(source)  # refuse anything but (name, ProtocolSpec) before building
     if protocol is None:
         protocol = build_protocol(*source)

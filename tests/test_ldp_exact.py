@@ -28,10 +28,12 @@ TWO53 = 2**53
 U_MAX = 1.0 - 2.0**-53  # the largest value Generator.random() returns
 
 
-class _FixedU:
-    """Stands in for a Generator whose ``random`` returns the listed u values."""
+class _FixedU(np.random.Generator):
+    """A Generator whose ``random`` returns the listed u values (a subclass, so an ``rng``
+    argument takes it as the Generator it is; the mechanisms tested draw nothing else)."""
 
     def __init__(self, u: list[float]) -> None:
+        super().__init__(np.random.PCG64(0))
         self.u = np.asarray(u, dtype=np.float64)
 
     def random(self, n: int) -> np.ndarray:

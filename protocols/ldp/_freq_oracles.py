@@ -57,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ParameterError
+from .._random import RNGLike, as_generator
 from ._oracle import (
     _MAX_LAW_ENTRIES,
     _TWO32,
@@ -129,7 +130,8 @@ class KRR(FrequencyOracle):
         """λ = d/(e^ε+d−1)."""
         return self.d / (math.exp(self.epsilon) + self.d - 1)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> IntArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
+        rng = as_generator(rng)
         x = check_values(values, self.d)
         return _keep_or_uniform(x, self.uniform_probability, self.d, rng=rng)
 
@@ -147,27 +149,25 @@ class KRR(FrequencyOracle):
         """
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.d)[: self.d]
 
-    def sample_report_histogram(
-        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> IntArray:
+    def sample_report_histogram(self, true_counts: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
         """Exact law of the report histogram: kept_v ~ Bin(c_v, 1−λ), the other
         U = n − Σ kept reports are Multinomial(U, uniform on [0, d)). O(d).
 
         Args:
             true_counts: the number of users holding each value (length d).
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The d counts, distributed exactly as the histogram of the randomized reports.
         """
+        rng = as_generator(rng)
         c = _check_counts(true_counts, self.d)
         kept = rng.binomial(c, 1.0 - self.uniform_probability)
         rest = int(c.sum() - kept.sum())
         return np.asarray(kept + rng.multinomial(rest, np.full(self.d, 1.0 / self.d)), np.int64)
 
-    def sample_support_counts(
-        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> IntArray:
+    def sample_support_counts(self, true_counts: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
+        rng = as_generator(rng)
         return self.sample_report_histogram(true_counts, rng=rng)
 
     def output_distribution(self) -> FloatArray:
@@ -304,9 +304,8 @@ class _Unary(FrequencyOracle):
         # p* = T_p / 2^32 realised as u32 < T_p; T_p <= 2^32 − 1 (_quantize caps p*).
         return np.uint32(round(p * _TWO32)), np.uint32(round(q * _TWO32))
 
-    def randomize(
-        self, values: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> npt.NDArray[np.uint8]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[np.uint8]:
+        rng = as_generator(rng)
         x = check_values(values, self.d)
         n, d = x.shape[0], self.d
         tp, tq = self._thresholds()
@@ -346,10 +345,9 @@ class _Unary(FrequencyOracle):
             table += np.bincount(idx.ravel(), minlength=nbytes * 256).reshape(nbytes, 256)
         return (table @ _BYTE_BITS.astype(np.int64)).reshape(-1)[: self.d]
 
-    def sample_support_counts(
-        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> IntArray:
+    def sample_support_counts(self, true_counts: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
         """Coordinates are independent: C_i ~ Bin(c_i, p*) + Bin(n − c_i, q*). O(d)."""
+        rng = as_generator(rng)
         c = _check_counts(true_counts, self.d)
         n = int(c.sum())
         return np.asarray(rng.binomial(c, self.p_star) + rng.binomial(n - c, self.q_star))
@@ -502,7 +500,8 @@ class SHE(FrequencyOracle):
         """Laplace scale b = 2/ε."""
         return 2.0 / self.epsilon
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
+        rng = as_generator(rng)
         x = check_values(values, self.d)
         out = rng.laplace(0.0, self.scale, size=(x.shape[0], self.d))
         out[np.arange(x.shape[0]), x] += 1.0
@@ -668,9 +667,8 @@ class _LocalHashing(FrequencyOracle):
     def q_star(self) -> float:
         return 1.0 / self.g
 
-    def randomize(
-        self, values: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> npt.NDArray[np.uint64]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[np.uint64]:
+        rng = as_generator(rng)
         x = check_values(values, self.d)
         n = x.shape[0]
         out = np.empty((n, 2), dtype=np.uint64)
@@ -802,7 +800,8 @@ class HR(FrequencyOracle):
     def q_star(self) -> float:
         return 0.5
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> IntArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
+        rng = as_generator(rng)
         x = check_values(values, self.d)
         row = (x + 1).astype(np.int64)
         y0 = rng.integers(0, self.K, size=x.shape[0], dtype=np.int64)
@@ -845,19 +844,18 @@ class HR(FrequencyOracle):
         ys = np.arange(self.K)[None, :]
         return np.asarray((np.bitwise_count(rows & ys) & 1) == 0)
 
-    def sample_report_histogram(
-        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> IntArray:
+    def sample_report_histogram(self, true_counts: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
         """Exact law of the report histogram: per value x, A_x ~ Bin(c_x, p*) reports spread
         uniformly (multinomially) over C_x and c_x − A_x over its complement. O(d·K).
 
         Args:
             true_counts: the number of users holding each value (length d).
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The K counts, distributed exactly as the histogram of the randomized reports.
         """
+        rng = as_generator(rng)
         c = _check_counts(true_counts, self.d)
         member = self._membership()
         half = self.K // 2
@@ -870,9 +868,8 @@ class HR(FrequencyOracle):
         full[~member] = outside.ravel()
         return np.asarray(full.sum(axis=0))
 
-    def sample_support_counts(
-        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> IntArray:
+    def sample_support_counts(self, true_counts: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
+        rng = as_generator(rng)
         return self.support_from_histogram(self.sample_report_histogram(true_counts, rng=rng))
 
     def output_distribution(self) -> FloatArray:

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from .._base import check_epsilon
 from .._errors import ParameterError
+from .._random import RNGLike, as_generator
 
 __all__ = [
     "DCT",
@@ -81,12 +82,12 @@ class MeanMechanism(abc.ABC):
     epsilon: float
 
     @abc.abstractmethod
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
         """One unbiased report per user.
 
         Args:
             values: one value in [−1, 1] per user.
-            rng: the randomizer's generator.
+            rng: the randomizer's generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             One report per user, in [−bound, bound].
@@ -244,7 +245,8 @@ class Duchi(_TwoPoint):
     def __post_init__(self) -> None:
         _check_eps(self.epsilon)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
+        rng = as_generator(rng)
         t = check_unit_values(values)
         plus = rng.random(t.shape[0]) < self.prob_plus(t)
         return np.where(plus, self.bound, -self.bound)
@@ -266,7 +268,8 @@ class Harmony(_TwoPoint):
     def __post_init__(self) -> None:
         _check_eps(self.epsilon)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
+        rng = as_generator(rng)
         t = check_unit_values(values)
         n = t.shape[0]
         b = rng.random(n) < (1 + t) / 2
@@ -341,7 +344,8 @@ class PiecewiseMechanism(_Continuous):
         tt = np.asarray(t, dtype=np.float64)
         return tt + w / 2 * (tt - 1), tt + w / 2 * (tt + 1)
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
+        rng = as_generator(rng)
         t = check_unit_values(values)
         n, c, w = t.shape[0], self.bound, self.width
         left, right = self._lr(t)
@@ -405,7 +409,8 @@ class LaplaceMean(_Continuous):
         """b = 2/ε."""
         return 2.0 / self.epsilon
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
+        rng = as_generator(rng)
         t = check_unit_values(values)
         return np.asarray(t + rng.laplace(0.0, self.scale, size=t.shape[0]))
 
@@ -456,7 +461,8 @@ class DCT(_Continuous):
         """A = 1 + d: the output range [−A, A] the seed states."""
         return 1.0 + self.half_width
 
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> FloatArray:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> FloatArray:
+        rng = as_generator(rng)
         v = check_unit_values(values)
         n, d = v.shape[0], self.half_width
         m = d / 2

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from .._base import MIN_EPSILON, check_epsilon, check_n
 from .._errors import ParameterError
+from .._random import RNGLike, as_generator
 from ._freq_oracles import FrequencyOracle, check_values
 from ._mean import MeanMechanism, check_unit_values
 
@@ -98,16 +99,17 @@ class SampledAttributes:
         """k/m."""
         return self.k / self.sampled
 
-    def sample(self, n: int, *, rng: np.random.Generator) -> npt.NDArray[np.bool_]:
+    def sample(self, n: int, *, rng: RNGLike) -> npt.NDArray[np.bool_]:
         """(n, k) mask: which m attributes each user reports (uniform, without replacement).
 
         Args:
             n: the number of users.
-            rng: source of randomness.
+            rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The (n, k) boolean mask, m entries True in each row.
         """
+        rng = as_generator(rng)
         if self.sampled == self.k:
             return np.ones((n, self.k), dtype=bool)
         if self.sampled == 1:
@@ -125,18 +127,19 @@ class SampledAttributes:
         mechanism: Callable[[float], MeanMechanism],
         values: npt.ArrayLike,
         *,
-        rng: np.random.Generator,
+        rng: RNGLike,
     ) -> FloatArray:
         """(n, k) values in [−1, 1] → (n, k) reports, (k/m)·R on sampled entries, 0 elsewhere.
 
         Args:
             mechanism: builds the one-attribute mechanism for an ε (e.g. ``PiecewiseMechanism``).
             values: (n, k) array in [−1, 1].
-            rng: source of randomness.
+            rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The (n, k) reports.
         """
+        rng = as_generator(rng)
         x = self._matrix(values)
         mech = mechanism(self.epsilon_each)
         mask = self.sample(x.shape[0], rng=rng)
@@ -191,7 +194,7 @@ class SampledAttributes:
         values: npt.ArrayLike,
         domains: Sequence[int],
         *,
-        rng: np.random.Generator,
+        rng: RNGLike,
     ) -> list[AttributeReports]:
         """(n, k) categorical values → per attribute, the reports of the users who sampled it.
 
@@ -199,7 +202,7 @@ class SampledAttributes:
             oracle: builds the oracle for (d_j, ε/m), e.g. ``lambda d, e: OLH(d=d, epsilon=e)``.
             values: (n, k) ints, column j in [0, d_j).
             domains: the k domain sizes d_j.
-            rng: source of randomness.
+            rng: source of randomness, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             Per attribute j, the indices of the users who sampled it and their reports.
@@ -208,6 +211,7 @@ class SampledAttributes:
             ParameterError: ``values`` not of shape (n, k), not k domains, or a value outside
                 its domain.
         """
+        rng = as_generator(rng)
         x = np.asarray(values)
         if x.ndim != 2 or x.shape[1] != self.k or len(domains) != self.k:
             raise ParameterError(

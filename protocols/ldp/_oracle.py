@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from .._base import check_epsilon, check_n
 from .._errors import ParameterError
+from .._random import RNGLike, as_generator
 
 __all__ = [
     "FrequencyOracle",
@@ -199,12 +200,12 @@ class FrequencyOracle(abc.ABC):
         """Probability that a report supports a given other value."""
 
     @abc.abstractmethod
-    def randomize(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> npt.NDArray[Any]:
+    def randomize(self, values: npt.ArrayLike, *, rng: RNGLike) -> npt.NDArray[Any]:
         """Randomize each user's value in [0, d) into its report (vectorized).
 
         Args:
             values: one value in [0, d) per user.
-            rng: the randomizer's generator.
+            rng: the randomizer's generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The reports, one row (or entry) per user.
@@ -298,14 +299,12 @@ class FrequencyOracle(abc.ABC):
         p, q = self.p_star, self.q_star
         return float(n * q * (1 - q) / (p - q) ** 2)
 
-    def sample_support_counts(
-        self, true_counts: npt.ArrayLike, *, rng: np.random.Generator
-    ) -> IntArray:
+    def sample_support_counts(self, true_counts: npt.ArrayLike, *, rng: RNGLike) -> IntArray:
         """Exact draw of ``support_counts(randomize(values))`` from the true counts alone.
 
         Args:
             true_counts: the number of users holding each value (length d).
-            rng: the generator.
+            rng: the generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The d support counts, distributed exactly as those of the randomized reports.
@@ -313,6 +312,7 @@ class FrequencyOracle(abc.ABC):
         Raises:
             NotImplementedError: the oracle has no such sampler.
         """
+        rng = as_generator(rng)
         raise NotImplementedError(f"{self.name} has no exact aggregate-level sampler")
 
     @abc.abstractmethod

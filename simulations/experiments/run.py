@@ -43,12 +43,14 @@ __all__ = ["generate", "rebuild_experiments", "run_experiments"]
 
 
 def generate(
-    category: str, n: int, domain: int, skew: float, *, rng: np.random.Generator
+    category: str, n: int, domain: int, skew: float, *, rng: esa.RNGLike
 ) -> npt.NDArray[Any]:
     """Synthetic data of survey §5: Ber(q) bits, a discretized normal on [d], a normal on [0,1].
 
-    ``skew`` is q for counting and the normal's d/sd (resp. 1/sd) ratio otherwise.
+    ``skew`` is q for counting and the normal's d/sd (resp. 1/sd) ratio otherwise; ``rng`` a
+    generator or a seed (:data:`protocols.RNGLike`).
     """
+    rng = esa.as_generator(rng)
     if category == "counting":
         return (rng.random(n) < skew).astype(np.int64)
     if category == "histogram":
