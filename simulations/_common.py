@@ -301,6 +301,33 @@ def _table_layout(
     return keep, sorted(below)
 
 
+def _header_words(header: str) -> list[str]:
+    return header.replace("_", " ").split() or [header]
+
+
+def _fold_headers(
+    headers: list[str], cells: Sequence[Sequence[str]], keep: list[int], width: int
+) -> list[str]:
+    """Headers of narrow columns folded onto several lines when the table is still wider
+    than ``width``: a column of short numbers under a long name (``fakes_added``) then takes
+    the width of its cells or of its longest word, not of its name, and nothing is cropped."""
+    natural = {
+        i: max([_cell_width(headers[i]), *(_cell_width(row[i]) for row in cells)]) for i in keep
+    }
+    if sum(natural.values()) + 3 * len(keep) + 1 <= width:
+        return headers
+    import textwrap
+
+    folded = list(headers)
+    for i in keep:
+        body = max((_cell_width(row[i]) for row in cells), default=0)
+        words = _header_words(headers[i])
+        column = max(body, *(_cell_width(w) for w in words))
+        if natural[i] <= _NARROW and column < natural[i]:
+            folded[i] = "\n".join(textwrap.wrap(" ".join(words), width=column))
+    return folded
+
+
 def print_table(
     title: str,
     columns: Sequence[str],
@@ -323,6 +350,7 @@ def print_table(
     headers = [plain_text(str(c)) for c in columns]
     cells = [[_fmt(v) for v in row] for row in rows]
     keep, below = _table_layout(headers, cells, out.width)
+    headers = _fold_headers(headers, cells, keep, out.width)
     table = Table(
         title=escape(plain_text(title)),
         caption=escape(plain_text(caption)) if caption else None,

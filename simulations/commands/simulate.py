@@ -526,7 +526,6 @@ def show(j: dict[str, Any]) -> None:
     hop_cols = [
         *(["channel"] if len(chains) > 1 else []),
         "hop",
-        "role",
         "received",
         "invalid",
         "replayed",
@@ -539,7 +538,15 @@ def show(j: dict[str, Any]) -> None:
         ["all" if c == "channel" and h["role"] == "analyzer" else h[c] for c in hop_cols]
         for h in j["hops"]
     ]  # the analyzer ends every chain
-    print_table("per-hop counters", headers, hop_rows)
+    last = max((int(h["hop"]) for h in j["hops"]), default=0)
+    print_table(
+        "per-hop counters",
+        headers,
+        hop_rows,
+        caption=f"Hops 0–{last - 1} are the shufflers, hop {last} the analyzer."
+        if last > 1
+        else "Hop 0 is the shuffler, hop 1 the analyzer.",
+    )
     est, truth, std = (_restored(j, key) for key in ("estimate", "truth", "expected_std"))
     data = j.get("data") or {}
     labels = list(data.get("categories") or [])
