@@ -61,6 +61,18 @@ def test_sf_half_is_finite_past_2_to_the_31_trials() -> None:
     np.testing.assert_array_equal(_sf_half([-1.0, 7.0, 9.0], [7, 7, 7]), [1.0, 0.0, 0.0])
 
 
+def test_sf_half_near_the_middle_at_1e9_trials() -> None:
+    # bdtrc gave 0.174 here (the answer is 0.4997: 65 % off near the mean at ~10^9 trials,
+    # 0.3 % at 10^7), under both clone bounds and the blanket. At these n the normal law
+    # with continuity correction is within ~10^-9 of the binomial tail near the mean.
+    from scipy import special
+
+    c = np.array([881_209_582, 911_186_913, 10_000_000])
+    t = np.array([440_604_802.0, 455_593_439.0, 5_001_000.0])
+    normal = special.ndtr(-(t + 0.5 - c / 2) / (np.sqrt(c) / 2))
+    np.testing.assert_allclose(_sf_half(t, c), normal, rtol=1e-7)
+
+
 #: (ε0, n_others, fakes): every law of C here has more points than _CLONE_CELLS.
 CELL_GRID = [
     (0.5, 10**7, 0),
