@@ -15,7 +15,9 @@ figures a loaded machine does not distort as much:
 * ``cores``: the cores this session got just after the run (:func:`cores_available`),
   the ceiling of any wall speedup on a shared machine.
 
-``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out).
+``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out);
+``grid-cold`` the same without the parent's import of scipy before its workers fork
+(``_preload``), the previous behaviour.
 ``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
 --workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
 computed (n/a).
@@ -55,6 +57,9 @@ GRID = (
     "r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, "
     "workers=int(sys.argv[3]), only=sys.argv[4].split(',') if sys.argv[4] else None)"
 )
+#: The grid alone as before the parent imported scipy for its forked workers (``_preload``
+#: disabled): each worker imports it itself.
+GRID_COLD = GRID.replace("r.plot_category =", "r._preload = lambda: None; r.plot_category =")
 WALL_CLOCK_COLUMNS = ("analyzer_seconds", "total_seconds")
 #: The measured audit of ``--modes audit``: 6 scenarios × 2 hypotheses × 400 trials of a
 #: 200-user, 2-shuffler pipeline (96 tasks of 50 trials).
@@ -73,8 +78,9 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         out.mkdir(parents=True)
         cmd = [sys.executable, "-c", MAIN, *AUDIT, "--workers", str(workers)]
         stdout = (out / "audit.json").open("w")
-    elif mode == "grid":
-        cmd = [sys.executable, "-c", GRID, category, str(out), str(workers), protocols or ""]
+    elif mode in ("grid", "grid-cold"):
+        code = GRID if mode == "grid" else GRID_COLD
+        cmd = [sys.executable, "-c", code, category, str(out), str(workers), protocols or ""]
     else:
         cmd = [sys.executable, "-c", MAIN, "experiments", category, "--quick"]
         cmd += ["--out", str(out), "--workers", str(workers), "--allow-weaker"]
