@@ -15,14 +15,21 @@ figures a loaded machine does not distort as much:
 * ``cores``: the cores this session got just after the run (:func:`cores_available`),
   the ceiling of any wall speedup on a shared machine.
 
-``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out).
+``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out);
+``grid-cold`` the same without the parent's import of scipy before its workers fork
+(``_preload``), the previous behaviour.
+``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
+--workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
+computed (n/a).
 
 Every run's CSV must equal the first run's but for the timing columns
-(``analyzer_seconds``, ``total_seconds``, ``analyzer_cpu_seconds``, ``total_cpu_seconds``):
-asserted.
+(``analyzer_seconds``, ``total_seconds``, ``analyzer_cpu_seconds``, ``total_cpu_seconds``),
+and every audit's JSON the first audit's but for the record of the invocation (``command``,
+``parameters``): asserted.
 
     python benchmarks/bench_parallel.py --category counting               # 2 pairs
     python benchmarks/bench_parallel.py --category counting --protocols cnt_rr,cnt_bn --pairs 3
+    python benchmarks/bench_parallel.py --modes full,audit --pairs 2
 """
 
 from __future__ import annotations
@@ -51,19 +58,35 @@ GRID = (
     "r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, "
     "workers=int(sys.argv[3]), only=sys.argv[4].split(',') if sys.argv[4] else None)"
 )
+#: The grid alone as before the parent imported scipy for its forked workers (``_preload``
+#: disabled): each worker imports it itself.
+GRID_COLD = GRID.replace("r.plot_category =", "r._preload = lambda: None; r.plot_category =")
 WALL_CLOCK_COLUMNS = (  # the timing columns: wall and CPU seconds
     "analyzer_seconds",
     "total_seconds",
     "analyzer_cpu_seconds",
     "total_cpu_seconds",
 )
+#: The measured audit of ``--modes audit``: 6 scenarios × 2 hypotheses × 400 trials of a
+#: 200-user, 2-shuffler pipeline (96 tasks of 50 trials).
+AUDIT = [
+    "audit", "--protocol", "cnt_rr", "--n", "200", "--epsilon", "1", "--delta", "1e-6",
+    "--shufflers", "2", "--fake-reports", "4", "--colluding-users", "10",
+    "--colluding-shufflers", "1", "--measure", "--trials", "400", "--seed", "1", "--json",
+]  # fmt: skip
 
 
 def run(mode: str, category: str, workers: int, out: Path, protocols: str | None) -> dict[str, Any]:
     """One run (``full``: the ``esa experiments`` command; ``grid``: its grid without the
     plots): wall and CPU seconds of the process and its workers."""
-    if mode == "grid":
-        cmd = [sys.executable, "-c", GRID, category, str(out), str(workers), protocols or ""]
+    stdout: Any = subprocess.DEVNULL
+    if mode == "audit":
+        out.mkdir(parents=True)
+        cmd = [sys.executable, "-c", MAIN, *AUDIT, "--workers", str(workers)]
+        stdout = (out / "audit.json").open("w")
+    elif mode in ("grid", "grid-cold"):
+        code = GRID if mode == "grid" else GRID_COLD
+        cmd = [sys.executable, "-c", code, category, str(out), str(workers), protocols or ""]
     else:
         cmd = [sys.executable, "-c", MAIN, "experiments", category, "--quick"]
         cmd += ["--out", str(out), "--workers", str(workers), "--allow-weaker"]
@@ -72,8 +95,10 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t
+    if stdout is not subprocess.DEVNULL:
+        stdout.close()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -136,16 +161,24 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench_parallel_") as tmp:
         reference: list[dict[str, str]] | None = None
+        audit_reference: dict[str, Any] | None = None
         for i in range(args.pairs):
             for mode, workers in [(m, w) for m in modes for w in (1, 2)]:
                 out = Path(tmp) / f"pair{i}_{mode}_w{workers}"
                 r = run(mode, args.category, workers, out, args.protocols)
-                csv_path = out / f"{args.category}.csv"
-                rows = rows_without_wall_clock(csv_path)
-                if reference is None:
-                    reference = rows
-                assert rows == reference, f"pair {i}, {mode}, {workers} workers: CSV differs"
-                r["task_bound"] = task_bound(csv_path)
+                if mode == "audit":
+                    document = json.loads((out / "audit.json").read_text())
+                    del document["command"], document["parameters"]  # the invocation
+                    audit_reference = audit_reference or document
+                    assert document == audit_reference, f"pair {i}, {workers} workers: JSON differs"
+                    r["task_bound"] = float("nan")
+                else:
+                    csv_path = out / f"{args.category}.csv"
+                    rows = rows_without_wall_clock(csv_path)
+                    if reference is None:
+                        reference = rows
+                    assert rows == reference, f"pair {i}, {mode}, {workers} workers: CSV differs"
+                    r["task_bound"] = task_bound(csv_path)
                 r["cores_available"] = cores_available()
                 runs.append(r)
                 if not args.json:
@@ -155,8 +188,7 @@ def main() -> None:
                         f"cores available after {r['cores_available']:.2f}",
                         flush=True,
                     )
-        assert reference is not None
-        n_rows = len(reference)
+        n_rows = len(reference) if reference is not None else 0
     load1 = os.getloadavg()
     pairs = []
     for i in range(0, len(runs), 2):
@@ -183,6 +215,7 @@ def main() -> None:
         "protocols": args.protocols,
         "rows": n_rows,
         "csv_identical_but_wall_clock": True,
+        "audit_json_identical": audit_reference is not None,
         "load_average_before": load0,
         "load_average_after": load1,
         "pairs": pairs,

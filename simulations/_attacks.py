@@ -31,8 +31,10 @@ the view — and so the bound — is unchanged.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,20 +277,37 @@ def _one_run(
     return _statistic(protocol, view, honest_users, honest_fakes), result.hops[0].replayed
 
 
-def distinguishing_attack(
-    protocol: ShuffleProtocol, setup: AttackSetup, *, confidence: float = 0.95
-) -> AttackResult:
-    """Measure an ε lower bound for ``setup`` on real ``--crypto ideal`` pipeline runs.
+#: Most trials one task runs (a pool or cluster worker): small enough that a 1000-trial
+#: attack makes ~40 tasks to spread, large enough that a task's pickling and scheduling
+#: (~1 ms) stays small against its pipeline runs. The scores do not depend on it.
+_TRIALS_PER_TASK = 50
 
-    The bound holds with probability ≥ ``confidence`` (over the runs); a caller that
-    measures several scenarios and reads them together divides 1 − confidence among them
-    (``esa audit`` does, Bonferroni).
 
-    Raises:
-        ParameterError: multi-message protocols (colluders' reports cannot be located by
-            user), input kinds with no natural neighbouring pair, or ``confidence``
-            outside (0, 1).
+def _trial_scores(
+    protocol: ShuffleProtocol,
+    setup: AttackSetup,
+    hypothesis: int,
+    start: int,
+    stop: int,
+) -> tuple[npt.NDArray[np.float64], int]:
+    """Scores of trials [start, stop) under hypothesis 0 (D0) or 1 (D1), and the most replayed
+    copies the first shuffler dropped in any of them.
+
+    A task that runs anywhere alike (this process, a pool or a Dask worker): trial t of
+    hypothesis b draws from a generator seeded with (seed, b, t) only, so neither where nor
+    in which chunk it runs changes its score.
     """
+    v0, v1 = _victim_values(protocol)
+    victim = (v0, v1)[hypothesis]
+    scores = np.empty(stop - start)
+    dropped = 0
+    for i, t in enumerate(range(start, stop)):
+        scores[i], rep = _one_run(protocol, setup, victim, v0, (setup.seed, hypothesis, t))
+        dropped = max(dropped, rep)
+    return scores, dropped
+
+
+def _check_attack(protocol: ShuffleProtocol, confidence: float) -> None:
     if not 0.0 < confidence < 1.0:  # false for nan
         raise ParameterError(f"confidence must lie in (0, 1), got {confidence!r}")
     if protocol.messages_per_user != 1.0 or protocol.share_spec is not None:
@@ -296,13 +315,110 @@ def distinguishing_attack(
             f"{protocol.name}: the attack needs one message per user (got "
             f"{protocol.messages_per_user:g}, shares={protocol.share_spec is not None})"
         )
-    v0, v1 = _victim_values(protocol)
-    scores = np.empty((2, setup.trials))
-    dropped = 0
-    for b, v in enumerate((v0, v1)):
-        for t in range(setup.trials):
-            scores[b, t], rep = _one_run(protocol, setup, v, v0, (setup.seed, b, t))
-            dropped = max(dropped, rep)
+    _victim_values(protocol)
+
+
+class _PendingAttack:
+    """A distinguishing attack whose trials run as tasks on an executor.
+
+    :meth:`result` waits for them and gives what :func:`distinguishing_attack` returns for
+    the same arguments, to the bit, wherever the tasks ran.
+    """
+
+    def __init__(
+        self,
+        protocol: ShuffleProtocol,
+        setup: AttackSetup,
+        *,
+        confidence: float = 0.95,
+        executor: Executor | None = None,
+    ) -> None:
+        """Check the attack and submit its trials.
+
+        Args:
+            protocol: the protocol under attack.
+            setup: the audited configuration.
+            confidence: probability that the measured bound holds.
+            executor: where the trials run, in chunks of at most _TRIALS_PER_TASK (None:
+                here, when :meth:`result` is called).
+
+        Raises:
+            ParameterError: as :func:`distinguishing_attack`.
+        """
+        _check_attack(protocol, confidence)
+        self._setup, self._confidence = setup, confidence
+        chunks = [
+            (b, start, min(start + _TRIALS_PER_TASK, setup.trials))
+            for b in (0, 1)
+            for start in range(0, setup.trials, _TRIALS_PER_TASK)
+        ]
+        self._parts: list[Any]
+        if executor is None:
+            self._parts = [functools.partial(_trial_scores, protocol, setup, *c) for c in chunks]
+        else:
+            self._parts = [executor.submit(_trial_scores, protocol, setup, *c) for c in chunks]
+
+    def cancel(self) -> None:
+        """Cancel the trials that have not started (after an error elsewhere)."""
+        for part in self._parts:
+            if isinstance(part, Future):
+                part.cancel()
+
+    def result(self) -> AttackResult:
+        """The measured bound, once every trial has run.
+
+        Returns:
+            The attack's :class:`AttackResult`.
+        """
+        done = [part.result() if isinstance(part, Future) else part() for part in self._parts]
+        half = len(done) // 2
+        scores = np.stack(
+            [
+                np.concatenate([s for s, _ in done[:half]]),
+                np.concatenate([s for s, _ in done[half:]]),
+            ]
+        )
+        dropped = max(rep for _, rep in done)
+        return _attack_result(scores, self._setup, self._confidence, dropped)
+
+
+def distinguishing_attack(
+    protocol: ShuffleProtocol,
+    setup: AttackSetup,
+    *,
+    confidence: float = 0.95,
+    executor: Executor | None = None,
+) -> AttackResult:
+    """Measure an ε lower bound for ``setup`` on real ``--crypto ideal`` pipeline runs.
+
+    The bound holds with probability ≥ ``confidence`` (over the runs); a caller that
+    measures several scenarios and reads them together divides 1 − confidence among them
+    (``esa audit`` does, Bonferroni). Trial t under hypothesis b is seeded with
+    (``setup.seed``, b, t), so the result is the same whether the trials run here or as
+    tasks on ``executor`` (:func:`esa.resolve_executor`: local processes or a Dask cluster).
+
+    Args:
+        protocol: the protocol under attack (one message per user).
+        setup: the audited configuration.
+        confidence: probability that the measured bound holds.
+        executor: run the trials there, in chunks (None: one after the other, here).
+
+    Returns:
+        The measured bound and the evidence behind it.
+
+    Raises:
+        ParameterError: multi-message protocols (colluders' reports cannot be located by
+            user), input kinds with no natural neighbouring pair, or ``confidence``
+            outside (0, 1).
+    """
+    return _PendingAttack(protocol, setup, confidence=confidence, executor=executor).result()
+
+
+def _attack_result(
+    scores: npt.NDArray[np.float64], setup: AttackSetup, confidence: float, dropped: int
+) -> AttackResult:
+    """The bound from every trial's score (row b: hypothesis b), calibrated on the first
+    third and evaluated on the rest."""
     cal = setup.trials // 3
     cal0, cal1 = scores[0, :cal], scores[1, :cal]
     ev0, ev1 = scores[0, cal:], scores[1, cal:]

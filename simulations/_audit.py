@@ -4,11 +4,14 @@ protocol's own exact ones, or measured by distinguishing attacks on real pipelin
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
+import esa
 from protocols import (
     CollusionConfig,
     ParameterError,
@@ -20,7 +23,7 @@ from protocols import (
 )
 from protocols.accounting import scenario_epsilon_over_epochs
 
-from ._attacks import AttackSetup, distinguishing_attack, protocol_family
+from ._attacks import AttackSetup, _PendingAttack, protocol_family
 from ._common import (
     UsageError,
     privacy_shortfall,
@@ -88,6 +91,8 @@ def audit(
     options: dict[str, float | str] | None = None,
     confidence: float = 0.95,
     epochs: int | None = None,
+    workers: int | None = None,
+    cluster: str | Executor | Any | None = None,
 ) -> dict[str, Any]:
     """Every scenario's bounds as the JSON ``esa audit`` prints.
 
@@ -104,6 +109,11 @@ def audit(
     With ``epochs`` = T, each scenario also gets ``epsilon_upper_epochs``: its ε after T
     epochs at ``delta_total`` = min(0.5, 2·T·δ), the smallest of its one-epoch bound
     composed and its dominating pair composed (:func:`scenario_epsilon_over_epochs`).
+
+    With ``workers`` or ``cluster`` the attacks' trials run as tasks on
+    :func:`esa.resolve_executor`'s executor (local processes, or a Dask cluster), every
+    scenario's submitted at once; each trial is seeded from ``seed``, its hypothesis and
+    its index only, so the result is the same as one after the other in this process.
     """
     if not 0.0 < confidence < 1.0:  # false for nan
         raise ParameterError(f"confidence must lie in (0, 1), got {confidence!r}")
@@ -146,21 +156,21 @@ def audit(
         honest_lower=_honest_lower(protocol),
     )
     rows = []
-    violations = []
+    violations: list[str] = []
     unmeasured: dict[str, list[str]] = {}  # why not measured -> the scenarios it hit
     scenarios = collusion_scenarios(cfg)
     # Bonferroni over the scenarios: every measured bound holds at once w.p. ≥ confidence.
     per_scenario = 1.0 - (1.0 - confidence) / len(scenarios)
-    for sc in scenarios:
-        lower = sc.epsilon_lower  # at δ, where the protocol's own accountant gives one
-        measured: float | None = None
-        if measure:
-            if on_scenario is not None:
-                on_scenario(sc.scenario, len(scenarios))
-            try:
-                res = distinguishing_attack(
-                    protocol,
-                    AttackSetup(
+    with contextlib.ExitStack() as stack:
+        executor = None
+        if measure and (workers is not None or cluster is not None):
+            executor = stack.enter_context(esa.resolve_executor(workers, cluster))
+        attacks: list[_PendingAttack | str | None] = []
+        for sc in scenarios:  # every scenario's trials are submitted before any is awaited
+            attack: _PendingAttack | str | None = None
+            if measure:
+                try:
+                    setup = AttackSetup(
                         n=n,
                         shufflers=shufflers,
                         fake_reports=fake_reports,
@@ -169,52 +179,24 @@ def audit(
                         delta=delta,
                         trials=trials,
                         seed=seed,
-                    ),
-                    confidence=per_scenario,
+                    )
+                    attack = _PendingAttack(
+                        protocol, setup, confidence=per_scenario, executor=executor
+                    )
+                except ParameterError as exc:
+                    attack = str(exc)  # why this scenario is not measured
+            attacks.append(attack)
+        try:
+            for sc, attack in zip(scenarios, attacks, strict=True):
+                rows.append(
+                    _row(sc, attack, len(scenarios), on_scenario, unmeasured, violations)
+                    | _over_epochs(sc, family, k, eps_l, delta, epochs)
                 )
-                measured = res.epsilon_lower
-                lower = measured if lower is None else max(lower, measured)
-            except ParameterError as exc:
-                unmeasured.setdefault(str(exc), []).append(sc.scenario)
-        if lower is not None and lower > sc.epsilon_upper:
-            violations.append(sc.scenario)
-        over_epochs: tuple[float, str] | None = None
-        if epochs is not None:
-            over_epochs = scenario_epsilon_over_epochs(
-                family=family,
-                k=k,
-                epsilon_local=eps_l,
-                honest_users=None if sc.bound in ("local_dp", "none") else sc.honest_users,
-                honest_fakes=sc.honest_fakes,
-                epsilon_upper=sc.epsilon_upper,
-                delta=delta,
-                epochs=epochs,
-                delta_total=min(0.5, 2.0 * epochs * delta),
-            )
-        rows.append(
-            {
-                "scenario": sc.scenario,
-                "colluding_users": sc.colluding_users,
-                "colluding_shufflers": sc.colluding_shufflers,
-                "honest_users": sc.honest_users,
-                "honest_fakes": sc.honest_fakes,
-                "epsilon_upper": sc.epsilon_upper,
-                "bound": sc.bound,
-                "epsilon_lower": lower,
-                "epsilon_lower_exact": sc.epsilon_lower,
-                "epsilon_lower_measured": measured,
-                "explanation": sc.explanation,
-                "murs_formula": sc.murs_formula,
-                **(
-                    {
-                        "epsilon_upper_epochs": over_epochs[0],
-                        "epochs_method": over_epochs[1],
-                    }
-                    if over_epochs is not None
-                    else {}
-                ),
-            }
-        )
+        except BaseException:
+            for attack in attacks:
+                if attack is not None and not isinstance(attack, str):
+                    attack.cancel()
+            raise
     return {
         "protocol": protocol_name,
         "family": family,
@@ -246,3 +228,59 @@ def audit(
         ),
         "scenarios": rows,
     }
+
+
+def _row(
+    sc: Any,
+    attack: _PendingAttack | str | None,
+    count: int,
+    on_scenario: Callable[[str, int], None] | None,
+    unmeasured: dict[str, list[str]],
+    violations: list[str],
+) -> dict[str, Any]:
+    """One scenario's row (its attack awaited, if measured); a violation is recorded."""
+    lower = sc.epsilon_lower  # at δ, where the protocol's own accountant gives one
+    measured: float | None = None
+    if attack is not None and on_scenario is not None:
+        on_scenario(sc.scenario, count)
+    if isinstance(attack, str):
+        unmeasured.setdefault(attack, []).append(sc.scenario)
+    elif attack is not None:
+        measured = attack.result().epsilon_lower
+        lower = measured if lower is None else max(lower, measured)
+    if lower is not None and lower > sc.epsilon_upper:
+        violations.append(sc.scenario)
+    return {
+        "scenario": sc.scenario,
+        "colluding_users": sc.colluding_users,
+        "colluding_shufflers": sc.colluding_shufflers,
+        "honest_users": sc.honest_users,
+        "honest_fakes": sc.honest_fakes,
+        "epsilon_upper": sc.epsilon_upper,
+        "bound": sc.bound,
+        "epsilon_lower": lower,
+        "epsilon_lower_exact": sc.epsilon_lower,
+        "epsilon_lower_measured": measured,
+        "explanation": sc.explanation,
+        "murs_formula": sc.murs_formula,
+    }
+
+
+def _over_epochs(
+    sc: Any, family: str, k: int, eps_l: float, delta: float, epochs: int | None
+) -> dict[str, Any]:
+    """The scenario's ε after ``epochs`` epochs (nothing without ``epochs``)."""
+    if epochs is None:
+        return {}
+    eps, method = scenario_epsilon_over_epochs(
+        family=family,
+        k=k,
+        epsilon_local=eps_l,
+        honest_users=None if sc.bound in ("local_dp", "none") else sc.honest_users,
+        honest_fakes=sc.honest_fakes,
+        epsilon_upper=sc.epsilon_upper,
+        delta=delta,
+        epochs=epochs,
+        delta_total=min(0.5, 2.0 * epochs * delta),
+    )
+    return {"epsilon_upper_epochs": eps, "epochs_method": method}

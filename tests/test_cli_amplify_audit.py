@@ -121,6 +121,41 @@ def test_audit_measure_lower_below_upper(capsys: pytest.CaptureFixture[str]) -> 
     assert traced["epsilon_lower"] > 0.5
 
 
+def test_audit_measure_on_two_workers_prints_the_same_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The trials run as tasks on two local processes; each is seeded from (seed, hypothesis,
+    # trial), so the document is the serial one (tests/test_cluster.py: a Dask cluster too).
+    argv = [
+        "audit", "--protocol", "cnt_rr", "--n", "20", "--epsilon", "1.5", "--delta", "1e-3",
+        "--shufflers", "2", "--colluding-users", "5", "--colluding-shufflers", "1",
+        "--measure", "--trials", "90", "--seed", "3",
+    ]  # fmt: skip
+    serial = run_json(capsys, *argv)
+    parallel = run_json(capsys, *argv, "--workers", "2")
+    # Only the record of the invocation differs (it lists --workers).
+    assert parallel.pop("parameters")["workers"] == 2
+    assert serial.pop("parameters")["workers"] is None
+    assert parallel.pop("command") != serial.pop("command")
+    assert parallel == serial
+    assert any(r["epsilon_lower_measured"] for r in serial["scenarios"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--workers", "2"], "add --measure"),
+        (["--cluster", "tcp://127.0.0.1:1"], "add --measure"),
+        (["--measure", "--workers", "0"], "--workers must be >= 1"),
+    ],
+)
+def test_audit_workers_usage_errors(
+    capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    argv = ["audit", "--protocol", "cnt_rr", "--n", "20", "--epsilon", "1.5", *extra]
+    assert says in usage_error(argv, capsys)
+
+
 def test_audit_cnt_pure_sandwiches_each_scenario_exactly(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -204,15 +239,17 @@ def test_audit_measure_states_its_confidence_jointly_over_the_scenarios(
     # A measured lower bound is a statistical statement: the JSON says at what confidence,
     # and a "BUG" verdict over s scenarios may be wrong only with that probability in all,
     # so each scenario's attack runs at 1 − (1 − confidence)/s (Bonferroni).
-    from simulations._attacks import distinguishing_attack as real
+    from simulations._attacks import _PendingAttack as real
 
     asked: list[float] = []
 
-    def spy(protocol: object, setup: object, *, confidence: float = 0.95) -> object:
+    def spy(
+        protocol: object, setup: object, *, confidence: float = 0.95, executor: object = None
+    ) -> object:
         asked.append(confidence)
-        return real(protocol, setup, confidence=confidence)  # type: ignore[arg-type]
+        return real(protocol, setup, confidence=confidence, executor=executor)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("simulations._audit.distinguishing_attack", spy)
+    monkeypatch.setattr("simulations._audit._PendingAttack", spy)
     out = run_json(
         capsys, "audit", "--protocol", "cnt_rr", "--n", "12", "--epsilon", "1.5",
         "--delta", "1e-3", "--shufflers", "2", "--fake-reports", "1", "--colluding-users", "2",

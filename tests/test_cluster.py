@@ -1,4 +1,5 @@
-"""A grid on a real Dask cluster (two worker processes) writes the in-process run's rows.
+"""A grid, and a collusion audit's attacks, on a real Dask cluster (two worker processes) give
+the in-process run's rows.
 
 Skipped when ``distributed`` is not installed, unless ``CI`` is set: CI installs the test
 extra, which has it, and must run this.
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from simulations._audit import audit
 from simulations.experiments import ExperimentPlan, run_experiments
 
 if os.environ.get("CI"):
@@ -71,3 +73,40 @@ def test_local_dask_cluster_gives_the_in_process_rows(tmp_path: Path) -> None:
     assert _rows(by_client.csv_path) == expected
     assert os.getpid() not in ran_on
     assert len(ran_on) == 2
+
+
+#: A small measured audit: 6 scenarios (users, shufflers, both colluding), 120 trials each
+#: per hypothesis, 3 tasks of ≤ 50 trials per hypothesis and scenario.
+AUDIT = {
+    "protocol_name": "hist_kr",
+    "n": 40,
+    "epsilon": 1.0,
+    "delta": 1e-6,
+    "domain": 2,
+    "shufflers": 2,
+    "fake_reports": 2,
+    "colluding_users": 3,
+    "colluding_shufflers": 1,
+    "measure": True,
+    "trials": 120,
+    "seed": 7,
+}
+
+
+@pytest.mark.slow
+def test_audit_trials_on_processes_and_a_local_dask_cluster_give_the_same_json() -> None:
+    serial = audit(**AUDIT)
+    assert any(r["epsilon_lower_measured"] for r in serial["scenarios"])  # something measured
+    assert audit(**AUDIT, workers=1) == serial
+    assert audit(**AUDIT, workers=2) == serial
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        assert audit(**AUDIT, cluster=cluster.scheduler_address) == serial
+        ran_on = set(client.run(os.getpid).values())
+    assert os.getpid() not in ran_on
+    # A different seed measures different trials: the equality above is not vacuous.
+    assert audit(**{**AUDIT, "seed": 8}) != serial

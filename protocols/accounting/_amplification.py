@@ -14,6 +14,7 @@ family.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,7 +128,8 @@ class AmplificationBound:
             ParameterError: a parameter out of range.
         """
         eps = check_epsilon(epsilon_local, "epsilon_local")
-        return min(eps, self.forward(eps, check_n(n), self._delta(delta), check_n(k, "k", 2)))
+        args = (eps, check_n(n), self._delta(delta), check_n(k, "k", 2))
+        return min(eps, _evaluated(self, False, *args))
 
     def epsilon_local(self, *, epsilon_central: float, n: int, delta: float, k: int = 2) -> float:
         """Largest ε_l whose shuffle of n reports this theorem proves (ε_c, δ)-DP.
@@ -146,12 +148,46 @@ class AmplificationBound:
             ParameterError: a parameter out of range.
         """
         eps = check_epsilon(epsilon_central, "epsilon_central")
-        return self.inverse(eps, check_n(n), self._delta(delta), check_n(k, "k", 2))
+        return _evaluated(self, True, eps, check_n(n), self._delta(delta), check_n(k, "k", 2))
 
     def _delta(self, delta: float) -> float:
         return check_delta(
             delta, pure=self.pure, who=self.name, why="it is an approximate-DP bound"
         )
+
+
+#: Bound evaluations kept in this process, both directions (see :func:`_evaluated`).
+_EVALUATIONS_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=_EVALUATIONS_KEPT)
+def _evaluate(
+    bound: AmplificationBound, inverse: bool, eps: float, n: int, delta: float, k: int
+) -> tuple[float, BoundNotApplicable | None]:
+    """One evaluation of a bound's map, or its refusal, kept for the next identical call."""
+    try:
+        return (bound.inverse if inverse else bound.forward)(eps, n, delta, k), None
+    except BoundNotApplicable as exc:
+        return math.nan, exc
+
+
+def _evaluated(
+    bound: AmplificationBound, inverse: bool, eps: float, n: int, delta: float, k: int
+) -> float:
+    """``bound.forward`` (or ``bound.inverse``) at these arguments, computed once per process.
+
+    Protocol construction, the collusion audit and ``esa amplify`` ask the same bounds the
+    same questions (a construction asks for the inverse, then checks it with the forward
+    map; an audit builds the protocol again without its fakes): each distinct question is
+    answered once and kept, refusals included. The key is the bound itself and its exact
+    arguments, as floats and ints (no rounding: a cached answer is the answer to exactly
+    that question); the maps are pure functions of them. The numerical accountants also
+    keep their own caches on rounded arguments, for the root finds inside them.
+    """
+    value, refusal = _evaluate(bound, inverse, float(eps), int(n), float(delta), int(k))
+    if refusal is not None:
+        raise refusal.with_traceback(None)
+    return value
 
 
 BOUNDS: dict[str, AmplificationBound] = {}

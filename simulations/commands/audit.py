@@ -87,6 +87,21 @@ def register(sub: Any) -> None:
         default=None,
         help="also each scenario's ε after T epochs (composed, at δ_total = 2·T·δ)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run --measure's trials on N local processes (default: one after the other in "
+        "this process); the result is the same for the same --seed",
+    )
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="run --measure's trials on the Dask cluster whose scheduler is at ADDRESS "
+        "(tcp://host:8786; needs the cluster extra, docs/cluster.md)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     add_report_argument(p)
     p.set_defaults(handler=run)
@@ -115,6 +130,10 @@ def run(args: Any) -> int:
         raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence!r}")
     if args.trials < 30:
         raise UsageError(f"--trials must be >= 30, got {args.trials}")
+    if (args.workers is not None or args.cluster is not None) and not args.measure:
+        raise UsageError("--workers and --cluster run --measure's trials; add --measure")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if args.epochs is not None and args.epochs < 1:
         raise UsageError(f"--epochs must be >= 1, got {args.epochs}")
     check_report(args)
@@ -152,6 +171,8 @@ def run(args: Any) -> int:
             options=parse_options(args.option),
             confidence=args.confidence,
             epochs=args.epochs,
+            workers=args.workers,
+            cluster=args.cluster,
         )
     if args.json:
         emit_json(out)
