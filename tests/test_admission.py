@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trio
+import trio.testing
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
@@ -29,7 +31,7 @@ import esa
 from esa.net import Address, FrameStream, PartyService, _admission, mint_token, submit_reports
 from esa.net import _wire as w
 from esa.net._admission import THROTTLE_STRIKES, TokenBucket
-from esa.net._config import config_from_dict
+from esa.net._config import Limits, config_from_dict
 from protocols import ProtocolSpec, build_protocol
 from tests._cli import usage_error
 
@@ -174,7 +176,12 @@ def test_a_junk_flood_closes_no_epoch_fills_nothing_and_others_still_submit(
         keydir,
         "state-flood",
         epoch={"max_reports": 50, "deadline_seconds": 600},
-        admission={"reports_per_epoch_per_peer": 200, "max_pending_reports": 100},
+        # The quota alone: no bound on the junk rate (see the test after the next).
+        admission={
+            "reports_per_epoch_per_peer": 200,
+            "max_pending_reports": 100,
+            "invalid_reports_per_second_per_peer": 0,
+        },
     )
     size = svc.expected_size()
     rng = np.random.default_rng(1)
@@ -281,6 +288,89 @@ def test_a_throttled_flooder_is_not_read_nor_parsed_and_is_closed_when_it_ignore
     assert counters["invalid_reports_refused"] == 10
     assert stats.acknowledged == 10
     assert status["open_reports"] == 10
+
+
+def test_junk_overdraws_its_budget_and_the_group_is_refused_until_it_is_repaid() -> None:
+    """A group's junk budget: a bucket of ``rate`` a second, holding one second's worth,
+    that the reports which do not open may overdraw; the group waits until it is repaid
+    (to one report), and other groups are never charged. Timed on trio's mock clock."""
+
+    async def main() -> list[float]:
+        adm = _admission.Admission(Limits(), collections.Counter())
+        a = _admission.Connection("127.0.0.3")
+        b = _admission.Connection("127.0.0.4")
+        waits = [adm.junk_wait(a, 10.0)]  # nothing charged yet
+        waits.append(adm.charge_junk(a, 25, 10.0))  # 10 - 25 = -15: 1.6 s to one report
+        waits.append(adm.junk_wait(a, 10.0))
+        waits.append(adm.junk_wait(b, 10.0))  # another group pays nothing for it
+        waits.append(adm.charge_junk(a, 5, 0.0))  # rate 0: no bound, nothing charged
+        await trio.sleep(1.0)
+        waits.append(adm.junk_wait(a, 10.0))
+        await trio.sleep(0.6)
+        waits.append(adm.junk_wait(a, 10.0))
+        return waits
+
+    waits = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert waits == pytest.approx([0.0, 1.6, 1.6, 0.0, 0.0, 0.6, 0.0], abs=1e-9)
+
+
+def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
+    keydir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the default ``[admission]`` (no quota, no rate limit), one address floods junk
+    over 4 connections at once, ignoring every REJECT, while another submits honestly. The
+    flooder's frames are peeled one at a time, and once its junk overdraws the default
+    budget (100 a second, one second's worth held) its frames are refused ``retry_later``
+    unparsed: the party peels at most the budget plus one frame, and the honest client's
+    reports are all taken."""
+    monkeypatch.setattr(_admission, "MAX_THROTTLE_SECONDS", 0.2)
+    svc = _service(keydir, "state-junk", epoch={"max_reports": 1000, "deadline_seconds": 600})
+    assert svc.config.admission.invalid_reports_per_second_per_peer == 100.0
+    size = svc.expected_size()
+    rng = np.random.default_rng(5)
+    frames = [
+        w.SubmitFrame(KEY_EPOCH, tuple(rng.bytes(size) for _ in range(60))).to_bytes()
+        for _ in range(4)
+    ]
+    honest = _reports(keydir, 40, seed=5)
+
+    async def main() -> tuple[dict[str, int], dict[str, Any], Any, float]:
+        async with _running(svc) as port:
+            seen: dict[str, int] = {}
+
+            async def flood(index: int) -> None:
+                fs = await _connect(port, "127.0.0.3")
+                for _ in range(12):
+                    try:
+                        r = _reason(await _ask(fs, frames[index]))
+                    except (trio.BrokenResourceError, esa.ESAError):
+                        await trio.aclose_forcefully(fs.stream)
+                        fs = await _connect(port, "127.0.0.3")  # closed: reconnect
+                        r = "closed"
+                    seen[r] = seen.get(r, 0) + 1
+                await fs.stream.aclose()
+
+            t0 = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                for i in range(4):
+                    nursery.start_soon(flood, i)
+                stats = await submit_reports(
+                    Address("127.0.0.1", port), honest, key_epoch=KEY_EPOCH, frame_reports=10
+                )
+            return seen, await _status(port), stats, trio.current_time() - t0
+
+    seen, status, stats, elapsed = trio.run(main)
+    counters = status["counters"]
+    peeled = counters["invalid_reports_refused"]
+    # Threshold: the bucket's second's worth, its refill over the run, one frame in flight.
+    assert 60 <= peeled <= 100 + 100 * elapsed + 60, (peeled, elapsed)
+    assert peeled < 48 * 60 / 2  # far fewer than the 2880 junk reports sent
+    assert counters["refused_for_junk"] >= 1
+    assert seen.get("retry_later", 0) >= 1
+    assert counters["submit_frames_parsed"] == peeled // 60 + 4  # + the 4 honest frames
+    assert stats.acknowledged == 40
+    assert stats.failed_frames == 0
+    assert status["open_reports"] == 40
 
 
 def test_the_backlog_cap_answers_retry_later_and_the_client_waits_it_out(
