@@ -15,6 +15,7 @@ import collections
 import contextlib
 import json
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,10 +29,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
-from esa.net import Address, FrameStream, PartyService, _admission, mint_token, submit_reports
+from esa.net import (
+    Address,
+    FrameStream,
+    PartyService,
+    _admission,
+    mint_token,
+    query,
+    submit_reports,
+)
 from esa.net import _wire as w
 from esa.net._admission import THROTTLE_STRIKES, TokenBucket
 from esa.net._config import Limits, config_from_dict
+from esa.net._quotas import QUOTAS_FILE
 from protocols import ProtocolSpec, build_protocol
 from tests._cli import usage_error
 
@@ -538,3 +548,136 @@ def test_esa_token_mints_a_token_the_party_takes(
     assert parsed.expires_at > time.time() + 3600
     err = usage_error([*argv[:-1], "--client", "x" * 65], capsys)
     assert err.startswith("esa token: error:")
+
+
+# ---------------------------------------------------------------------------- quotas on disk
+
+
+def _token(client: str, quota: int) -> bytes:
+    return mint_token(
+        OPERATOR,
+        deployment=DEPLOYMENT,
+        key_epoch=KEY_EPOCH,
+        client_id=client,
+        expires_at=int(time.time()) + 600,
+        quota=quota,
+    )
+
+
+async def _submit_parts(port: int, parts: list[list[bytes]], token: bytes) -> list[str]:
+    """Each part as one SUBMIT with ``token``, each on a connection of its own (a quota
+    refusal throttles its connection): the replies' kinds."""
+    got = []
+    for part in parts:
+        fs = await _connect(port, "127.0.0.2")
+        try:
+            got.append(
+                _reason(await _ask(fs, w.SubmitFrame(KEY_EPOCH, tuple(part), token).to_bytes()))
+            )
+        finally:
+            await fs.stream.aclose()
+    return got
+
+
+def _stored_quotas(state: Path) -> dict[str, tuple[int, int]]:
+    """quotas.db read directly: key -> (window, reports charged)."""
+    db = sqlite3.connect(state / QUOTAS_FILE)
+    try:
+        rows = db.execute("SELECT key, quota_window, used FROM quota_used").fetchall()
+    finally:
+        db.close()
+    return {str(k): (int(win), int(n)) for k, win, n in rows}
+
+
+def test_a_token_quota_survives_a_restart_and_restarts_with_the_next_epoch(keydir: Path) -> None:
+    """A client's per-epoch quota is on disk: a party stopped and started again on the same
+    state_dir still refuses what would pass it; once an epoch closes it starts afresh."""
+    admission = {"require_client_token": True, "deployment_id": DEPLOYMENT}
+    epoch = {"max_reports": 1000, "deadline_seconds": 600}
+    reports = _reports(keydir, 60, seed=6)
+    bob, carol = _token("bob", 25), _token("carol", 0)  # carol: no quota, nothing kept
+
+    async def run(parts: list[list[bytes]], close: bool = False) -> list[str]:
+        svc = _service(keydir, "state-quota-restart", admission=admission, epoch=epoch)
+        async with _running(svc) as port:
+            got = await _submit_parts(port, parts, bob)
+            got += await _submit_parts(port, [reports[55:57]], carol)
+            if close:
+                await svc._close_open_epochs(operator=True)
+            return got
+
+    first = trio.run(run, [reports[:10], reports[10:20]])
+    state = keydir / "state-quota-restart"
+    assert _stored_quotas(state) == {"client:bob": (0, 20)}
+    assert (state / QUOTAS_FILE).stat().st_mode & 0o777 == 0o600
+    second = trio.run(run, [reports[20:30], reports[30:35]], True)  # then closes an epoch
+    third = trio.run(run, [reports[35:45]])
+    assert first == ["ack", "ack", "ack"]
+    # 20 of bob's 25 were used before the restart: 10 more pass it, 5 do not.
+    assert second == ["quota_exceeded", "ack", "ack"]
+    assert third == ["ack", "ack"]  # an epoch closed since: a fresh quota
+    assert _stored_quotas(state) == {"client:bob": (1, 10)}  # epoch 0's count dropped
+
+
+def test_a_token_quota_survives_sigkill_even_mid_commit(keydir: Path, tmp_path: Path) -> None:
+    """A real party process, SIGKILLed: after an acknowledged frame, and again inside the
+    transaction storing the next frame's reports (``commit_reports``, nothing acknowledged).
+    Restarted, it holds the client to every report charged: the count is committed before
+    the reports it pays for, so a crash can over-count the frames in flight, never forget
+    an acknowledged one."""
+    from simulations._tcp_run import _spawn, _write_toml
+
+    doc: dict[str, Any] = {
+        "role": "shuffler",
+        "hop": 0,
+        "state_dir": "state/shuffler-1",
+        "listen": {"host": "127.0.0.1", "port": 0},
+        "query": {"host": "127.0.0.1", "port": 0},
+        "next": {"host": "127.0.0.1", "port": 9},
+        "keys": {"epochs": {str(KEY_EPOCH): str(keydir / "keys")}},
+        "operator": {"public_key": OPERATOR.public_key().public_bytes_raw().hex()},
+        "tls": {"insecure_plaintext": True},
+        "epoch": {"max_reports": 1000, "deadline_seconds": 600},
+        "admission": {"require_client_token": True, "deployment_id": DEPLOYMENT},
+        "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-6, "n": 1000, "domain": 4},
+    }
+    config = tmp_path / "shuffler-1.toml"
+    _write_toml(config, doc)
+    log = tmp_path / "shuffler-1.log"
+    state = tmp_path / "state" / "shuffler-1"
+    marker = tmp_path / "paused"
+    reports = _reports(keydir, 40, seed=7)
+    dave = _token("dave", 25)
+    got: list[list[str]] = []
+
+    party = _spawn("shuffler-1", config, log, timeout=60.0)
+    try:
+        got.append(trio.run(_submit_parts, party.address.port, [reports[:20]], dave))
+        party.kill()  # SIGKILL after the ACK
+        env = {"ESA_TEST_PAUSE_AT": "commit_reports", "ESA_TEST_PAUSE_MARKER": str(marker)}
+        party = _spawn("shuffler-1", config, log, timeout=60.0, env=env)
+
+        async def mid_commit() -> None:
+            fs = await _connect(party.address.port, "127.0.0.2")
+            await fs.send(w.SubmitFrame(KEY_EPOCH, tuple(reports[20:24]), dave).to_bytes())
+            with trio.fail_after(30):
+                while not marker.exists():
+                    await trio.sleep(0.02)
+            await trio.aclose_forcefully(fs.stream)
+
+        trio.run(mid_commit)
+        assert marker.read_text() == "commit_reports"
+        party.kill()  # SIGKILL inside the reports' transaction
+        at_kill = _stored_quotas(state)
+        party = _spawn("shuffler-1", config, log, timeout=60.0)
+        got.append(
+            trio.run(_submit_parts, party.address.port, [reports[24:26], reports[26:27]], dave)
+        )
+        status = trio.run(query, party.query_address, w.QueryKind.STATUS)
+    finally:
+        party.kill()
+    assert got[0] == ["ack"]
+    assert at_kill == {"client:dave": (0, 24)}  # the paused frame's 4 charged, not stored
+    # 24 of 25 charged: 2 more would pass it, 1 does not.
+    assert got[1] == ["quota_exceeded", "ack"]
+    assert status["open_reports"] == 21  # the paused frame was never committed
