@@ -27,9 +27,15 @@ such frame closes the connection (``throttled_connections_closed``,
    waits that long (bounded) before resending;
 3. ``unauthenticated`` — a token that does not verify under the ``[operator]`` key, names
    another deployment or key epoch, or has expired;
-4. ``quota_exceeded`` — the client's reports this epoch would pass its quota: its token's,
-   or else its address group's ``reports_per_epoch_per_peer``;
-5. ``invalid_report`` — no report of the frame opens under this shuffler's layer key: they
+4. ``retry_later`` — checked once it is the frame's turn to be peeled (one frame of an
+   address group at a time, :meth:`~esa.net.Admission.peel_turn`: the group's fair share
+   of the peel): the group's junk budget is in debt — the reports of its earlier frames
+   that did not open were charged to it (``invalid_reports_per_second_per_peer``) and it
+   has not been repaid yet (``refused_for_junk``); the group is throttled;
+5. ``quota_exceeded`` — the client's reports this epoch would pass its quota: its token's,
+   or else its address group's ``reports_per_epoch_per_peer``. The counts are kept on disk
+   (:mod:`esa.net._quotas`), written before the commit that stores the frame's reports;
+6. ``invalid_report`` — no report of the frame opens under this shuffler's layer key: they
    are peeled (X25519 + AEAD) here, at intake, and the frame refused. A frame that mixes
    reports that open with ones that do not has the latter dropped and counted
    (``invalid_reports_dropped``) and the former stored and acknowledged: a malformed report
@@ -42,9 +48,11 @@ stored, so it cannot fill the inbox or the backlog cap, close an epoch early
 (``max_reports``) or start an epoch's deadline, and no epoch carries junk to be processed
 later; a count of verified reports would still store the junk and need the same check
 before the count means anything. The cost is one more peel of each honest report (the epoch
-is peeled again when processed, its output being what is signed and forwarded); the
-quota is charged before the peel, so a keyless flooder pays the party for at most its
-quota of peels per epoch, and after that is refused from the frame's header. With
+is peeled again when processed, its output being what is signed and forwarded). What a
+keyless flooder can make the party peel is bounded twice: its junk is charged to its
+address group's junk budget, so that it gets ``invalid_reports_per_second_per_peer`` peels
+a second on average and is refused from the frame's header the rest of the time; and the
+quota is charged before the peel, so it gets at most its quota of peels per epoch. With
 ``crypto = "ideal"`` (the plaintext stand-in) there is nothing to authenticate and no peel.
 """
 
