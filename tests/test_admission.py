@@ -324,6 +324,25 @@ def test_junk_overdraws_its_budget_and_the_group_is_refused_until_it_is_repaid()
     assert waits == pytest.approx([0.0, 1.6, 1.6, 0.0, 0.0, 0.6, 0.0], abs=1e-9)
 
 
+def test_repaid_junk_buckets_of_groups_gone_are_swept() -> None:
+    """Junk buckets do not pile up: once there are ``_junk_sweep_at`` of them, those of
+    groups with no connection that are repaid in full are dropped (mock clock)."""
+
+    async def main() -> tuple[set[str], set[str]]:
+        adm = _admission.Admission(Limits(), collections.Counter())
+        adm._junk_sweep_at = 3
+        for i in range(3):
+            adm.charge_junk(_admission.Connection(f"127.0.0.{i + 1}"), 5, 10.0)
+        before = set(adm._junk)
+        await trio.sleep(10.0)  # every bucket refilled
+        adm.charge_junk(_admission.Connection("127.0.0.9"), 5, 10.0)  # sweeps first
+        return before, set(adm._junk)
+
+    before, after = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert before == {"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+    assert after == {"127.0.0.9"}
+
+
 def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
     keydir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

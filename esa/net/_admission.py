@@ -161,6 +161,9 @@ class Admission:
         self._used: collections.Counter[str] = collections.Counter()
         self._peer_until: dict[str, float] = {}
         self._junk: dict[str, TokenBucket] = {}
+        # Junk buckets of groups with no connection left are forgotten once repaid: on
+        # release, or by a sweep when there are this many (doubling past it).
+        self._junk_sweep_at = 1024
         # Each group's peel lock and how many frames hold or wait for it.
         self._peel_locks: dict[str, tuple[trio.Lock, int]] = {}
 
@@ -381,6 +384,11 @@ class Admission:
             return 0.0
         bucket = self._junk.get(conn.peer)
         if bucket is None:
+            if len(self._junk) >= self._junk_sweep_at:
+                for peer in [p for p in self._junk if p not in self._per_peer]:
+                    if self._junk[peer].full:
+                        del self._junk[peer]
+                self._junk_sweep_at = max(1024, 2 * len(self._junk))
             bucket = self._junk[conn.peer] = TokenBucket(rate, max(1.0, rate))
         bucket.wait()  # refills it
         bucket.tokens -= reports
