@@ -201,6 +201,7 @@ class Intake(PartyBase):
                 retry_after=rule.retry_after_seconds,
             )
         self._check_key_epoch(key_epoch)
+        key, quota = self._quota_of(token, key_epoch, conn)
         junk_rate = rule.invalid_reports_per_second_per_peer
         # One frame of an address group peeled at a time: the group's fair share.
         async with self.admission.peel_turn(conn.peer):
@@ -215,7 +216,6 @@ class Intake(PartyBase):
                     f"for {wait:.1f} s",
                     retry_after=wait,
                 )
-            key, quota = self._quota_of(token, key_epoch, conn)
             await self._roll_quotas()
             used = self.admission.used(key)
             if quota and used + count > quota:
@@ -300,9 +300,9 @@ class Intake(PartyBase):
             self._quota_dirty |= {key}
 
     async def _commit_reports(self, store: Callable[..., T], *args: object) -> T:
-        """Run ``store(*args)`` (an inbox write) after writing the quota counts charged so far, in
-        the same worker call: whatever it commits is acknowledged after the counts are on
-        disk. If either fails the counts stay due for the next commit."""
+        """Run ``store(*args)`` (an inbox write) after writing the quota counts charged so
+        far, in the same worker call: whatever it commits is acknowledged after the counts
+        are on disk. If either fails the counts stay due for the next commit."""
         dirty, self._quota_dirty = self._quota_dirty, frozenset()
         window = self._quota_window
         counts = {key: self.admission.used(key) for key in dirty}
