@@ -12,11 +12,13 @@ pairs; the order flips each pair). In each run:
 * ``--handshakes`` connections are opened one after another, each asking STATUS once and
   closing: connections a second, a TLS handshake each in the TLS runs;
 * the reports go through in ``--epochs`` epochs; after each epoch is analyzed: the time
-  from the close to the analysis (what the summary's computation, done in the analysis's
-  transaction, adds to), RESULT served from the stored summary (median of ``--queries``),
-  and RESULT recomputed from the stored messages (a RESULT for another ``n`` takes that
-  path: the cost of storing the summary, paid once per analyzed epoch, and what each query
-  would cost without it).
+  from the close to the analysis, which includes computing and storing the summary (done
+  in the analysis's transaction); on a read-only snapshot of the analyzer's inbox opened
+  by this process, the time to compute the summary (what the analyzer does once per
+  analyzed epoch, and what every RESULT would cost without a stored summary) and to read
+  the stored one (what a RESULT costs with it), medians of 3; and, over the network, a
+  RESULT served from the summary (median of ``--queries``) and one recomputed (a RESULT
+  for another ``n`` takes that path), connection set-up included.
 
     python benchmarks/bench_defences.py --pairs 3 --n 20000 --epochs 4
 
@@ -40,7 +42,10 @@ import trio
 import crypto
 import esa
 from esa.net import QueryKind, close_epoch, query, submit_reports
-from protocols import ProtocolSpec, build_protocol
+from esa.net._inbox import Inbox
+from esa.net._queries import compute_result
+from esa.net._statedir import INBOX_FILE
+from protocols import ProtocolSpec, ShuffleProtocol, build_protocol
 from simulations._tcp_run import Chain, running_chain, wait_processed
 
 
@@ -57,6 +62,23 @@ async def _handshakes(chain: Chain, count: int) -> float:
     for _ in range(count):
         await query(chain.first.address, QueryKind.STATUS)
     return count / (time.perf_counter() - t0)
+
+
+def _summary_costs(chain: Chain, protocol: ShuffleProtocol) -> tuple[float, float]:
+    """Milliseconds to compute the analyzer's result summary, and to read the stored one,
+    on a read-only snapshot of its inbox (medians of 3)."""
+    path = chain.root / "state" / chain.analyzer.name / INBOX_FILE
+    computes, reads = [], []
+    with Inbox.open_existing(path) as snapshot:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            compute_result(snapshot, protocol, chain.channels, {})
+            t1 = time.perf_counter()
+            assert snapshot.summary() is not None
+            t2 = time.perf_counter()
+            computes.append(t1 - t0)
+            reads.append(t2 - t1)
+    return 1000 * statistics.median(computes), 1000 * statistics.median(reads)
 
 
 def one_run(
@@ -105,10 +127,15 @@ def one_run(
                 )
                 recomputed = time.perf_counter() - t1
                 assert fresh["hops"][-1]["received"] == res["hops"][-1]["received"]
+                compute_ms, read_ms = await trio.to_thread.run_sync(
+                    _summary_costs, chain, args.protocol
+                )
                 epochs.append(
                     {
                         "messages_stored": res["hops"][-1]["received"],
                         "close_to_analyzed_s": round(processed, 3),
+                        "summary_compute_ms": round(compute_ms, 2),
+                        "summary_read_ms": round(read_ms, 3),
                         "result_from_summary_ms": round(1000 * statistics.median(served), 2),
                         "result_recomputed_ms": round(1000 * recomputed, 1),
                     }
@@ -140,7 +167,7 @@ def main() -> None:
     if not 1 <= args.pairs <= 50 or not 1 <= args.epochs <= args.n:
         ap.error("--pairs must lie in [1, 50] and --epochs in [1, --n]")
     source = ("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=args.n, domain=16))
-    protocol = build_protocol(*source)
+    protocol = args.protocol = build_protocol(*source)
     load_before = os.getloadavg()[0]
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="esa-defences-") as tmp:
@@ -178,15 +205,19 @@ def main() -> None:
             f"{name}: TLS {t} plaintext {q}; TLS/plaintext per pair "
             f"{[round(x, 2) for x in ratios]}, median {statistics.median(ratios):.2f}"
         )
-    print("per epoch (median over all runs): messages stored, close->analyzed s, RESULT from")
-    print("summary ms, RESULT recomputed ms")
+    print("per epoch, medians over all runs (ms unless said):")
+    print("  epoch  messages  close->analyzed s  summary compute  summary read  RESULT: summary")
+    print("                                                                      / recomputed")
     for e in range(args.epochs):
         rows = [r["epochs"][e] for r in runs]
+
+        def med(key: str) -> float:
+            return float(statistics.median(x[key] for x in rows))  # noqa: B023 - used at once
+
         print(
-            f"  epoch {e + 1}: {rows[0]['messages_stored']:>7}  "
-            f"{statistics.median(x['close_to_analyzed_s'] for x in rows):7.3f}  "
-            f"{statistics.median(x['result_from_summary_ms'] for x in rows):8.2f}  "
-            f"{statistics.median(x['result_recomputed_ms'] for x in rows):9.1f}"
+            f"  {e + 1:>5}  {rows[0]['messages_stored']:>8}  {med('close_to_analyzed_s'):>17.3f}"
+            f"  {med('summary_compute_ms'):>15.1f}  {med('summary_read_ms'):>12.3f}"
+            f"  {med('result_from_summary_ms'):>7.1f} / {med('result_recomputed_ms'):.1f}"
         )
     print(f"total {time.perf_counter() - t_start:.1f} s")
 
