@@ -39,7 +39,7 @@ from esa.net import (
     submit_reports,
 )
 from esa.net import _wire as w
-from esa.net._admission import THROTTLE_STRIKES, TokenBucket
+from esa.net._admission import PEEL_FRAMES_PER_GROUP, THROTTLE_STRIKES, TokenBucket
 from esa.net._config import Limits, config_from_dict
 from esa.net._quotas import QUOTAS_FILE
 from protocols import ProtocolSpec, build_protocol
@@ -324,6 +324,49 @@ def test_junk_overdraws_its_budget_and_the_group_is_refused_until_it_is_repaid()
     assert waits == pytest.approx([0.0, 1.6, 1.6, 0.0, 0.0, 0.6, 0.0], abs=1e-9)
 
 
+def test_an_address_group_has_at_most_its_share_of_frames_peeled_at_once() -> None:
+    """``peel_turn``: 10 frames of one group wait their turn, PEEL_FRAMES_PER_GROUP at a
+    time, while another group's frame goes at once; once the group has sent junk, its
+    frames go one at a time until its junk bucket is full again (mock clock)."""
+
+    async def main(junk: bool) -> tuple[int, float, float]:
+        adm = _admission.Admission(Limits(), collections.Counter())
+        if junk:  # 100 - 150: 1.5 s in debt, 2.5 s until full again
+            adm.charge_junk(_admission.Connection("127.0.0.3"), 150, 100.0)
+        inside: collections.Counter[str] = collections.Counter()
+        most = 0
+        other_done = -1.0
+
+        async def frame(peer: str) -> None:
+            nonlocal most, other_done
+            async with adm.peel_turn(peer):
+                inside[peer] += 1
+                most = max(most, inside["127.0.0.3"])
+                await trio.sleep(1.0)
+                inside[peer] -= 1
+            if peer == "127.0.0.4":
+                other_done = trio.current_time()
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(frame, "127.0.0.3")
+            await trio.sleep(0.1)
+            nursery.start_soon(frame, "127.0.0.4")
+        assert not adm._peel_turns  # nothing kept once every frame is through
+        return most, other_done, trio.current_time()
+
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    most, other_done, end = trio.run(main, False, clock=clock)
+    assert PEEL_FRAMES_PER_GROUP == 8
+    assert most == PEEL_FRAMES_PER_GROUP
+    assert other_done == pytest.approx(1.1)  # not behind the other group's queue
+    assert end == pytest.approx(2.0)  # 10 frames, 8 at a time: 2 rounds of 1 s
+    most, other_done, end = trio.run(main, True, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert most == 1  # every frame arrived while the group's bucket was not full
+    assert other_done == pytest.approx(1.1)
+    assert end == pytest.approx(10.0)
+
+
 def test_repaid_junk_buckets_of_groups_gone_are_swept() -> None:
     """Junk buckets do not pile up: once there are ``_junk_sweep_at`` of them, those of
     groups with no connection that are repaid in full are dropped (mock clock)."""
@@ -350,8 +393,9 @@ def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
     over 4 connections at once, ignoring every REJECT, while another submits honestly. The
     flooder's frames are peeled one at a time, and once its junk overdraws the default
     budget (100 a second, one second's worth held) its frames are refused ``retry_later``
-    unparsed: the party peels at most the budget plus one frame, and the honest client's
-    reports are all taken."""
+    unparsed: the party peels at most the budget plus the frames in flight (at most
+    PEEL_FRAMES_PER_GROUP of one address at once), and the honest client's reports are
+    all taken."""
     monkeypatch.setattr(_admission, "MAX_THROTTLE_SECONDS", 0.2)
     svc = _service(keydir, "state-junk", epoch={"max_reports": 1000, "deadline_seconds": 600})
     assert svc.config.admission.invalid_reports_per_second_per_peer == 100.0
@@ -391,8 +435,8 @@ def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
     seen, status, stats, elapsed = trio.run(main)
     counters = status["counters"]
     peeled = counters["invalid_reports_refused"]
-    # Threshold: the bucket's second's worth, its refill over the run, one frame in flight.
-    assert 60 <= peeled <= 100 + 100 * elapsed + 60, (peeled, elapsed)
+    # Threshold: the bucket's second's worth, its refill over the run, the frames in flight.
+    assert 60 <= peeled <= 100 + 100 * elapsed + PEEL_FRAMES_PER_GROUP * 60, (peeled, elapsed)
     assert peeled < 48 * 60 / 2  # far fewer than the 2880 junk reports sent
     assert counters["refused_for_junk"] >= 1
     assert seen.get("retry_later", 0) >= 1

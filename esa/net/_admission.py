@@ -19,10 +19,11 @@ token holder's, reports per epoch (:meth:`Admission.charge`). An operator hands 
 tokens made by :func:`mint_token` (``esa token``).
 
 Peeling a report (X25519 + AEAD) is the one costly step of intake, and it is shared fairly
-between address groups: each group has its frames peeled one at a time
-(:meth:`Admission.peel_turn`), so a group flooding from many connections holds one peel
-worker at most while every other group has its own; and the reports of a group that do not
-open (junk) are charged to a token bucket that they may overdraw
+between address groups: each group has at most :data:`PEEL_FRAMES_PER_GROUP` frames
+peeled at once, and one at a time once it has sent junk (:meth:`Admission.peel_turn`), so
+a group flooding from many connections holds one peel worker while every other group has
+its own; and the reports
+of a group that do not open (junk) are charged to a token bucket that they may overdraw
 (:meth:`Admission.junk_wait`, :meth:`Admission.charge_junk`): while it is in debt the
 group's frames are refused before they are parsed, so junk costs the party at most
 ``invalid_reports_per_second_per_peer`` peels a second per group, on average, whatever the
@@ -57,6 +58,7 @@ from ._wire import ClientToken
 __all__ = [
     "IDLE_GRACE_SECONDS",
     "MAX_THROTTLE_SECONDS",
+    "PEEL_FRAMES_PER_GROUP",
     "THROTTLE_STRIKES",
     "Admission",
     "Connection",
@@ -75,6 +77,12 @@ IDLE_GRACE_SECONDS: Final = 1.0
 MAX_THROTTLE_SECONDS: Final = 5.0
 #: Frames a connection may send while throttled (each refused unparsed) before it is closed.
 THROTTLE_STRIKES: Final = 3
+#: Frames of one address group peeled at once (:meth:`Admission.peel_turn`) while it has
+#: sent no junk lately: enough for many honest clients behind one address to keep the
+#: cores busy, few enough that a flood's first frames, before any is known to be junk,
+#: hold that many peel workers at most. A group whose junk bucket is not full (it sent
+#: junk and has not been forgiven all of it yet) has one frame peeled at a time.
+PEEL_FRAMES_PER_GROUP: Final = 8
 
 
 @dataclass(slots=True)
@@ -164,8 +172,8 @@ class Admission:
         # Junk buckets of groups with no connection left are forgotten once repaid: on
         # release, or by a sweep when there are this many (doubling past it).
         self._junk_sweep_at = 1024
-        # Each group's peel lock and how many frames hold or wait for it.
-        self._peel_locks: dict[str, tuple[trio.Lock, int]] = {}
+        # Each group's peel limiter and how many frames hold or wait for it.
+        self._peel_turns: dict[str, tuple[trio.CapacityLimiter, int]] = {}
 
     @property
     def active(self) -> int:
@@ -328,8 +336,10 @@ class Admission:
 
     @contextlib.asynccontextmanager
     async def peel_turn(self, peer: str | None) -> AsyncIterator[None]:
-        """Wait for ``peer``'s turn to have a frame peeled: one frame of an address group
-        at a time, first come first served (no wait for ``peer`` None).
+        """Wait for ``peer``'s turn to have a frame peeled: at most
+        :data:`PEEL_FRAMES_PER_GROUP` frames of an address group at a time, one at a time
+        while its junk bucket is not full (:meth:`charge_junk`); first come first served
+        (no wait for ``peer`` None).
 
         Args:
             peer: the frame's address group.
@@ -340,19 +350,22 @@ class Admission:
         if peer is None:
             yield
             return
-        lock, users = self._peel_locks.get(peer, (None, 0))
-        if lock is None:
-            lock = trio.Lock()
-        self._peel_locks[peer] = (lock, users + 1)
+        limiter, users = self._peel_turns.get(peer, (None, 0))
+        if limiter is None:
+            limiter = trio.CapacityLimiter(PEEL_FRAMES_PER_GROUP)
+        junk = self._junk.get(peer)
+        # Lowering it below what is borrowed only holds back the frames still to come.
+        limiter.total_tokens = 1 if junk is not None and not junk.full else PEEL_FRAMES_PER_GROUP
+        self._peel_turns[peer] = (limiter, users + 1)
         try:
-            async with lock:
+            async with limiter:
                 yield
         finally:
-            lock, users = self._peel_locks[peer]
+            limiter, users = self._peel_turns[peer]
             if users == 1:
-                del self._peel_locks[peer]
+                del self._peel_turns[peer]
             else:
-                self._peel_locks[peer] = (lock, users - 1)
+                self._peel_turns[peer] = (limiter, users - 1)
 
     def junk_wait(self, conn: Connection, rate: float) -> float:
         """Seconds until ``conn``'s address group has paid for the junk it sent

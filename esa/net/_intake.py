@@ -27,7 +27,7 @@ such frame closes the connection (``throttled_connections_closed``,
    waits that long (bounded) before resending;
 3. ``unauthenticated`` — a token that does not verify under the ``[operator]`` key, names
    another deployment or key epoch, or has expired;
-4. ``retry_later`` — checked once it is the frame's turn to be peeled (one frame of an
+4. ``retry_later`` — checked once it is the frame's turn to be peeled (a few frames of an
    address group at a time, :meth:`~esa.net.Admission.peel_turn`: the group's fair share
    of the peel): the group's junk budget is in debt — the reports of its earlier frames
    that did not open were charged to it (``invalid_reports_per_second_per_peer``) and it
@@ -203,7 +203,7 @@ class Intake(PartyBase):
         self._check_key_epoch(key_epoch)
         key, quota = self._quota_of(token, key_epoch, conn)
         junk_rate = rule.invalid_reports_per_second_per_peer
-        # One frame of an address group peeled at a time: the group's fair share.
+        # A few frames of an address group peeled at a time: the group's fair share.
         async with self.admission.peel_turn(conn.peer):
             wait = self.admission.junk_wait(conn, junk_rate)
             if wait:
