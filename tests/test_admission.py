@@ -39,14 +39,16 @@ from esa.net import (
     submit_reports,
 )
 from esa.net import _wire as w
-from esa.net._admission import PEEL_FRAMES_PER_GROUP, THROTTLE_STRIKES, TokenBucket
-from esa.net._config import Limits, config_from_dict
+from esa.net._admission import THROTTLE_STRIKES, TokenBucket
+from esa.net._config import AdmissionRule, Limits, config_from_dict
 from esa.net._quotas import QUOTAS_FILE
 from protocols import ProtocolSpec, build_protocol
 from tests._cli import usage_error
 
 PROTOCOL = build_protocol("hist_kr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=1000, domain=4))
 KEY_EPOCH = 1
+#: The default ``[admission] peel_frames_per_peer``.
+PEEL_FRAMES = 8
 OPERATOR = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 DEPLOYMENT = "test-deployment"
 STATUS = w.Query(w.QueryKind.STATUS).to_bytes()
@@ -161,6 +163,11 @@ def test_token_bucket_refills_at_its_rate() -> None:
         ({"admission": {"require_client_token": True}}, "and a deployment_id"),
         ({"admission": {"max_pending_reports": 0}}, "max_pending_reports"),
         ({"admission": {"frames_per_second_per_peer": -1}}, "frames_per_second_per_peer"),
+        (
+            {"admission": {"invalid_reports_per_second_per_peer": -5}},
+            "invalid_reports_per_second_per_peer",
+        ),
+        ({"admission": {"peel_frames_per_peer": 0}}, "peel_frames_per_peer"),
         ({"admission": {"bogus": 1}}, "unknown keys"),
         ({"limits": {"evict_idle_above": 1.5}}, "evict_idle_above"),
     ],
@@ -325,7 +332,7 @@ def test_junk_overdraws_its_budget_and_the_group_is_refused_until_it_is_repaid()
 
 
 def test_an_address_group_has_at_most_its_share_of_frames_peeled_at_once() -> None:
-    """``peel_turn``: 10 frames of one group wait their turn, PEEL_FRAMES_PER_GROUP at a
+    """``peel_turn``: 10 frames of one group wait their turn, PEEL_FRAMES at a
     time, while another group's frame goes at once; once the group has sent junk, its
     frames go one at a time until its junk bucket is full again (mock clock)."""
 
@@ -339,7 +346,7 @@ def test_an_address_group_has_at_most_its_share_of_frames_peeled_at_once() -> No
 
         async def frame(peer: str) -> None:
             nonlocal most, other_done
-            async with adm.peel_turn(peer):
+            async with adm.peel_turn(peer, PEEL_FRAMES):
                 inside[peer] += 1
                 most = max(most, inside["127.0.0.3"])
                 await trio.sleep(1.0)
@@ -357,8 +364,8 @@ def test_an_address_group_has_at_most_its_share_of_frames_peeled_at_once() -> No
 
     clock = trio.testing.MockClock(autojump_threshold=0)
     most, other_done, end = trio.run(main, False, clock=clock)
-    assert PEEL_FRAMES_PER_GROUP == 8
-    assert most == PEEL_FRAMES_PER_GROUP
+    assert AdmissionRule().peel_frames_per_peer == PEEL_FRAMES
+    assert most == PEEL_FRAMES
     assert other_done == pytest.approx(1.1)  # not behind the other group's queue
     assert end == pytest.approx(2.0)  # 10 frames, 8 at a time: 2 rounds of 1 s
     most, other_done, end = trio.run(main, True, clock=trio.testing.MockClock(autojump_threshold=0))
@@ -394,7 +401,7 @@ def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
     flooder's frames are peeled one at a time, and once its junk overdraws the default
     budget (100 a second, one second's worth held) its frames are refused ``retry_later``
     unparsed: the party peels at most the budget plus the frames in flight (at most
-    PEEL_FRAMES_PER_GROUP of one address at once), and the honest client's reports are
+    PEEL_FRAMES of one address at once), and the honest client's reports are
     all taken."""
     monkeypatch.setattr(_admission, "MAX_THROTTLE_SECONDS", 0.2)
     svc = _service(keydir, "state-junk", epoch={"max_reports": 1000, "deadline_seconds": 600})
@@ -436,7 +443,7 @@ def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
     counters = status["counters"]
     peeled = counters["invalid_reports_refused"]
     # Threshold: the bucket's second's worth, its refill over the run, the frames in flight.
-    assert 60 <= peeled <= 100 + 100 * elapsed + PEEL_FRAMES_PER_GROUP * 60, (peeled, elapsed)
+    assert 60 <= peeled <= 100 + 100 * elapsed + PEEL_FRAMES * 60, (peeled, elapsed)
     assert peeled < 48 * 60 / 2  # far fewer than the 2880 junk reports sent
     assert counters["refused_for_junk"] >= 1
     assert seen.get("retry_later", 0) >= 1

@@ -19,8 +19,8 @@ token holder's, reports per epoch (:meth:`Admission.charge`). An operator hands 
 tokens made by :func:`mint_token` (``esa token``).
 
 Peeling a report (X25519 + AEAD) is the one costly step of intake, and it is shared fairly
-between address groups: each group has at most :data:`PEEL_FRAMES_PER_GROUP` frames
-peeled at once, and one at a time once it has sent junk (:meth:`Admission.peel_turn`), so
+between address groups: each group has at most ``peel_frames_per_peer`` frames peeled at
+once, and one at a time once it has sent junk (:meth:`Admission.peel_turn`), so
 a group flooding from many connections holds one peel worker while every other group has
 its own; and the reports
 of a group that do not open (junk) are charged to a token bucket that they may overdraw
@@ -58,7 +58,6 @@ from ._wire import ClientToken
 __all__ = [
     "IDLE_GRACE_SECONDS",
     "MAX_THROTTLE_SECONDS",
-    "PEEL_FRAMES_PER_GROUP",
     "THROTTLE_STRIKES",
     "Admission",
     "Connection",
@@ -77,12 +76,6 @@ IDLE_GRACE_SECONDS: Final = 1.0
 MAX_THROTTLE_SECONDS: Final = 5.0
 #: Frames a connection may send while throttled (each refused unparsed) before it is closed.
 THROTTLE_STRIKES: Final = 3
-#: Frames of one address group peeled at once (:meth:`Admission.peel_turn`) while it has
-#: sent no junk lately: enough for many honest clients behind one address to keep the
-#: cores busy, few enough that a flood's first frames, before any is known to be junk,
-#: hold that many peel workers at most. A group whose junk bucket is not full (it sent
-#: junk and has not been forgiven all of it yet) has one frame peeled at a time.
-PEEL_FRAMES_PER_GROUP: Final = 8
 
 
 @dataclass(slots=True)
@@ -335,14 +328,15 @@ class Admission:
         return until
 
     @contextlib.asynccontextmanager
-    async def peel_turn(self, peer: str | None) -> AsyncIterator[None]:
-        """Wait for ``peer``'s turn to have a frame peeled: at most
-        :data:`PEEL_FRAMES_PER_GROUP` frames of an address group at a time, one at a time
-        while its junk bucket is not full (:meth:`charge_junk`); first come first served
-        (no wait for ``peer`` None).
+    async def peel_turn(self, peer: str | None, frames: int) -> AsyncIterator[None]:
+        """Wait for ``peer``'s turn to have a frame peeled: at most ``frames`` frames of an
+        address group at a time, one at a time while its junk bucket is not full (it sent
+        junk lately, :meth:`charge_junk`); first come first served (no wait for ``peer``
+        None).
 
         Args:
             peer: the frame's address group.
+            frames: ``peel_frames_per_peer`` (at least 1).
 
         Yields:
             Once it is the frame's turn; the turn ends when the block does.
@@ -352,10 +346,10 @@ class Admission:
             return
         limiter, users = self._peel_turns.get(peer, (None, 0))
         if limiter is None:
-            limiter = trio.CapacityLimiter(PEEL_FRAMES_PER_GROUP)
+            limiter = trio.CapacityLimiter(frames)
         junk = self._junk.get(peer)
         # Lowering it below what is borrowed only holds back the frames still to come.
-        limiter.total_tokens = 1 if junk is not None and not junk.full else PEEL_FRAMES_PER_GROUP
+        limiter.total_tokens = 1 if junk is not None and not junk.full else frames
         self._peel_turns[peer] = (limiter, users + 1)
         try:
             async with limiter:

@@ -204,7 +204,7 @@ class Intake(PartyBase):
         key, quota = self._quota_of(token, key_epoch, conn)
         junk_rate = rule.invalid_reports_per_second_per_peer
         # A few frames of an address group peeled at a time: the group's fair share.
-        async with self.admission.peel_turn(conn.peer):
+        async with self.admission.peel_turn(conn.peer, rule.peel_frames_per_peer):
             wait = self.admission.junk_wait(conn, junk_rate)
             if wait:
                 self.counters["refused_for_junk"] += 1
