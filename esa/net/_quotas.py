@@ -3,9 +3,10 @@ them.
 
 A quota (a client token's, or ``[admission] reports_per_epoch_per_peer``) counts the
 reports charged to a client or an address group since the last epoch closed. Those counts
-live in :data:`QUOTAS_FILE` in the party's state_dir, a SQLite database written the way the
-inbox is (WAL, ``synchronous=FULL``, mode 0600): the counts a frame was charged are
-committed before the frame's reports, so before its ACK (:meth:`Intake._commit_reports`).
+live in :data:`QUOTAS_FILE` in the party's state_dir, a SQLite database written the way
+the inbox is (WAL, ``synchronous=FULL``, ``secure_delete``, mode 0600): the counts a frame
+was charged are committed before the frame's reports, so before its ACK
+(:meth:`Intake._commit_reports`).
 A party killed and restarted thus finds every acknowledged report still charged; a frame
 refused whole (nothing of it stored) has its charge written with the next commit.
 
@@ -57,6 +58,8 @@ class QuotaStore:
             db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
+            # It names clients and addresses: an epoch's counts, once dropped, are gone.
+            db.execute("PRAGMA secure_delete=ON")
             db.executescript(_SCHEMA)
             for suffix in ("-wal", "-shm"):
                 side = self._path.with_name(self._path.name + suffix)
