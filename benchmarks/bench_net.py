@@ -60,7 +60,7 @@ def one_run(
             await close_epoch(chain.first.address, chain.operator)
             await wait_processed(chain, timeout=3600)
             pipeline = time.perf_counter() - t0
-            res = await query(chain.analyzer.address, esa.net.QueryKind.RESULT, {"n": n})
+            res = await query(chain.analyzer.query_address, esa.net.QueryKind.RESULT, {"n": n})
             return {
                 "frame_reports": frame_reports,
                 "connections": args.connections,

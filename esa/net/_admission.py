@@ -18,6 +18,17 @@ The first shuffler also rate-limits SUBMIT frames per connection and per address
 token holder's, reports per epoch (:meth:`Admission.charge`). An operator hands clients
 tokens made by :func:`mint_token` (``esa token``).
 
+Peeling a report (X25519 + AEAD) is the one costly step of intake, and it is shared fairly
+between address groups: each group has at most ``peel_frames_per_peer`` frames peeled at
+once, and one at a time once it has sent junk (:meth:`Admission.peel_turn`), so
+a group flooding from many connections holds one peel worker while every other group has
+its own; and the reports
+of a group that do not open (junk) are charged to a token bucket that they may overdraw
+(:meth:`Admission.junk_wait`, :meth:`Admission.charge_junk`): while it is in debt the
+group's frames are refused before they are parsed, so junk costs the party at most
+``invalid_reports_per_second_per_peer`` peels a second per group, on average, whatever the
+sender does. Honest clients send no junk and never meet that bound.
+
 A refusal that says when to retry (``retry_later``, ``quota_exceeded``) also throttles:
 the party reads nothing more from that connection — and, when the address group's rate
 or quota was the bound broken, from any connection of the group — until the hint has
@@ -31,9 +42,10 @@ after :data:`THROTTLE_STRIKES` of those it is closed and its slot freed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ipaddress
 import math
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -149,6 +161,12 @@ class Admission:
         self._peer_buckets: dict[str, TokenBucket] = {}
         self._used: collections.Counter[str] = collections.Counter()
         self._peer_until: dict[str, float] = {}
+        self._junk: dict[str, TokenBucket] = {}
+        # Junk buckets of groups with no connection left are forgotten once repaid: on
+        # release, or by a sweep when there are this many (doubling past it).
+        self._junk_sweep_at = 1024
+        # Each group's peel limiter and how many frames hold or wait for it.
+        self._peel_turns: dict[str, tuple[trio.CapacityLimiter, int]] = {}
 
     @property
     def active(self) -> int:
@@ -235,11 +253,12 @@ class Admission:
             self._per_peer[conn.peer] -= 1
             if not self._per_peer[conn.peer]:
                 del self._per_peer[conn.peer]
-                bucket = self._peer_buckets.get(conn.peer)
                 # A full bucket is a fresh one: forget it. A drained one stays, so that
                 # reconnecting does not refill it.
-                if bucket is not None and bucket.full:
-                    del self._peer_buckets[conn.peer]
+                for buckets in (self._peer_buckets, self._junk):
+                    bucket = buckets.get(conn.peer)
+                    if bucket is not None and bucket.full:
+                        del buckets[conn.peer]
 
     def frame_wait(self, conn: Connection, *, per_connection: float, per_peer: float) -> float:
         """Take one SUBMIT frame from ``conn``'s rate limits; returns 0 if it may be taken,
@@ -307,6 +326,80 @@ class Admission:
                 else:
                     until = max(until, group)
         return until
+
+    @contextlib.asynccontextmanager
+    async def peel_turn(self, peer: str | None, frames: int) -> AsyncIterator[None]:
+        """Wait for ``peer``'s turn to have a frame peeled: at most ``frames`` frames of an
+        address group at a time, one at a time while its junk bucket is not full (it sent
+        junk lately, :meth:`charge_junk`); first come first served (no wait for ``peer``
+        None).
+
+        Args:
+            peer: the frame's address group.
+            frames: ``peel_frames_per_peer`` (at least 1).
+
+        Yields:
+            Once it is the frame's turn; the turn ends when the block does.
+        """
+        if peer is None:
+            yield
+            return
+        limiter, users = self._peel_turns.get(peer, (None, 0))
+        if limiter is None:
+            limiter = trio.CapacityLimiter(frames)
+        junk = self._junk.get(peer)
+        # Lowering it below what is borrowed only holds back the frames still to come.
+        limiter.total_tokens = 1 if junk is not None and not junk.full else frames
+        self._peel_turns[peer] = (limiter, users + 1)
+        try:
+            async with limiter:
+                yield
+        finally:
+            limiter, users = self._peel_turns[peer]
+            if users == 1:
+                del self._peel_turns[peer]
+            else:
+                self._peel_turns[peer] = (limiter, users - 1)
+
+    def junk_wait(self, conn: Connection, rate: float) -> float:
+        """Seconds until ``conn``'s address group has paid for the junk it sent
+        (:meth:`charge_junk`); 0 if it is not in debt (or ``rate`` is 0: no bound).
+
+        Args:
+            conn: the sender.
+            rate: ``invalid_reports_per_second_per_peer``.
+
+        Returns:
+            0, or the seconds to wait.
+        """
+        bucket = self._junk.get(conn.peer) if rate and conn.peer is not None else None
+        return 0.0 if bucket is None else bucket.wait()
+
+    def charge_junk(self, conn: Connection, reports: int, rate: float) -> float:
+        """Charge ``reports`` that did not open to ``conn``'s address group, which may go
+        into debt by it.
+
+        Args:
+            conn: the sender.
+            reports: the reports of its frame that did not open.
+            rate: ``invalid_reports_per_second_per_peer`` (0: nothing is charged).
+
+        Returns:
+            Seconds until the group is out of debt (0 if it is not in debt).
+        """
+        if not rate or conn.peer is None or not reports:
+            return 0.0
+        bucket = self._junk.get(conn.peer)
+        if bucket is None:
+            if len(self._junk) >= self._junk_sweep_at:
+                for peer in [p for p in self._junk if p not in self._per_peer]:
+                    if self._junk[peer].full:
+                        del self._junk[peer]
+                self._junk_sweep_at = max(1024, 2 * len(self._junk))
+            bucket = self._junk[conn.peer] = TokenBucket(rate, max(1.0, rate))
+        bucket.wait()  # refills it
+        bucket.tokens -= reports
+        return bucket.wait()
 
     def used(self, key: str) -> int:
         """Reports charged to ``key`` this epoch (:meth:`charge`).

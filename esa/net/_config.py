@@ -55,6 +55,8 @@ of two shufflers)::
     reports_per_epoch_per_peer = 0   # per client address group and epoch; 0: no quota
     frames_per_second_per_peer = 0.0        # 0: no rate limit
     frames_per_second_per_connection = 0.0  # 0: no rate limit
+    invalid_reports_per_second_per_peer = 100.0  # reports that do not open; 0: no bound
+    peel_frames_per_peer = 8         # frames of one address group peeled at once
     require_client_token = false     # true: refuse SUBMITs without an operator's token
     # deployment_id = "example-1"    # tokens are bound to the manifest's deployment id; this
                                      # free string only for a party without a manifest
@@ -252,6 +254,14 @@ class AdmissionRule:
         frames_per_second_per_peer: SUBMIT frames per second one address group may send
             (a token bucket holding one second's worth); 0: no limit.
         frames_per_second_per_connection: the same for one connection; 0: no limit.
+        invalid_reports_per_second_per_peer: reports that do not open (junk) one address
+            group may have peeled per second, on average (a token bucket holding one
+            second's worth that junk may overdraw): while the group is in debt its SUBMITs
+            are refused ``retry_later`` unparsed. Honest clients send no junk, so they never
+            meet it; 0: no bound.
+        peel_frames_per_peer: frames of one address group peeled at once (one once it
+            has sent junk lately): what clients behind one address share, and at most how
+            many frames of a flood are peeled before the first is known to be junk.
         require_client_token: refuse a SUBMIT without a valid operator-signed token
             (``unauthenticated``); needs ``[operator] public_key`` and ``deployment_id``.
         deployment_id: the deployment a token must name: the manifest's deployment id
@@ -264,6 +274,8 @@ class AdmissionRule:
     reports_per_epoch_per_peer: int = 0
     frames_per_second_per_peer: float = 0.0
     frames_per_second_per_connection: float = 0.0
+    invalid_reports_per_second_per_peer: float = 100.0
+    peel_frames_per_peer: int = 8
     require_client_token: bool = False
     deployment_id: str = ""
 
@@ -492,6 +504,8 @@ def _admission(
             "reports_per_epoch_per_peer",
             "frames_per_second_per_peer",
             "frames_per_second_per_connection",
+            "invalid_reports_per_second_per_peer",
+            "peel_frames_per_peer",
             "require_client_token",
             "deployment_id",
         },
@@ -544,6 +558,15 @@ def _admission(
         frames_per_second_per_connection=_rate(
             table.get("frames_per_second_per_connection", d.frames_per_second_per_connection),
             "[admission] frames_per_second_per_connection",
+        ),
+        invalid_reports_per_second_per_peer=_rate(
+            table.get("invalid_reports_per_second_per_peer", d.invalid_reports_per_second_per_peer),
+            "[admission] invalid_reports_per_second_per_peer",
+        ),
+        peel_frames_per_peer=_int(
+            table.get("peel_frames_per_peer", d.peel_frames_per_peer),
+            "[admission] peel_frames_per_peer",
+            1,
         ),
         require_client_token=require,
         deployment_id=deployment,

@@ -27,9 +27,15 @@ such frame closes the connection (``throttled_connections_closed``,
    waits that long (bounded) before resending;
 3. ``unauthenticated`` — a token that does not verify under the ``[operator]`` key, names
    another deployment or key epoch, or has expired;
-4. ``quota_exceeded`` — the client's reports this epoch would pass its quota: its token's,
-   or else its address group's ``reports_per_epoch_per_peer``;
-5. ``invalid_report`` — no report of the frame opens under this shuffler's layer key: they
+4. ``retry_later`` — checked once it is the frame's turn to be peeled (a few frames of an
+   address group at a time, :meth:`~esa.net.Admission.peel_turn`: the group's fair share
+   of the peel): the group's junk budget is in debt — the reports of its earlier frames
+   that did not open were charged to it (``invalid_reports_per_second_per_peer``) and it
+   has not been repaid yet (``refused_for_junk``); the group is throttled;
+5. ``quota_exceeded`` — the client's reports this epoch would pass its quota: its token's,
+   or else its address group's ``reports_per_epoch_per_peer``. The counts are kept on disk
+   (:mod:`esa.net._quotas`), written before the commit that stores the frame's reports;
+6. ``invalid_report`` — no report of the frame opens under this shuffler's layer key: they
    are peeled (X25519 + AEAD) here, at intake, and the frame refused. A frame that mixes
    reports that open with ones that do not has the latter dropped and counted
    (``invalid_reports_dropped``) and the former stored and acknowledged: a malformed report
@@ -42,9 +48,11 @@ stored, so it cannot fill the inbox or the backlog cap, close an epoch early
 (``max_reports``) or start an epoch's deadline, and no epoch carries junk to be processed
 later; a count of verified reports would still store the junk and need the same check
 before the count means anything. The cost is one more peel of each honest report (the epoch
-is peeled again when processed, its output being what is signed and forwarded); the
-quota is charged before the peel, so a keyless flooder pays the party for at most its
-quota of peels per epoch, and after that is refused from the frame's header. With
+is peeled again when processed, its output being what is signed and forwarded). What a
+keyless flooder can make the party peel is bounded twice: its junk is charged to its
+address group's junk budget, so that it gets ``invalid_reports_per_second_per_peer`` peels
+a second on average and is refused from the frame's header the rest of the time; and the
+quota is charged before the peel, so it gets at most its quota of peels per epoch. With
 ``crypto = "ideal"`` (the plaintext stand-in) there is nothing to authenticate and no peel.
 """
 
@@ -68,6 +76,7 @@ from .._errors import (
 )
 from ._admission import Connection
 from ._party import PartyBase, Pending, T
+from ._quotas import QUOTAS_FILE, QuotaStore
 from ._wire import (
     _PREFIX,
     _SUBMIT,
@@ -108,11 +117,16 @@ def _submit_head(payload: bytes) -> tuple[int, int, bytes]:
 class Intake(PartyBase):
     """SUBMIT, BATCH and COUNTS frames: checked, committed, acknowledged."""
 
-    # The backlog count and when it was read (trio's clock), and the epochs_closed counter
-    # the quotas were last reset at; class defaults, set per instance once used.
+    # The backlog count and when it was read (trio's clock), the epochs_closed counter the
+    # quotas were last rolled at, the quota window (esa.net._quotas) and the store; class
+    # defaults, set per instance once used.
     _backlog: int = 0
     _backlog_at: float = -math.inf
     _quota_epochs: int = -1
+    _quota_window: int | None = None
+    _quota_store: QuotaStore | None = None
+    # Keys charged since the quota counts were last written (quotas of 0 are not kept).
+    _quota_dirty: frozenset[str] = frozenset()
 
     def _check_sizes(self, reports: tuple[bytes, ...]) -> None:
         if reports:
@@ -188,33 +202,52 @@ class Intake(PartyBase):
             )
         self._check_key_epoch(key_epoch)
         key, quota = self._quota_of(token, key_epoch, conn)
-        self._roll_quotas()
-        used = self.admission.used(key)
-        if quota and used + count > quota:
-            self.counters["refused_over_quota"] += 1
-            hint = self.config.epoch.deadline_seconds
-            # An address group's quota holds for all of its connections; a token's for its own.
-            self.admission.throttle(conn, hint, group=key.startswith("peer:"))
-            conn.throttle_code = RejectReason.QUOTA_EXCEEDED
-            raise FrameRefused(
-                RejectReason.QUOTA_EXCEEDED,
-                f"{used} of this epoch's {quota} reports used; {count} more refused",
-                retry_after=hint,
-            )
-        # Charged before the peel: junk uses the quota up as well as reports that open.
-        self.admission.charge(key, count)
-        frame = parse_submit(payload)
-        self.counters["submit_frames_parsed"] += 1
-        reports = frame.reports
-        invalid = await self._invalid_reports(frame)
-        if invalid == count:  # nothing of the frame opens: refused whole, nothing is lost
-            self.counters["invalid_reports_refused"] += invalid
-            raise FrameRefused(
-                RejectReason.INVALID_REPORT, f"{invalid} of the {count} reports do not open"
-            )
-        if invalid:  # a malformed report never takes the rest of the frame with it
-            reports = await self._opening_reports(frame)
-            self.counters["invalid_reports_dropped"] += count - len(reports)
+        junk_rate = rule.invalid_reports_per_second_per_peer
+        # A few frames of an address group peeled at a time: the group's fair share.
+        async with self.admission.peel_turn(conn.peer, rule.peel_frames_per_peer):
+            wait = self.admission.junk_wait(conn, junk_rate)
+            if wait:
+                self.counters["refused_for_junk"] += 1
+                self.admission.throttle(conn, wait, group=True)
+                conn.throttle_code = RejectReason.RETRY_LATER
+                raise FrameRefused(
+                    RejectReason.RETRY_LATER,
+                    "reports from your address did not open; the party peels no more of them "
+                    f"for {wait:.1f} s",
+                    retry_after=wait,
+                )
+            await self._roll_quotas()
+            used = self.admission.used(key)
+            if quota and used + count > quota:
+                self.counters["refused_over_quota"] += 1
+                hint = self.config.epoch.deadline_seconds
+                # An address group's quota holds for all its connections; a token's for itself.
+                self.admission.throttle(conn, hint, group=key.startswith("peer:"))
+                conn.throttle_code = RejectReason.QUOTA_EXCEEDED
+                raise FrameRefused(
+                    RejectReason.QUOTA_EXCEEDED,
+                    f"{used} of this epoch's {quota} reports used; {count} more refused",
+                    retry_after=hint,
+                )
+            # Charged before the peel: junk uses the quota up as well as reports that open.
+            self._charge(key, count, quota)
+            frame = parse_submit(payload)
+            self.counters["submit_frames_parsed"] += 1
+            reports = frame.reports
+            invalid = await self._invalid_reports(frame)
+            debt = self.admission.charge_junk(conn, invalid, junk_rate)
+            if invalid == count:  # nothing of the frame opens: refused whole, nothing is lost
+                self.counters["invalid_reports_refused"] += invalid
+                if debt:
+                    # Its next frames would be refused unparsed: read none of them meanwhile.
+                    self.admission.throttle(conn, debt, group=True)
+                    conn.throttle_code = RejectReason.RETRY_LATER
+                raise FrameRefused(
+                    RejectReason.INVALID_REPORT, f"{invalid} of the {count} reports do not open"
+                )
+            if invalid:  # a malformed report never takes the rest of the frame with it
+                reports = await self._opening_reports(frame)
+                self.counters["invalid_reports_dropped"] += count - len(reports)
         stored, dups = await self._store_reports(frame.key_epoch, reports)
         self._backlog += stored
         self.counters["reports_acknowledged"] += len(reports)
@@ -236,12 +269,60 @@ class Intake(PartyBase):
             self._backlog_at = trio.current_time()
         return self._backlog
 
-    def _roll_quotas(self) -> None:
-        """Start every quota afresh once an epoch has closed since they were last reset."""
+    @property
+    def _quotas(self) -> QuotaStore:
+        if self._quota_store is None:
+            self._quota_store = QuotaStore(self.config.state_dir / QUOTAS_FILE)
+        return self._quota_store
+
+    async def _roll_quotas(self) -> None:
+        """Load the quota counts on first use, and start every quota afresh once an epoch
+        has closed since (its window, :mod:`esa.net._quotas`, has moved on).
+
+        Every await comes before any change, so frames rolling at once change it once."""
         closed = self.counters["epochs_closed"]
-        if closed != self._quota_epochs:
-            self._quota_epochs = closed
+        if closed == self._quota_epochs:
+            return
+        window = await self._db(self.inbox.next_epoch)
+        loaded = await self._db(self._quotas.load, window) if self._quota_window is None else {}
+        if window != self._quota_window:
+            self._quota_window = window
             self.admission.new_epoch()
+            self._quota_dirty = frozenset()
+            for key, used in loaded.items():
+                self.admission.charge(key, used)
+        self._quota_epochs = closed
+
+    def _charge(self, key: str, reports: int, quota: int) -> None:
+        """Charge ``reports`` to ``key``; a quota's count is written with the next commit."""
+        self.admission.charge(key, reports)
+        if quota:
+            self._quota_dirty |= {key}
+
+    async def _commit_reports(self, store: Callable[..., T], *args: object) -> T:
+        """Run ``store(*args)`` (an inbox write) after writing the quota counts charged so
+        far, in the same worker call: whatever it commits is acknowledged after the counts
+        are on disk. If either fails the counts stay due for the next commit."""
+        dirty, self._quota_dirty = self._quota_dirty, frozenset()
+        window = self._quota_window
+        counts = {key: self.admission.used(key) for key in dirty}
+
+        def run() -> T:
+            if counts and window is not None:
+                self._quotas.save(window, counts)
+            return store(*args)
+
+        try:
+            return await self._db(run)
+        except BaseException:
+            self._quota_dirty |= dirty
+            raise
+
+    def close(self) -> None:
+        """Close the quota store, then the party's inbox and state_dir lock."""
+        if self._quota_store is not None:
+            self._quota_store.close()
+        super().close()
 
     def _quota_of(self, raw: bytes, key_epoch: int, conn: Connection) -> tuple[str, int]:
         """Whom a frame's reports are charged to, and their quota per epoch (0: none).
@@ -319,7 +400,7 @@ class Intake(PartyBase):
     async def _store_reports(self, key_epoch: int, reports: tuple[bytes, ...]) -> tuple[int, int]:
         """Commit a frame's reports, sharing the transaction with concurrent frames."""
         if not self._writer_running:
-            return await self._db(self.inbox.add_reports, key_epoch, reports)
+            return await self._commit_reports(self.inbox.add_reports, key_epoch, reports)
         slot = Pending(key_epoch, reports)
         self._pending.append(slot)
         self._pending_wake.set()
@@ -344,7 +425,7 @@ class Intake(PartyBase):
                     continue
                 groups = [(p.key_epoch, p.reports) for p in batch]
                 try:
-                    results = await self._db(self.inbox.add_report_groups, groups)
+                    results = await self._commit_reports(self.inbox.add_report_groups, groups)
                     self.counters["commits"] += 1
                     for p, r in zip(batch, results, strict=True):
                         p.result = r
