@@ -440,7 +440,7 @@ def test_by_default_a_junk_flood_costs_at_most_its_budget_of_peels(
                 stats = await submit_reports(
                     Address("127.0.0.1", port), honest, key_epoch=KEY_EPOCH, frame_reports=10
                 )
-            return seen, await _status(port), stats, trio.current_time() - t0
+            return seen, await _status(svc), stats, trio.current_time() - t0
 
     seen, status, stats, elapsed = trio.run(main)
     counters = status["counters"]
