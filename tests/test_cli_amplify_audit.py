@@ -32,7 +32,7 @@ def test_amplify_forward_every_bound(capsys: pytest.CaptureFixture[str]) -> None
     assert by["fmt21_numerical"]["value"] == pytest.approx(0.17, abs=0.01)
     assert by["fmt23_stronger_clone"]["value"] == pytest.approx(0.12, abs=0.005)
     assert by["binary_rr_exact"]["value"] < by["fmt23_stronger_clone"]["value"]
-    # Thm 1 needs ε_l < 1/2: null with the reason.
+    # Thm 1 needs ε_l ≤ 1/2: null with the reason.
     assert by["thm1_erlingsson"]["value"] is None
     assert "0.5" in by["thm1_erlingsson"]["reason"]
     assert out["tightest"]["krr"]["bound"] == "binary_rr_exact"
