@@ -100,6 +100,7 @@ import numpy.typing as npt
 from ._base import (
     TALLY_BLOCK,
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -729,6 +730,35 @@ class PUCM(ShuffleProtocol):
             epsilon_local=math.inf,
             delta=self._p.delta,
             bound=self.bound_name,
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the paper's smooth-binomial argument with the honest users' blanket only.
+
+        The proof of Lemma 4.10 (module docstring) uses the users only through the blanket
+        of each cell, Bin(n, λ), independent over cells: a neighbouring pair moves one true
+        message in each of the τ rows, and each row is (ε/τ, δ/τ)-DP when that binomial is
+        (ε/τ, δ/τ, 1)-smooth. Colluding users' messages (true and blanket) are known to the
+        analyzer and removed, so with h = ``honest_others`` + 1 honest users the same lemma
+        applies to Bin(h, λ): its condition γn ≥ 90τ² ln(2τ/δ)/ε² at γn = λh gives
+            ε_h = √(90 τ² ln(2τ/δ) / (λ h)) = ε √(n/h),
+        with the lemma's other conditions unchanged (λ ≤ ½ as configured, and
+        k ≤ ε_h λ h/(6τ) = 15τ ln(2τ/δ)/ε_h holds for ε_h ≤ 1), and ε_h ≤ 1 as the analysis
+        requires. ``None`` when ε_h > 1 (fewer than n ε² honest users): no bound is proven.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self._p
+        eps_h = math.sqrt(90.0 * p.tau**2 * math.log(2.0 * p.tau / p.delta) / (p.lam * h))
+        if eps_h > 1.0:
+            return None
+        return HonestUsersBound(
+            max(p.epsilon, eps_h), f"ggkpv_count_min (blanket Bin({h}, {p.lam:.4g}) per cell)"
         )
 
     def __repr__(self) -> str:
