@@ -121,12 +121,15 @@ FIDELITY: dict[str, Fidelity] = {
         arxiv="1908.11515",
         verbatim=("OLH-style local hashing with the survey's SLH parameters (d′ from ε_l)",),
         reconstructed=(
-            "accounted as d′-ary RR on the hashed value; no exact check yet shows shuffled "
-            "OLH reports (seed, hashed value) are at least as private as shuffled d′-RR",
+            "accounted as d′-ary RR on the hashed value: the exact ε(δ) of the shuffled OLH "
+            "reports (ideal hashing, every dataset) is at most that of shuffled d′-RR on a "
+            "grid of n ≤ 8, d ≤ 4, d′ ∈ {2, 3}, and equal for collision-free hashing; the "
+            "general inequality is not proven",
         ),
         checked=(
             _HIST + "test_slh_parameters_follow_the_survey",
             _HISTX + "test_slh_exact_within_claim",
+            "tests/test_olh_shuffle_exact.py::test_shuffled_olh_is_within_shuffled_krr",
         ),
         error="unbiased with the exact stated variance (seeded test)",
     ),
@@ -134,10 +137,14 @@ FIDELITY: dict[str, Fidelity] = {
         source=_WANG + " (MURS: shuffler-injected uniform fakes)",
         arxiv="1908.11515",
         verbatim=("fakes uniform over the report space, removed by the estimator",),
-        reconstructed=("as slh: accounted as d′-RR on the hashed value, fakes counted",),
+        reconstructed=(
+            "as slh: accounted as d′-RR on the hashed value (exact grid check as slh), "
+            "fakes counted",
+        ),
         checked=(
             _HIST + "test_murs_estimator_removes_the_fakes",
             _HISTX + "test_murs_exact_within_claim",
+            "tests/test_olh_shuffle_exact.py::test_shuffled_olh_is_within_shuffled_krr",
         ),
         error="unbiased with the exact stated variance (seeded test)",
     ),
@@ -173,8 +180,9 @@ FIDELITY: dict[str, Fidelity] = {
             _HISTX + "test_prhr_exact_within_claim",
         ),
         error="unbiased; error independent of n (polylog), as the paper claims (seeded test)",
-        collusion=_NO_HONEST + "the blanket is every user's ρ tuples; with colluding users the "
-        "honest users' blanket is smaller and no accountant for it is implemented",
+        collusion=_NO_HONEST + "the blanket is every user's ρ tuples; with h honest users a "
+        "set C_r^τ expects hρ2^{−τ} of them instead of ≈ ρ, and how the survey's "
+        "ρ = 36 ln(1/δ₀)/ε² depends on that mean (the paper's proof) is not available here",
     ),
     "pucm": Fidelity(
         source=_GGKPV + " (public-coin count-min)",
@@ -190,21 +198,25 @@ FIDELITY: dict[str, Fidelity] = {
             "run); expected_std is the RMS error including that bias; the estimator does not "
             "subtract it"
         ),
-        collusion=_NO_HONEST + "the blanket Bin(n, λ) per cell comes from all users; the "
-        "honest users' Bin(h, λ) is not accounted",
+        collusion="honest-users bound: the paper's smooth-binomial lemma with the honest "
+        "blanket Bin(h, λ) per cell, ε_h = ε√(n/h); none where ε_h > 1 (the lemma's range)",
     ),
     "prrq": Fidelity(
         source=_GGKPV + " (range queries via the matrix mechanism)",
         arxiv="1908.11358",
         verbatim=("range tree, Δ = 1 + log₂ D true slots, PRHR per node (survey §4.4.2)",),
         reconstructed=(
-            "ρ = ⌈36Δ² ln(eΔd/(εδ))/ε²⌉: the survey's surviving formula shows a further "
-            "factor d after Δ²; it is read as an extraction artefact (not verified against "
-            "the paper). Which choice the privacy proof needs is not yet checked by a test",
+            "ρ = ⌈36Δ² ln(eΔd/(εδ))/ε²⌉ without the factor d the survey's surviving formula "
+            "shows after Δ²: the derivation (PRHR's ρ at ε/Δ over the Δ node slots; d only "
+            "in the failure probability) has no source for it, extra blanket tuples only "
+            "add privacy (post-processing) and never bias the estimator, and a factor d "
+            "would make the error grow as √d against the paper's polylogarithmic bound. "
+            "Not checked by an exact privacy computation (ρ is in the thousands)",
         ),
         checked=(_HISTX + "test_prhr_and_prrq_message_laws",),
         error="unbiased ranges, polylogarithmic variance (seeded tests)",
-        collusion=_NO_HONEST + "as prhr (blanket of all users)",
+        collusion=_NO_HONEST + "as prhr: the blanket of all users' tuples, with the "
+        "survey's ρ tied to τ = ⌈log₂ n⌉ by a proof not available here",
     ),
     "cnt_2m": Fidelity(
         source=_BALCER_CHEU + " (P^zsum)",
@@ -217,9 +229,8 @@ FIDELITY: dict[str, Fidelity] = {
             _SUMX + "test_cnt_2m_exact_within_claim",
         ),
         error="unbiased above the truncation threshold with binomial variance (seeded test)",
-        collusion=_NO_HONEST + "the noise n − Bin(n, γ) is every user's; with colluders only "
-        "Bin(h, γ) of honest users remains, and the smoothness lemma's n ≥ 100 ln(2/δ)/ε² "
-        "is not re-checked at h",
+        collusion="honest-users bound: the exact ε(δ) of the shift of Bin(h, p), the honest "
+        "users' extra ones (colluders' messages are a known offset), floored at the claim",
     ),
     "cnt_bn": Fidelity(
         source=_BCJM + " (binomial counter)",
@@ -330,7 +341,9 @@ FIDELITY: dict[str, Fidelity] = {
         ),
         error="unbiased with the stated std; error independent of n (central-Laplace level)",
         collusion=_NO_HONEST + "the discrete Laplace noise is the sum of all users' Pólya "
-        "shares; the honest users' part alone is not accounted",
+        "shares; h honest users leave NB(h/n, α) − NB(h/n, α), not a discrete Laplace law, "
+        "and no accountant for that difference (nor the Split-Mix δ at h users) is "
+        "implemented",
     ),
     "disele": Fidelity(
         source=_BCJM + " (distinct elements)",
@@ -342,8 +355,8 @@ FIDELITY: dict[str, Fidelity] = {
             "tests/test_disele.py::test_estimator_unbiased_with_exact_variance",
         ),
         error="unbiased with the exact variance (seeded test)",
-        collusion=_NO_HONEST + "its robust ε assumes γn honest users; with colluders the "
-        "parity noise of the honest users alone is not re-accounted per scenario",
+        collusion="honest-users bound: the robust 2ε(h/n) where the Split-Mix of the h honest "
+        "users' shares stays within δ, else the victim's own bits 2ε(1/n) (pure)",
     ),
     "put": Fidelity(
         source=_UNIF + " (pure counter per group)",

@@ -16,9 +16,18 @@ its path, the survey's sensitivity Δ = 1 + lb d). The user runs the PRHR random
 such node (one true tuple per node over the domain [D] of node indices) and pads to exactly Δ
 true slots with uniform tuples, so the message count reveals nothing; plus ρ blanket tuples:
     ρ = ⌈36 Δ² ln(e Δ d / (ε δ)) / ε²⌉     (survey §4.4.2, PRRQ), τ = ⌈log2 n⌉, ε ≤ 1.
-(The survey's extracted formula reads "36 (lb 2d)² d ln(e (lb 2d) d/(ε δ)) / [lost]": we keep
-the d inside the logarithm — a union bound over the d node rows, the conservative reading —
-and read the d after the square as an extraction artefact (not verified against the paper).)
+(The survey's extracted formula reads "36 (lb 2d)² d ln(e (lb 2d) d/(ε δ)) / [lost]". This
+module's reconstruction keeps the d inside the logarithm and drops the d after the square:
+* derivation: a change of x changes the node indices of at most Δ slots, each slot a PRHR
+  report over the shared blanket, so PRHR's ρ = 36 ln(1/δ₀)/ε₁² at ε₁ = ε/Δ (composition
+  over the slots) gives 36 Δ² ln(1/δ₀)/ε²; d enters only through the failure probability
+  (a union bound over the node rows), inside the logarithm, δ₀ = εδ/(eΔd);
+* unbiasedness holds for every ρ (the estimator subtracts K 2^{−τ}, K counting every tuple);
+* more blanket tuples never cost privacy (the analyzer could add uniform tuples itself:
+  post-processing), so the factor d could only buy privacy the derivation does not need,
+  at a price: Var[ŷ_k] ≈ ρ, so it would make every range's error grow as √d, against the
+  paper's polylogarithmic error (survey Table 9).
+The reading is not checked by an exact privacy computation: ρ is in the thousands.)
 Messages per user: Δ + ρ. The PRHR estimator (with K the number of tuples received — the
 padding tuples are uniform, like the blanket, so K absorbs them) gives unbiased ŷ_k, hence
 unbiased ranges. Variance of a range: Σ_k coef_k² Var[ŷ_k] with coef ∈ {−1, 0, 1} on at most
