@@ -344,10 +344,10 @@ FIDELITY: dict[str, Fidelity] = {
             _SUMX + "test_rsum_dsg_sum_exact_within_claim",
         ),
         error="unbiased with the stated std; error independent of n (central-Laplace level)",
-        collusion=_NO_HONEST + "the discrete Laplace noise is the sum of all users' Pólya "
-        "shares; h honest users leave NB(h/n, α) − NB(h/n, α), not a discrete Laplace law, "
-        "and no accountant for that difference (nor the Split-Mix δ at h users) is "
-        "implemented",
+        collusion="honest-users bound: the exact ε(δ) of the h honest users' noise "
+        "Pólya(h/n, α) − Pólya(h/n, α) at shifts ≤ p, plus the Split-Mix cost at h users "
+        "(m is minimal for n, so a few colluders already exhaust it); else the victim's own "
+        "noise, exact",
     ),
     "disele": Fidelity(
         source=_BCJM + " (distinct elements)",

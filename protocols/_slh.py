@@ -40,7 +40,10 @@ d'-RR for n ≤ 8, d ≤ 4, d' ∈ {2, 3} (tests/test_olh_shuffle_exact.py). The
 there: a report's likelihood depends on x only through the set H⁻¹(y), and for the victim's
 pair (a, b) a hash with H(a) = H(b) gives one law under both inputs, so collisions only add
 cover; a collision-free family makes OLH d'-RR relabelled, with equal curves. The inequality
-in general is not proven.
+in general is not proven: the shuffled (H, y) pairs are not a post-processing of shuffled
+d'-RR reports, since one per-message map would have to turn d'-RR of some z_i into the
+report of every other user's x_i under every hash, which exists only when the hashes agree
+up to a relabelling of [d'].
 
 Estimator (unbiased; Wang et al. USENIX Sec'17 eq. for OLH with n_f uniform fakes). For every
 value v let C_v = #{reports i : H_i(v) = y_i}. A user holding v matches w.p. p'; a user holding

@@ -593,6 +593,7 @@ def test_disele_honest_users_bound_covers_the_exact_parities() -> None:
         ("cnt_2m", 600, 1.0, 0.01, 2, {}),
         ("pucm", 400, 0.8, 0.5, 4, {"tau": 1}),
         ("disele", 8, 1.0, 0.2, 4, {}),
+        ("rsum_dsg", 100, 1.0, 1e-6, 2, {}),
     ],
 )
 def test_collusion_rows_with_colluding_users_are_finite(
@@ -616,3 +617,36 @@ def test_collusion_rows_with_colluding_users_are_finite(
     row = rows["1 users"]
     assert math.isfinite(row.epsilon_upper), row
     assert row.epsilon_upper >= proto.privacy.epsilon_central
+
+
+def _polya_pmf(r: float, alpha: float, top: int) -> np.ndarray:
+    """Pólya(r, α) on [0, top] from its definition Γ(k+r)/(k! Γ(r)) (1−α)^r α^k."""
+    k = np.arange(top + 1)
+    log = np.array([math.lgamma(j + r) - math.lgamma(j + 1) - math.lgamma(r) for j in k])
+    return np.exp(log + r * math.log1p(-alpha) + k * math.log(alpha))
+
+
+def test_rsum_dsg_honest_users_bound_covers_the_exact_sum() -> None:
+    # The ideal view with h honest users is their sum: rounded values + Σ (G − G'), G, G' iid
+    # Pólya(1/n, α) per user, convolved user by user here. The victim's rounded value moves
+    # it by k ∈ [1, p]; the exact ε(δ) of the worst shift must be within the bound (the shares
+    # only add to δ). Tail beyond 800 per Pólya draw: < 1e-40 at α = e^{−1/3}.
+    n, delta = 5, 1e-6
+    proto = build_protocol("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=delta, n=n))
+    alpha, p = proto.alpha, proto.p  # type: ignore[attr-defined]
+    one = _polya_pmf(1.0 / n, alpha, 800)
+    user = np.convolve(one, one[::-1])  # G − G' on [−800, 800]
+    others = [n - 1, 3, 2, 1, 0]
+    rows = _honest_rows(proto, others)
+    for h, upper in zip(others, rows, strict=True):
+        noise = np.ones(1)
+        for _ in range(h + 1):
+            noise = np.convolve(noise, user)
+        exact = max(
+            exact_epsilon_arrays(np.append(noise, [0.0] * k), np.insert(noise, 0, [0.0] * k), delta)
+            for k in range(1, p + 1)
+        )
+        assert exact <= upper + _TOL, (h, exact, upper)
+        if h == 0:  # the victim alone: the bound is this exact value (bisection to 1e-6)
+            assert upper == pytest.approx(exact, abs=1e-5)
+    assert rows[-1] > proto.privacy.epsilon_central
