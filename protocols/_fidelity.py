@@ -180,9 +180,9 @@ FIDELITY: dict[str, Fidelity] = {
             _HISTX + "test_prhr_exact_within_claim",
         ),
         error="unbiased; error independent of n (polylog), as the paper claims (seeded test)",
-        collusion=_NO_HONEST + "the blanket is every user's ρ tuples; with h honest users a "
-        "set C_r^τ expects hρ2^{−τ} of them instead of ≈ ρ, and how the survey's "
-        "ρ = 36 ln(1/δ₀)/ε² depends on that mean (the paper's proof) is not available here",
+        collusion="honest-users bound: the exact ε(δ) of the victim's true tuple among the h "
+        "honest users' ρh blanket tuples, for an adversary also told the other true tuples, "
+        "floored at the claim; none where no ε reaches δ or the view exceeds 3·10⁶ cells",
     ),
     "pucm": Fidelity(
         source=_GGKPV + " (public-coin count-min)",

@@ -650,3 +650,32 @@ def test_rsum_dsg_honest_users_bound_covers_the_exact_sum() -> None:
         if h == 0:  # the victim alone: the bound is this exact value (bisection to 1e-6)
             assert upper == pytest.approx(exact, abs=1e-5)
     assert rows[-1] > proto.privacy.epsilon_central
+
+
+@pytest.mark.parametrize(("rows", "blanket"), [((1, 2), 30), ((1, 3), 25), ((2, 3), 40)])
+def test_prhr_revealed_view_matches_the_full_histogram(rows: tuple[int, int], blanket: int) -> None:
+    # τ = 1, B = 4: the full histogram of the victim's tuple (uniform in C_r) among uniform
+    # blanket tuples, every cell kept; C_r = {c : popcount(r ∧ c) even}.
+    from protocols._prhr import prhr_revealed_epsilon
+
+    def uniform_on(cells: list[int]) -> list[tuple[tuple[int, ...], float]]:
+        return [(_one_hot(4, c), 1.0 / len(cells)) for c in cells]
+
+    members = [[c for c in range(4) if bin(r & c).count("1") % 2 == 0] for r in rows]
+    base = _law(4, [uniform_on(list(range(4)))] * blanket)
+    p = _convolve(base, uniform_on(members[0]))
+    q = _convolve(base, uniform_on(members[1]))
+    for delta in (1e-2, 1e-4):
+        brute = exact_epsilon(p, q, delta)
+        assert brute > 0.0
+        assert prhr_revealed_epsilon(blanket, 1, delta) == pytest.approx(brute, rel=1e-3)
+        assert prhr_revealed_epsilon(blanket, 1, delta) >= brute - _TOL
+
+
+def test_prhr_honest_users_bound_rows() -> None:
+    n = 1000
+    proto = build_protocol("prhr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8))
+    rows = _honest_rows(proto, [n - 1, 500, 100, 60])
+    assert rows[-1] > proto.privacy.epsilon_central  # few honest users: visibly weaker
+    # The victim's own 534 blanket tuples over 2^10 sets C_r^τ reach no ε at δ: no bound.
+    assert proto.honest_users_bound(0) is None
