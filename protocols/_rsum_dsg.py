@@ -278,8 +278,9 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
         h = check_n(honest_others, "honest others", 0) + 1
         if h > self._n:
             raise ParameterError(f"rsum_dsg: {h} honest users exceed n={self._n}")
-        if h == self._n:  # everyone honest: the protocol's own guarantee
-            return HonestUsersBound(self._eps, self.privacy.bound)
+        claim = self.privacy
+        if h == self._n and claim.delta <= self._delta:  # everyone honest: its own guarantee
+            return HonestUsersBound(claim.epsilon_central, claim.bound)
         if h >= 3:
             sigma = ((self.m - 1) * (math.log2(h) - math.log2(math.e)) - math.log2(self.q)) / 2
             share_gap = 2.0**-sigma
