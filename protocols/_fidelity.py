@@ -219,8 +219,9 @@ FIDELITY: dict[str, Fidelity] = {
             "tests/test_prrq_privacy_exact.py::test_rho_without_the_factor_d_meets_epsilon",
         ),
         error="unbiased ranges, polylogarithmic variance (seeded tests)",
-        collusion=_NO_HONEST + "as prhr: the blanket of all users' tuples, with the "
-        "survey's ρ tied to τ = ⌈log₂ n⌉ by a proof not available here",
+        collusion=_NO_HONEST + "a change of value moves up to log₂ D node slots at once, "
+        "so prhr's one-tuple exact view does not apply; the joint law of those slots' counts "
+        "among the honest blanket (or a composition over a split blanket) is not implemented",
     ),
     "cnt_2m": Fidelity(
         source=_BALCER_CHEU + " (P^zsum)",
