@@ -90,7 +90,7 @@ def dlap_room(alpha: float, beta: float) -> int:
 
 #: Most cells (support × shifts) :func:`_polya_difference_delta` evaluates per ε; beyond it the
 #: honest-users bound is not computed (``None``).
-_MAX_SHIFT_CELLS = 50_000_000
+_MAX_SHIFT_CELLS = 10_000_000
 
 
 def _polya_difference_delta(r: float, alpha: float, shift: int, eps: float, tail: float) -> float:
@@ -264,7 +264,7 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
         reveal exactly its own value plus its own noise (r = 1/n, no Split-Mix cost), and a
         bound for fewer honest users holds for more (the view with more honest users is the
         view with their data known, averaged over it on both sides). ``None`` when no ε
-        reaches δ or the law is too large to compute (support × p above 5·10⁷).
+        reaches δ or the law is too large to compute (support × p above 10⁷).
 
         Args:
             honest_others: the honest users besides the victim.
