@@ -181,8 +181,9 @@ FIDELITY: dict[str, Fidelity] = {
         ),
         error="unbiased; error independent of n (polylog), as the paper claims (seeded test)",
         collusion="honest-users bound: the exact ε(δ) of the victim's true tuple among the h "
-        "honest users' ρh blanket tuples, for an adversary also told the other true tuples, "
-        "floored at the claim; none where no ε reaches δ or the view exceeds 3·10⁶ cells",
+        "honest users' ρh blanket tuples, for an adversary also told the other true tuples "
+        "(and, past 3·10⁶ cells, that some blanket tuples are blanket), floored at the "
+        "claim; none where no ε reaches δ",
     ),
     "pucm": Fidelity(
         source=_GGKPV + " (public-coin count-min)",
@@ -219,9 +220,10 @@ FIDELITY: dict[str, Fidelity] = {
             "tests/test_prrq_privacy_exact.py::test_rho_without_the_factor_d_meets_epsilon",
         ),
         error="unbiased ranges, polylogarithmic variance (seeded tests)",
-        collusion=_NO_HONEST + "a change of value moves up to log₂ D node slots at once, "
-        "so prhr's one-tuple exact view does not apply; the joint law of those slots' counts "
-        "among the honest blanket (or a composition over a split blanket) is not implemented",
+        collusion="honest-users bound: the h honest users' blanket split into one group per "
+        "differing node slot (the split told to the adversary), each slot's exact one-tuple "
+        "view (node vs node as prhr, node vs padding), basic composition over the ≤ log₂ D "
+        "slots, floored at the claim; none where no ε reaches δ",
     ),
     "cnt_2m": Fidelity(
         source=_BALCER_CHEU + " (P^zsum)",

@@ -414,6 +414,50 @@ class PRHRParams:
 _PRHR_MAX_CELLS = 3_000_000
 
 
+def _view_windows(blanket: int, tau: int, delta: float) -> tuple[npt.NDArray[Any], ...]:
+    """Windows of the counts in C_r^τ ∩ C_{r'}^τ and in one of them only, each holding all
+    but δ·10⁻⁴/6 of its binomial law, one cell longer for the victim's tuple."""
+    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
+    from scipy import stats
+
+    both = 4.0**-tau
+    one = 2.0**-tau - both
+    tail = delta * 1e-4 / 6.0
+    b = np.arange(
+        int(stats.binom.ppf(tail, blanket, both)), int(stats.binom.isf(tail, blanket, both)) + 2
+    )
+    r = np.arange(
+        int(stats.binom.ppf(tail, blanket, one)), int(stats.binom.isf(tail, blanket, one)) + 2
+    )
+    return b, r
+
+
+def computable_blanket(blanket: int, tau: int, delta: float) -> int:
+    """The largest count ≤ ``blanket`` whose :func:`prhr_revealed_epsilon` view fits
+    ``_PRHR_MAX_CELLS`` (the windows grow with the count; bisection).
+
+    Args:
+        blanket: the blanket tuples available.
+        tau: τ.
+        delta: δ.
+
+    Returns:
+        That count (0 if none fits).
+    """
+
+    def fits(count: int) -> bool:
+        b, r = _view_windows(count, tau, delta)
+        return b.size * r.size**2 <= _PRHR_MAX_CELLS
+
+    if fits(blanket):
+        return blanket
+    lo, hi = 0, blanket  # fits(lo) (an empty blanket has a one-cell view), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def prhr_revealed_epsilon(blanket: int, tau: int, delta: float) -> float:
     """ε(δ) of one true PRHR tuple among ``blanket`` uniform tuples, exact (an upper bound on
     the ε of any PRHR view with that many honest blanket tuples).
@@ -444,13 +488,7 @@ def prhr_revealed_epsilon(blanket: int, tau: int, delta: float) -> float:
     both = 4.0**-tau
     one = 2.0**-tau - both
     # Windows holding all but delta·1e-4 of each count (the rest is charged to δ below).
-    tail = delta * 1e-4 / 6.0
-    b = np.arange(
-        int(stats.binom.ppf(tail, blanket, both)), int(stats.binom.isf(tail, blanket, both)) + 2
-    )
-    r = np.arange(
-        int(stats.binom.ppf(tail, blanket, one)), int(stats.binom.isf(tail, blanket, one)) + 2
-    )
+    b, r = _view_windows(blanket, tau, delta)
     if b.size * r.size**2 > _PRHR_MAX_CELLS:
         raise BoundNotApplicable(
             f"prhr: the exact view has {b.size * r.size**2} cells > {_PRHR_MAX_CELLS}"
@@ -551,20 +589,22 @@ class PRHR(ShuffleProtocol):
         Args:
             honest_others: the honest users besides the victim.
 
+        Where the view is too large to compute (small τ, above 3·10⁶ cells) fewer blanket
+        tuples are used: an adversary told the rest are blanket knows more.
+
         Returns:
             The bound, or ``None`` when even the exact view reaches no ε at δ (too few
-            blanket tuples) or is too large to compute (small τ, above 3·10⁶ cells).
+            blanket tuples).
         """
         h = check_n(honest_others, "honest others", 0) + 1
         p = self._p
-        try:
-            exact = prhr_revealed_epsilon(h * p.rho, p.tau, p.delta)
-        except BoundNotApplicable:
-            return None
+        # Too large to compute: fewer blanket tuples (the rest told) bound it.
+        blanket = computable_blanket(h * p.rho, p.tau, p.delta)
+        exact = prhr_revealed_epsilon(blanket, p.tau, p.delta)
         if not math.isfinite(exact):
             return None
         return HonestUsersBound(
-            max(p.epsilon, exact), f"prhr_revealed_exact ({h * p.rho} honest blanket tuples)"
+            max(p.epsilon, exact), f"prhr_revealed_exact ({blanket} honest blanket tuples)"
         )
 
     def __repr__(self) -> str:

@@ -50,6 +50,7 @@ import numpy.typing as npt
 from ._base import (
     TALLY_BLOCK,
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -59,8 +60,9 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._prhr import TupleSpace, true_tuples
+from ._prhr import TupleSpace, computable_blanket, prhr_revealed_epsilon, true_tuples
 from ._registry import ProtocolSpec, register_protocol
+from .accounting import binomial_window, epsilon_for_pair
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
 
@@ -103,6 +105,32 @@ def range_coefficients(lo: npt.ArrayLike, hi: npt.ArrayLike, h: int) -> npt.NDAr
     add_prefix(hi_a, 1)
     add_prefix(lo_a, -1)
     return coef
+
+
+def node_vs_padding_epsilon(blanket: int, tau: int, delta: float) -> float:
+    """Exact ε(δ) of one tuple, uniform in some C_r^τ or uniform on [2^L]^τ, among
+    ``blanket`` uniform tuples (the victim's node tuple against its padding).
+
+    The likelihood depends only on K, the tuples in C_r^τ (each blanket tuple lies there
+    w.p. 2^{−τ}): P_node(K) = B(K − 1), P_pad(K) = 2^{−τ} B(K − 1) + (1 − 2^{−τ}) B(K),
+    B = Bin(``blanket``, 2^{−τ}) on its window (the mass outside is below double precision).
+
+    Args:
+        blanket: the uniform tuples around it.
+        tau: τ, the tuple length.
+        delta: δ.
+
+    Returns:
+        ε.
+    """
+    inside = 2.0**-tau
+    _, law = binomial_window(blanket, inside)
+    shifted = np.concatenate([[0.0], law])
+    law = np.concatenate([law, [0.0]])
+    with np.errstate(divide="ignore"):
+        return epsilon_for_pair(
+            np.log(shifted), np.log(inside * shifted + (1.0 - inside) * law), delta
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +218,43 @@ class PRRQ(ShuffleProtocol):
             epsilon_local=math.inf,
             delta=self._p.delta,
             bound=self.bound_name,
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: per differing node slot, an exact one-tuple view; composed over the slots.
+
+        A change of value moves at most k = h node slots (the root is shared); each slot's
+        tuple changes from one C_u^τ to another (the PRHR pair,
+        :func:`~protocols._prhr.prhr_revealed_epsilon`) or between C_u^τ and a uniform
+        padding tuple (:func:`node_vs_padding_epsilon`). The adversary is also told every
+        tuple but the victim's differing ones and the ρh blanket tuples of the h =
+        ``honest_others`` + 1 honest users, and a uniformly random split of that blanket
+        into k groups of at least ⌊ρh/k⌋ tuples, group s holding slot s's tuple. More
+        knowledge only helps it, and given the split the groups are independent, so basic
+        composition gives ε ≤ k·max(ε_node-node, ε_node-pad), each at δ/k. Where a group's
+        view is too large to compute, fewer of its tuples are used (the adversary told the
+        rest are blanket: again more knowledge). Floored at the configured ε; ``None``
+        where no ε reaches δ.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self._p
+        k = p.h
+        # Too large to compute: fewer blanket tuples (the rest told) bound it.
+        group = computable_blanket(h * p.rho // k, p.tau, p.delta / k)
+        one = max(
+            prhr_revealed_epsilon(group, p.tau, p.delta / k),
+            node_vs_padding_epsilon(group, p.tau, p.delta / k),
+        )
+        if not math.isfinite(one):
+            return None
+        return HonestUsersBound(
+            max(p.epsilon, k * one), f"prrq_slots_exact ({k} slots, {group} blanket tuples each)"
         )
 
     def __repr__(self) -> str:

@@ -679,3 +679,45 @@ def test_prhr_honest_users_bound_rows() -> None:
     assert rows[-1] > proto.privacy.epsilon_central  # few honest users: visibly weaker
     # The victim's own 534 blanket tuples over 2^10 sets C_r^τ reach no ε at δ: no bound.
     assert proto.honest_users_bound(0) is None
+
+
+@pytest.mark.parametrize(("row", "blanket"), [(1, 30), (2, 25), (3, 40)])
+def test_prrq_node_vs_padding_matches_the_full_histogram(row: int, blanket: int) -> None:
+    # τ = 1, B = 4: a tuple uniform in C_row against a uniform padding tuple, among uniform
+    # blanket tuples, every cell of the histogram kept.
+    from protocols._prrq import node_vs_padding_epsilon
+
+    def uniform_on(cells: list[int]) -> list[tuple[tuple[int, ...], float]]:
+        return [(_one_hot(4, c), 1.0 / len(cells)) for c in cells]
+
+    members = [c for c in range(4) if bin(row & c).count("1") % 2 == 0]
+    base = _law(4, [uniform_on(list(range(4)))] * blanket)
+    p = _convolve(base, uniform_on(members))
+    q = _convolve(base, uniform_on(list(range(4))))
+    for delta in (1e-2, 1e-4):
+        brute = exact_epsilon(p, q, delta)
+        assert brute > 0.0
+        assert node_vs_padding_epsilon(blanket, 1, delta) == pytest.approx(brute, rel=1e-6)
+
+
+@pytest.mark.parametrize("domain", [2, 16])
+def test_prrq_honest_users_bound_rows(domain: int) -> None:
+    n = 1000
+    proto = build_protocol("prrq", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=domain))
+    rows = _honest_rows(proto, [n - 1, 500, 100, 20])
+    if domain == 16:  # 4 slots composed: 20 honest users leave a visibly weaker bound
+        assert rows[-1] > 2 * proto.privacy.epsilon_central
+    assert proto.honest_users_bound(0) is None  # the victim's own blanket hides nothing
+
+
+def test_prhr_large_views_use_a_computable_part_of_the_blanket() -> None:
+    # τ = 1 (n = 2): the full view exceeds the cell cap; a smaller blanket (the rest told to
+    # the adversary) still bounds it, and the rows stay monotone.
+    from protocols._prhr import computable_blanket
+
+    proto = build_protocol("prhr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=2, domain=8))
+    rho = proto.params.rho  # type: ignore[attr-defined]
+    assert computable_blanket(2 * rho, 1, 1e-6) < 2 * rho
+    assert computable_blanket(10, 1, 1e-6) == 10
+    rows = _honest_rows(proto, [1, 0])
+    assert rows == [proto.privacy.epsilon_central] * 2
