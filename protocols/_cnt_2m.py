@@ -21,6 +21,15 @@ n p (1 − p). With probability ≥ 1 − β, Bernstein's inequality gives |Bin(
 and both branches then have |error| ≤ (1 − p) n + t (:meth:`Cnt2M.error_bound`): the paper's
 O(log(1/δ)/ε²) additive error, since (1 − p) n = 50 ln(2/δ)/ε².
 
+Colluding users (:meth:`Cnt2M.honest_users_bound`). A colluding user's messages are known to
+the analyzer, a fixed offset like the other users' inputs in the worst case, so with h honest
+users (the victim included) the view is Σx + Bin(h, p) up to that offset and the victim's
+input shifts it by one. Its exact ε(δ) (both hockey-stick directions of the shift of
+Bin(h, p), computed on the binomial's support) is the honest-users bound, floored at the
+configured ε so the colluders' rows never print less than the no-collusion one (any number
+above a valid bound is one). Bin(h + 1, p) is Bin(h, p) plus an independent bit, so the bound
+only grows as h falls.
+
 The paper's text was not available offline; p, the validity range and the histogram's 2(ε, δ)
 were cross-checked against a public reading of it (github.com/abiswas3/differentialprivacy,
 ShufflePrivacy/Readme.md: R^zsum with 1 − p = 50 ln(2/δ)/(ε²n), valid for ε, δ ∈ [0, 1]
@@ -38,6 +47,7 @@ import numpy.typing as npt
 
 from ._base import (
     Estimate,
+    HonestUsersBound,
     InputKind,
     PrivacyGuarantee,
     ShuffleProtocol,
@@ -49,6 +59,7 @@ from ._errors import ParameterError
 from ._messages import encode_bits
 from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
+from .accounting import binomial_window, epsilon_for_pair
 
 __all__ = ["Cnt2M", "Cnt2MParams"]
 
@@ -126,6 +137,29 @@ class Cnt2M(ShuffleProtocol):
             epsilon_local=math.inf,
             delta=self.params.delta,
             bound="balcer_cheu20_zsum (arXiv 1911.06879 §3, binomial smoothness)",
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the exact ε at the protocol's δ of the shift of Bin(h, p), floored at ε.
+
+        h = ``honest_others`` + 1 honest users send Σx + Bin(h, p) ones beside the colluders'
+        known messages; the victim's input moves that count by one (module docstring).
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound (``inf`` when the victim's extra "1" is certain to show, p = 1).
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self.params
+        _, pmf = binomial_window(h, p.p)
+        with np.errstate(divide="ignore"):
+            law = np.log(np.concatenate([pmf, [0.0]]))  # Σx + Bin(h, p), victim holds 0
+            shifted = np.log(np.concatenate([[0.0], pmf]))  # victim holds 1
+        exact = epsilon_for_pair(law, shifted, p.delta)
+        return HonestUsersBound(
+            max(p.epsilon, exact), f"cnt_2m_binomial_exact (shift of Bin({h}, {p.p:.6g}))"
         )
 
     def __repr__(self) -> str:

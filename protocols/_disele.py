@@ -64,6 +64,7 @@ import numpy.typing as npt
 
 from ._base import (
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -322,6 +323,42 @@ class DisEle(ShuffleProtocol):
         eps = self._p.epsilon
         honest_clean = math.exp(g * math.log1p(-math.exp(-eps)))  # (1 − e^{−ε})^γ
         return 2.0 * -math.log1p(-honest_clean)
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the robust ε at the honest fraction, if the honest shares stay within δ.
+
+        The released parity of a bin is the XOR of the honest users' bits with the
+        colluders' (known) bits, so with h = ``honest_others`` + 1 honest users each bin is
+        ε(h/n)-DP whatever the colluders send and the victim's pair of bins 2ε(h/n)-DP
+        (:meth:`robust_epsilon`). The colluders' shares are known and removed from each
+        label's count of ones, so the honest shares are the Split-Mix of h users: they cost
+        δ_h = :func:`shares_delta` (h, m, 2ε(h/n)), the module's argument with n → h (zero
+        for h = 1, whose shares reveal only the victim's own noisy bit). The bound holds at
+        the protocol's δ when δ_h ≤ δ. Otherwise (too few honest users for m shares to
+        hide more than their sum) the bound for the victim alone, 2ε(1/n) with δ = 0: an
+        adversary who also knew the other honest users' bits and shares sees more, and the
+        view here is that view with the extra knowledge averaged out (the same mixture
+        under both inputs), so a bound for fewer honest users holds for more.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound.
+
+        Raises:
+            ParameterError: more honest users than n.
+        """
+        p = self._p
+        h = check_n(honest_others, "honest others", 0) + 1
+        if h > p.n:
+            raise ParameterError(f"disele: {h} honest users exceed n={p.n}")
+        eps_h = self.robust_epsilon(h / p.n)
+        if shares_delta(h, p.shares, eps_h) <= p.delta:
+            return HonestUsersBound(eps_h, f"disele_robust (parities of {h} honest users)")
+        return HonestUsersBound(
+            self.robust_epsilon(1.0 / p.n), "disele_robust (the victim's own bits, pure)"
+        )
 
     def __repr__(self) -> str:
         p = self._p

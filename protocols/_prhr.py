@@ -104,6 +104,7 @@ import numpy.typing as npt
 from ._base import (
     TALLY_BLOCK,
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -112,11 +113,11 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, integer_option, register_protocol
-from .accounting import binomial_window
+from .accounting import binomial_window, epsilon_for_pair
 from .ldp import lh_hash
 
 __all__ = [
@@ -416,6 +417,114 @@ class PRHRParams:
     delta: float
 
 
+#: Most cells of the exact view :func:`prhr_revealed_epsilon` builds (small τ: large windows).
+_PRHR_MAX_CELLS = 3_000_000
+
+
+def _view_windows(blanket: int, tau: int, delta: float) -> tuple[npt.NDArray[Any], ...]:
+    """Windows of the counts in C_r^τ ∩ C_{r'}^τ and in one of them only, each holding all
+    but δ·10⁻⁴/6 of its binomial law, one cell longer for the victim's tuple."""
+    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
+    from scipy import stats
+
+    both = 4.0**-tau
+    one = 2.0**-tau - both
+    tail = delta * 1e-4 / 6.0
+    b = np.arange(
+        int(stats.binom.ppf(tail, blanket, both)), int(stats.binom.isf(tail, blanket, both)) + 2
+    )
+    r = np.arange(
+        int(stats.binom.ppf(tail, blanket, one)), int(stats.binom.isf(tail, blanket, one)) + 2
+    )
+    return b, r
+
+
+def computable_blanket(blanket: int, tau: int, delta: float) -> int:
+    """The largest count ≤ ``blanket`` whose :func:`prhr_revealed_epsilon` view fits
+    ``_PRHR_MAX_CELLS`` (the windows grow with the count; bisection).
+
+    Args:
+        blanket: the blanket tuples available.
+        tau: τ.
+        delta: δ.
+
+    Returns:
+        That count (0 if none fits).
+    """
+
+    def fits(count: int) -> bool:
+        b, r = _view_windows(count, tau, delta)
+        return b.size * r.size**2 <= _PRHR_MAX_CELLS
+
+    if fits(blanket):
+        return blanket
+    lo, hi = 0, blanket  # fits(lo) (an empty blanket has a one-cell view), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def prhr_revealed_epsilon(blanket: int, tau: int, delta: float) -> float:
+    """ε(δ) of one true PRHR tuple among ``blanket`` uniform tuples, exact (an upper bound on
+    the ε of any PRHR view with that many honest blanket tuples).
+
+    The adversary is also told every true tuple but the victim's (more knowledge: the real
+    view forgets it). For two distinct non-zero rows r, r' a uniform τ-tuple lies in
+    C_r^τ ∩ C_{r'}^τ w.p. 4^{−τ} and in exactly one of them w.p. 2^{−τ} − 4^{−τ} each (two
+    rows agree on a quarter of [2^L] per coordinate); the victim's tuple, uniform in C_r^τ,
+    lies in the intersection w.p. 2^{−τ}, else in C_r^τ only. The likelihood of the multiset
+    depends on the tuples only through those three counts (the blanket is iid uniform), so
+    their laws — the blanket's multinomial plus the victim's one tuple — give the exact
+    ε(δ); the mass outside the computed windows is charged to δ.
+
+    Args:
+        blanket: the honest users' blanket tuples.
+        tau: τ, the tuple length.
+        delta: δ.
+
+    Returns:
+        ε (``inf`` if no ε reaches δ).
+
+    Raises:
+        BoundNotApplicable: the windows would exceed ``_PRHR_MAX_CELLS`` cells.
+    """
+    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
+    from scipy import stats
+
+    both = 4.0**-tau
+    one = 2.0**-tau - both
+    # Windows holding all but delta·1e-4 of each count (the rest is charged to δ below).
+    b, r = _view_windows(blanket, tau, delta)
+    if b.size * r.size**2 > _PRHR_MAX_CELLS:
+        raise BoundNotApplicable(
+            f"prhr: the exact view has {b.size * r.size**2} cells > {_PRHR_MAX_CELLS}"
+        )
+    law_b = stats.binom.pmf(b, blanket, both)
+    left = blanket - b
+    law_r1 = stats.binom.pmf(r[None, :], left[:, None], one / (1.0 - both))
+    rest = left[:, None] - r[None, :]
+    law_r2 = (
+        stats.binom.pmf(r[None, None, :], np.maximum(rest, 0)[:, :, None], one / (1.0 - both - one))
+        * (rest >= 0)[:, :, None]
+    )
+    grid = law_b[:, None, None] * law_r1[:, :, None] * law_r2  # blanket (b, r1, r2)
+    inside = 2.0**-tau
+    shifted_b = np.zeros_like(grid)
+    shifted_b[1:] = grid[:-1]
+    shifted_1 = np.zeros_like(grid)
+    shifted_1[:, 1:] = grid[:, :-1]
+    shifted_2 = np.zeros_like(grid)
+    shifted_2[:, :, 1:] = grid[:, :, :-1]
+    p = inside * shifted_b + (1.0 - inside) * shifted_1  # victim in C_r^τ
+    q = inside * shifted_b + (1.0 - inside) * shifted_2  # victim in C_{r'}^τ
+    missing = max(0.0, 1.0 - float(p.sum()), 1.0 - float(q.sum()))
+    if missing >= delta:
+        return math.inf
+    with np.errstate(divide="ignore"):
+        return epsilon_for_pair(np.log(p), np.log(q), delta - missing)
+
+
 class PRHR(ShuffleProtocol):
     """``PRHR``: private-coin multi-message Hadamard response (Ghazi et al.; survey §4.2).
 
@@ -474,6 +583,35 @@ class PRHR(ShuffleProtocol):
             epsilon_local=math.inf,
             delta=self._p.delta,
             bound=self.bound_name,
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the exact ε of the victim's true tuple among the honest users' blanket.
+
+        Colluders' tuples are known and removed; the h = ``honest_others`` + 1 honest users'
+        ρh blanket tuples remain, and :func:`prhr_revealed_epsilon` bounds the view exactly
+        for an adversary also told the other honest users' true tuples. Floored at the
+        configured ε (the survey's claim, which holds with every user honest).
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Where the view is too large to compute (small τ, above 3·10⁶ cells) fewer blanket
+        tuples are used: an adversary told the rest are blanket knows more.
+
+        Returns:
+            The bound, or ``None`` when even the exact view reaches no ε at δ (too few
+            blanket tuples).
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self._p
+        # Too large to compute: fewer blanket tuples (the rest told) bound it.
+        blanket = computable_blanket(h * p.rho, p.tau, p.delta)
+        exact = prhr_revealed_epsilon(blanket, p.tau, p.delta)
+        if not math.isfinite(exact):
+            return None
+        return HonestUsersBound(
+            max(p.epsilon, exact), f"prhr_revealed_exact ({blanket} honest blanket tuples)"
         )
 
     def __repr__(self) -> str:
@@ -741,6 +879,35 @@ class PUCM(ShuffleProtocol):
             epsilon_local=math.inf,
             delta=self._p.delta,
             bound=self.bound_name,
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the paper's smooth-binomial argument with the honest users' blanket only.
+
+        The proof of Lemma 4.10 (module docstring) uses the users only through the blanket
+        of each cell, Bin(n, λ), independent over cells: a neighbouring pair moves one true
+        message in each of the τ rows, and each row is (ε/τ, δ/τ)-DP when that binomial is
+        (ε/τ, δ/τ, 1)-smooth. Colluding users' messages (true and blanket) are known to the
+        analyzer and removed, so with h = ``honest_others`` + 1 honest users the same lemma
+        applies to Bin(h, λ): its condition γn ≥ 90τ² ln(2τ/δ)/ε² at γn = λh gives
+            ε_h = √(90 τ² ln(2τ/δ) / (λ h)) = ε √(n/h),
+        with the lemma's other conditions unchanged (λ ≤ ½ as configured, and
+        k ≤ ε_h λ h/(6τ) = 15τ ln(2τ/δ)/ε_h holds for ε_h ≤ 1), and ε_h ≤ 1 as the analysis
+        requires. ``None`` when ε_h > 1 (fewer than n ε² honest users): no bound is proven.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self._p
+        eps_h = math.sqrt(90.0 * p.tau**2 * math.log(2.0 * p.tau / p.delta) / (p.lam * h))
+        if eps_h > 1.0:
+            return None
+        return HonestUsersBound(
+            max(p.epsilon, eps_h), f"ggkpv_count_min (blanket Bin({h}, {p.lam:.4g}) per cell)"
         )
 
     def __repr__(self) -> str:

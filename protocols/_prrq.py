@@ -16,9 +16,20 @@ its path, the survey's sensitivity Δ = 1 + lb d). The user runs the PRHR random
 such node (one true tuple per node over the domain [D] of node indices) and pads to exactly Δ
 true slots with uniform tuples, so the message count reveals nothing; plus ρ blanket tuples:
     ρ = ⌈36 Δ² ln(e Δ d / (ε δ)) / ε²⌉     (survey §4.4.2, PRRQ), τ = ⌈log2 n⌉, ε ≤ 1.
-(The survey's extracted formula reads "36 (lb 2d)² d ln(e (lb 2d) d/(ε δ)) / [lost]": we keep
-the d inside the logarithm — a union bound over the d node rows, the conservative reading —
-and read the d after the square as an extraction artefact (not verified against the paper).)
+(The survey's extracted formula reads "36 (lb 2d)² d ln(e (lb 2d) d/(ε δ)) / [lost]". This
+module's reconstruction keeps the d inside the logarithm and drops the d after the square:
+* derivation: a change of x changes the node indices of at most Δ slots, each slot a PRHR
+  report over the shared blanket, so PRHR's ρ = 36 ln(1/δ₀)/ε₁² at ε₁ = ε/Δ (composition
+  over the slots) gives 36 Δ² ln(1/δ₀)/ε²; d enters only through the failure probability
+  (a union bound over the node rows), inside the logarithm, δ₀ = εδ/(eΔd);
+* unbiasedness holds for every ρ (the estimator subtracts K 2^{−τ}, K counting every tuple);
+* more blanket tuples never cost privacy (the analyzer could add uniform tuples itself:
+  post-processing), so the factor d could only buy privacy the derivation does not need,
+  at a price: Var[ŷ_k] ≈ ρ, so it would make every range's error grow as √d, against the
+  paper's polylogarithmic error (survey Table 9).
+At d = 2 the reading is checked exactly (tests/test_prrq_privacy_exact.py): even an
+adversary told every tuple but the victim's differing one and the blanket has ε(δ) ≤ 0.08 ε
+with this ρ over n ∈ [2, 1000], ε ∈ [0.2, 1], δ ∈ [10⁻⁶, 10⁻²]. Larger d is not computed.)
 Messages per user: Δ + ρ. The PRHR estimator (with K the number of tuples received — the
 padding tuples are uniform, like the blanket, so K absorbs them) gives unbiased ŷ_k, hence
 unbiased ranges. Variance of a range: Σ_k coef_k² Var[ŷ_k] with coef ∈ {−1, 0, 1} on at most
@@ -39,6 +50,7 @@ import numpy.typing as npt
 from ._base import (
     TALLY_BLOCK,
     Estimate,
+    HonestUsersBound,
     InputKind,
     MessageTally,
     PrivacyGuarantee,
@@ -48,9 +60,10 @@ from ._base import (
     check_n,
 )
 from ._errors import ParameterError
-from ._prhr import TupleSpace, true_tuples
+from ._prhr import TupleSpace, computable_blanket, prhr_revealed_epsilon, true_tuples
 from ._random import RNGLike, as_generator
 from ._registry import ProtocolSpec, register_protocol
+from .accounting import binomial_window, epsilon_for_pair
 
 __all__ = ["PRRQ", "PRRQParams", "range_coefficients", "user_nodes"]
 
@@ -93,6 +106,32 @@ def range_coefficients(lo: npt.ArrayLike, hi: npt.ArrayLike, h: int) -> npt.NDAr
     add_prefix(hi_a, 1)
     add_prefix(lo_a, -1)
     return coef
+
+
+def node_vs_padding_epsilon(blanket: int, tau: int, delta: float) -> float:
+    """Exact ε(δ) of one tuple, uniform in some C_r^τ or uniform on [2^L]^τ, among
+    ``blanket`` uniform tuples (the victim's node tuple against its padding).
+
+    The likelihood depends only on K, the tuples in C_r^τ (each blanket tuple lies there
+    w.p. 2^{−τ}): P_node(K) = B(K − 1), P_pad(K) = 2^{−τ} B(K − 1) + (1 − 2^{−τ}) B(K),
+    B = Bin(``blanket``, 2^{−τ}) on its window (the mass outside is below double precision).
+
+    Args:
+        blanket: the uniform tuples around it.
+        tau: τ, the tuple length.
+        delta: δ.
+
+    Returns:
+        ε.
+    """
+    inside = 2.0**-tau
+    _, law = binomial_window(blanket, inside)
+    shifted = np.concatenate([[0.0], law])
+    law = np.concatenate([law, [0.0]])
+    with np.errstate(divide="ignore"):
+        return epsilon_for_pair(
+            np.log(shifted), np.log(inside * shifted + (1.0 - inside) * law), delta
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +219,43 @@ class PRRQ(ShuffleProtocol):
             epsilon_local=math.inf,
             delta=self._p.delta,
             bound=self.bound_name,
+        )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: per differing node slot, an exact one-tuple view; composed over the slots.
+
+        A change of value moves at most k = h node slots (the root is shared); each slot's
+        tuple changes from one C_u^τ to another (the PRHR pair,
+        :func:`~protocols._prhr.prhr_revealed_epsilon`) or between C_u^τ and a uniform
+        padding tuple (:func:`node_vs_padding_epsilon`). The adversary is also told every
+        tuple but the victim's differing ones and the ρh blanket tuples of the h =
+        ``honest_others`` + 1 honest users, and a uniformly random split of that blanket
+        into k groups of at least ⌊ρh/k⌋ tuples, group s holding slot s's tuple. More
+        knowledge only helps it, and given the split the groups are independent, so basic
+        composition gives ε ≤ k·max(ε_node-node, ε_node-pad), each at δ/k. Where a group's
+        view is too large to compute, fewer of its tuples are used (the adversary told the
+        rest are blanket: again more knowledge). Floored at the configured ε; ``None``
+        where no ε reaches δ.
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        p = self._p
+        k = p.h
+        # Too large to compute: fewer blanket tuples (the rest told) bound it.
+        group = computable_blanket(h * p.rho // k, p.tau, p.delta / k)
+        one = max(
+            prhr_revealed_epsilon(group, p.tau, p.delta / k),
+            node_vs_padding_epsilon(group, p.tau, p.delta / k),
+        )
+        if not math.isfinite(one):
+            return None
+        return HonestUsersBound(
+            max(p.epsilon, k * one), f"prrq_slots_exact ({k} slots, {group} blanket tuples each)"
         )
 
     def __repr__(self) -> str:

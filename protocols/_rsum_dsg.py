@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from ._base import (
     Estimate,
+    HonestUsersBound,
     InputKind,
     PrivacyGuarantee,
     ShareSpec,
@@ -24,7 +25,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
-from ._errors import ParameterError
+from ._errors import BoundNotApplicable, ParameterError
 from ._messages import (
     ModularMessages,
     randomized_round,
@@ -86,6 +87,43 @@ def dlap_room(alpha: float, beta: float) -> int:
     while dlap_tail(alpha, t) > beta:
         t += 1
     return t
+
+
+#: Most cells (support × shifts) :func:`_polya_difference_delta` evaluates per ε; beyond it the
+#: honest-users bound is not computed (``None``).
+_MAX_SHIFT_CELLS = 10_000_000
+
+
+def _polya_difference_delta(r: float, alpha: float, shift: int, eps: float, tail: float) -> float:
+    """An upper bound on max over shifts 1 ≤ k ≤ ``shift`` of H_{e^ε}(Z + k ‖ Z), exact up to
+    2·``tail``, for Z = A − A', A, A' iid Pólya(r, α).
+
+    The pmf of Z is the convolution of the Pólya pmf on [0, L] with its mirror image, L the
+    point beyond which the Pólya tail is below ``tail``; the mass this leaves out (at most
+    2·P[A > L]) is added, since dropping mass from P and Q moves a hockey-stick divergence by
+    at most the mass dropped from P. Z is symmetric, so one direction per shift suffices
+    (H(Z ‖ Z + k) = H(Z − k ‖ Z) = H(Z + k ‖ Z)).
+
+    Raises:
+        BoundNotApplicable: the support times the shifts exceeds ``_MAX_SHIFT_CELLS``.
+    """
+    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
+    from scipy import signal, stats
+
+    law = stats.nbinom(r, 1.0 - alpha)
+    top = int(law.isf(tail)) + 1
+    if (2 * top + 1) * shift > _MAX_SHIFT_CELLS:
+        raise BoundNotApplicable(
+            f"rsum_dsg: the exact noise law has {2 * top + 1} points and {shift} shifts"
+        )
+    f = law.pmf(np.arange(top + 1))
+    z = np.clip(signal.fftconvolve(f, f[::-1]), 0.0, None)  # Z = A − A' on [−top, top]
+    cut = 2.0 * float(law.sf(top))
+    big = math.exp(eps)
+    worst = 0.0
+    for k in range(1, shift + 1):
+        worst = max(worst, float(np.maximum(z[:-k] - big * z[k:], 0.0).sum() + z[-k:].sum()))
+    return worst + cut
 
 
 class RSumDSG(ModularMessages, ShuffleProtocol):
@@ -205,6 +243,95 @@ class RSumDSG(ModularMessages, ShuffleProtocol):
             delta=self._delta,
             bound=f"bbgn_dsg (distributed DLap + Split-Mix, m={self.m}, sigma={self.sigma:.1f})",
         )
+
+    def honest_users_bound(self, honest_others: int) -> HonestUsersBound | None:
+        """Upper: the exact ε of the honest users' noise, with the Split-Mix cost at h users.
+
+        With h = ``honest_others`` + 1 honest users the colluders' shares are known and
+        removed, and what hides the victim's value is the honest users' noise: the sum of h
+        Pólya(1/n, α) differences, Z = A − A' with A, A' iid Pólya(h/n, α) (no longer a
+        discrete Laplace law). The victim's rounded value moves the sum by at most p (its
+        rounding is a mixture of integer shifts, covered by joint convexity), so the ideal
+        view (the honest sum mod q) is (ε, δ_Z(ε))-DP with δ_Z(ε) the largest
+        H_{e^ε}(Z + k ‖ Z) over 1 ≤ k ≤ p (:func:`_polya_difference_delta`). For h ≥ 3 the m
+        shares of the h honest users are 2^{−σ_h}-close to their sum, σ_h = ((m − 1)(log₂ h
+        − log₂ e) − log₂ q)/2 (:meth:`ShareSpec.shares_for` solved for σ), which adds
+        (1 + e^ε)·2^{−σ_h} to δ. The bound is the smallest ε (bisection to 10⁻⁶) with the
+        total at most the protocol's δ, floored at the configured ε (with every user honest,
+        the protocol's own guarantee). Since m is the fewest shares for n users, a few
+        colluders can already leave σ_h too small: then the fallback below decides.
+
+        Where that fails (h < 3, or the shares too few for h), the victim alone: its shares
+        reveal exactly its own value plus its own noise (r = 1/n, no Split-Mix cost), and a
+        bound for fewer honest users holds for more (the view with more honest users is the
+        view with their data known, averaged over it on both sides). ``None`` when no ε
+        reaches δ or the law is too large to compute (support × p above 10⁷).
+
+        Args:
+            honest_others: the honest users besides the victim.
+
+        Returns:
+            The bound, or ``None``.
+
+        Raises:
+            ParameterError: more honest users than n.
+        """
+        h = check_n(honest_others, "honest others", 0) + 1
+        if h > self._n:
+            raise ParameterError(f"rsum_dsg: {h} honest users exceed n={self._n}")
+        claim = self.privacy
+        if h == self._n and claim.delta <= self._delta:  # everyone honest: its own guarantee
+            return HonestUsersBound(claim.epsilon_central, claim.bound)
+        if h >= 3:
+            sigma = ((self.m - 1) * (math.log2(h) - math.log2(math.e)) - math.log2(self.q)) / 2
+            share_gap = 2.0**-sigma
+            found = self._solve_noise(h / self._n, share_gap)
+            if found is not None:
+                return HonestUsersBound(
+                    max(self._eps, found), f"rsum_dsg_polya_exact ({h} honest users' noise)"
+                )
+        found = self._solve_noise(1.0 / self._n, 0.0)
+        if found is None:
+            return None
+        return HonestUsersBound(
+            max(self._eps, found), "rsum_dsg_polya_exact (the victim's own noise)"
+        )
+
+    def _solve_noise(self, r: float, share_gap: float) -> float | None:
+        """An ε ≤ 64 with δ_Z(ε) + (1 + e^ε)·share_gap ≤ δ, near the smallest (None if none).
+
+        δ_Z falls and the shares' cost rises with ε, so the total need not be monotone: the
+        first of 64 equally spaced ε (up to where the cost alone reaches δ) at which it holds
+        is refined by bisection against the grid point below it, keeping the upper end
+        valid. Whatever it returns satisfies the inequality.
+        """
+        delta = self._delta
+
+        def ok(eps: float) -> bool:
+            cost = (1.0 + math.exp(eps)) * share_gap
+            return cost < delta and (
+                _polya_difference_delta(r, self.alpha, self.p, eps, delta * 1e-6) + cost <= delta
+            )
+
+        top = 64.0
+        if share_gap > 0.0:
+            if delta / share_gap <= 2.0:
+                return None
+            top = min(top, math.log(delta / share_gap - 1.0))
+        try:
+            grid = np.linspace(0.0, top, 65)
+            first = next((i for i, e in enumerate(grid) if ok(float(e))), None)
+            if first is None:
+                return None
+            if first == 0:
+                return 0.0
+            lo, hi = float(grid[first - 1]), float(grid[first])
+            while hi - lo > 1e-6:
+                mid = (lo + hi) / 2.0
+                lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        except BoundNotApplicable:
+            return None
+        return hi
 
     def __repr__(self) -> str:
         return (

@@ -33,7 +33,17 @@ shufflers collude: :meth:`SLH.epsilon_central_for`.
 Caveat: the authors' reference code also carries an OLH-specific variant with 4·14 in place of
 14 (ε_c doubled, ``blanket_naive_olh``); the survey only says "by Thm 4", which is what this
 module implements. The paper's own statement could not be read here; the tests check that the
-claim is never below the exact ε of shuffled d'-RR (``protocols.krr_exact_epsilon``).
+claim is never below the exact ε of shuffled d'-RR (``protocols.krr_exact_epsilon``), and
+that accounting OLH as d'-RR is safe where it can be computed: the exact ε(δ) of the shuffled
+(H, y) reports (ideal hashing, every dataset of the others) is never above that of shuffled
+d'-RR for n ≤ 8, d ≤ 4, d' ∈ {2, 3} (tests/test_olh_shuffle_exact.py). The reason it holds
+there: a report's likelihood depends on x only through the set H⁻¹(y), and for the victim's
+pair (a, b) a hash with H(a) = H(b) gives one law under both inputs, so collisions only add
+cover; a collision-free family makes OLH d'-RR relabelled, with equal curves. The inequality
+in general is not proven: the shuffled (H, y) pairs are not a post-processing of shuffled
+d'-RR reports, since one per-message map would have to turn d'-RR of some z_i into the
+report of every other user's x_i under every hash, which exists only when the hashes agree
+up to a relabelling of [d'].
 
 Estimator (unbiased; Wang et al. USENIX Sec'17 eq. for OLH with n_f uniform fakes). For every
 value v let C_v = #{reports i : H_i(v) = y_i}. A user holding v matches w.p. p'; a user holding

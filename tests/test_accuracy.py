@@ -61,17 +61,19 @@ def test_hist_mm_states_its_truncation_loss_apart() -> None:
     assert np.all(est.expected_std[1:] > 5 * noise)  # the RMS includes the lost count
 
 
-def test_thm1_condition_is_the_open_interval() -> None:
-    """Survey eq. (3) states ε_l ∈ (0, 1/2): 0.5 is refused, the largest double below it
-    accepted, and the inverse never returns 0.5."""
+def test_thm1_condition_includes_the_endpoint() -> None:
+    """Survey eq. (3) states ε_l ∈ (0, 1/2); the endpoint 1/2 follows by the limit argument
+    in protocols/accounting/_amplification.py: 0.5 is accepted with the formula's value, the
+    next double above it refused, and the inverse caps at exactly 0.5."""
     bound = BOUNDS["thm1_erlingsson"]
-    with pytest.raises(BoundNotApplicable):
-        bound.forward(0.5, 10_000, 1e-6, 2)
-    below = math.nextafter(0.5, 0.0)
-    assert bound.forward(below, 10_000, 1e-6, 2) == pytest.approx(
-        12 * below * math.sqrt(math.log(1e6) / 10_000)
+    assert bound.forward(0.5, 10_000, 1e-6, 2) == pytest.approx(
+        12 * 0.5 * math.sqrt(math.log(1e6) / 10_000), rel=1e-15
     )
-    assert bound.inverse(10.0, 10_000, 1e-6, 2) < 0.5
+    with pytest.raises(BoundNotApplicable):
+        bound.forward(math.nextafter(0.5, 1.0), 10_000, 1e-6, 2)
+    assert bound.inverse(10.0, 10_000, 1e-6, 2) == 0.5
+    below = math.nextafter(0.5, 0.0)
+    assert bound.forward(below, 10_000, 1e-6, 2) < bound.forward(0.5, 10_000, 1e-6, 2)
 
 
 @pytest.fixture(scope="module")

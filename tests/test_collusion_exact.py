@@ -493,3 +493,231 @@ def test_esa_audit_of_report_fragmenting_bounds_the_exact_view() -> None:
 
     assert out["family"] == "generic"
     assert _check_rows(out["scenarios"], n=n, m=m, r=r, exact=exact, traced=exact(0, 0)) >= 5
+
+
+# --- honest-users bounds of Cnt_2M, PUCM, DisEle: finite, above the claim, exact-checked ---
+#
+# With h honest users (the victim included) the colluders' messages are a known offset. The
+# views below are written out from the randomizers: Cnt_2M's count of "1"s (h Bernoulli
+# draws convolved one by one), PUCM's two cells of one row (τ = 1) the victim moves between
+# (each the sum of h Bernoulli(λ) blanket draws), DisEle's two released parities of the
+# victim's bins (every honest bit enumerated; the others hold neither bin, the worst case).
+
+
+def _bernoulli_sum(h: int, p: float) -> np.ndarray:
+    law = np.ones(1)
+    for _ in range(h):
+        law = np.convolve(law, [1.0 - p, p])
+    return law
+
+
+def _honest_rows(proto: Any, others: Sequence[int]) -> list[float]:
+    rows = []
+    for h in others:
+        b = proto.honest_users_bound(h)
+        assert b is not None, h
+        assert math.isfinite(b.epsilon_upper), h
+        rows.append(b.epsilon_upper)
+    assert rows == sorted(rows)  # honest others listed falling: ε grows with the colluders
+    assert min(rows) >= proto.privacy.epsilon_central  # never below the no-collusion claim
+    return rows
+
+
+def test_cnt_2m_honest_users_bound_covers_the_exact_count() -> None:
+    # ε = 1, δ = 0.01: n ≥ 100 ln 200 = 530; p = 1 − 50 ln 200/n.
+    n, delta = 600, 0.01
+    proto = build_protocol("cnt_2m", ProtocolSpec(epsilon=1.0, delta=delta, n=n))
+    p = proto.params.p  # type: ignore[attr-defined]
+    others = [n - 1, 200, 20, 12, 10]
+    rows = _honest_rows(proto, others)
+    for h, upper in zip(others, rows, strict=True):
+        crowd = _bernoulli_sum(h + 1, p)  # the victim's own Ber(p) included
+        exact = exact_epsilon_arrays(np.append(crowd, 0.0), np.insert(crowd, 0, 0.0), delta)
+        assert exact <= upper + _TOL, (h, exact, upper)
+        if upper > proto.privacy.epsilon_central:  # the exact value itself, not the floor
+            assert upper == pytest.approx(exact, abs=1e-6)
+    assert rows[-1] > proto.privacy.epsilon_central  # collusion is visible in the rows
+
+
+def test_pucm_honest_users_bound_covers_the_exact_row() -> None:
+    # τ = 1, ε = 0.8, δ = 0.5: n ≥ 180 ln 4/0.64 = 390, λ = 90 ln 4/(0.64 n).
+    n, eps, delta = 400, 0.8, 0.5
+    proto = build_protocol(
+        "pucm", ProtocolSpec(epsilon=eps, delta=delta, n=n, domain=4, options={"tau": 1})
+    )
+    lam = proto.params.lam  # type: ignore[attr-defined]
+    others = [n - 1, 330, 260]  # ε √(n/h) ≤ 1 needs h ≥ 256
+    rows = _honest_rows(proto, others)
+    for h, upper in zip(others, rows, strict=True):
+        assert upper == pytest.approx(eps * math.sqrt(n / (h + 1)), rel=1e-12)
+        cell = _bernoulli_sum(h + 1, lam)
+        with_one = np.insert(cell, 0, 0.0)
+        without = np.append(cell, 0.0)
+        p = np.outer(with_one, without).ravel()  # the victim's true message in cell u
+        q = np.outer(without, with_one).ravel()  # ... in cell v
+        assert exact_epsilon_arrays(p, q, delta) <= upper + _TOL, h
+    assert proto.honest_users_bound(200) is None  # ε √(n/h) > 1: nothing is proven
+
+
+def _disele_parities(n: int, eps: float, h: int, bin_of_victim: int) -> np.ndarray:
+    """Law of (z_a, z_b) from h honest users' bits, enumerated one configuration at a time."""
+    p = (1.0 - (1.0 - math.exp(-eps)) ** (1.0 / n)) / 2.0
+    laws = [[0.5, 0.5] if bin_of_victim == 0 else [1.0 - p, p]]  # victim's bit in bin a
+    laws += [[1.0 - p, p]] * (h - 1)
+    laws_b = [[0.5, 0.5] if bin_of_victim == 1 else [1.0 - p, p]] + [[1.0 - p, p]] * (h - 1)
+    out = np.zeros(4)
+    for bits in itertools.product((0, 1), repeat=2 * h):
+        w = 1.0
+        for i in range(h):
+            w *= laws[i][bits[i]] * laws_b[i][bits[h + i]]
+        out[2 * (sum(bits[:h]) % 2) + sum(bits[h:]) % 2] += w
+    return out
+
+
+def test_disele_honest_users_bound_covers_the_exact_parities() -> None:
+    n, delta = 8, 0.2
+    proto = build_protocol("disele", ProtocolSpec(epsilon=1.0, delta=delta, n=n, domain=4))
+    eps = proto.params.epsilon  # type: ignore[attr-defined]
+    others = [n - 1, 5, 3, 1, 0]
+    rows = _honest_rows(proto, others)
+    for h, upper in zip(others, rows, strict=True):
+        a = _disele_parities(n, eps, h + 1, 0)
+        b = _disele_parities(n, eps, h + 1, 1)
+        assert exact_epsilon_arrays(a, b, delta) <= upper + _TOL, h
+        assert exact_epsilon_arrays(a, b, 0.0) <= upper + _TOL, h  # pure, shares aside
+
+
+@pytest.mark.parametrize(
+    ("name", "n", "eps", "delta", "domain", "options"),
+    [
+        ("cnt_2m", 600, 1.0, 0.01, 2, {}),
+        ("pucm", 400, 0.8, 0.5, 4, {"tau": 1}),
+        ("disele", 8, 1.0, 0.2, 4, {}),
+        ("rsum_dsg", 100, 1.0, 1e-6, 2, {}),
+    ],
+)
+def test_collusion_rows_with_colluding_users_are_finite(
+    name: str, n: int, eps: float, delta: float, domain: int, options: dict[str, Any]
+) -> None:
+    proto = build_protocol(
+        name, ProtocolSpec(epsilon=eps, delta=delta, n=n, domain=domain, options=options)
+    )
+    cfg = CollusionConfig(
+        family="generic",
+        k=2,
+        n=n,
+        epsilon_local=math.inf,
+        delta=delta,
+        colluding_users=1,
+        epsilon_claimed=proto.privacy.epsilon_central,
+        claimed_bound=proto.privacy.bound,
+        honest_bound=proto.honest_users_bound,
+    )
+    rows = {s.scenario: s for s in collusion_scenarios(cfg)}
+    row = rows["1 users"]
+    assert math.isfinite(row.epsilon_upper), row
+    assert row.epsilon_upper >= proto.privacy.epsilon_central
+
+
+def _polya_pmf(r: float, alpha: float, top: int) -> np.ndarray:
+    """Pólya(r, α) on [0, top] from its definition Γ(k+r)/(k! Γ(r)) (1−α)^r α^k."""
+    k = np.arange(top + 1)
+    log = np.array([math.lgamma(j + r) - math.lgamma(j + 1) - math.lgamma(r) for j in k])
+    return np.exp(log + r * math.log1p(-alpha) + k * math.log(alpha))
+
+
+def test_rsum_dsg_honest_users_bound_covers_the_exact_sum() -> None:
+    # The ideal view with h honest users is their sum: rounded values + Σ (G − G'), G, G' iid
+    # Pólya(1/n, α) per user, convolved user by user here. The victim's rounded value moves
+    # it by k ∈ [1, p]; the exact ε(δ) of the worst shift must be within the bound (the shares
+    # only add to δ). Tail beyond 800 per Pólya draw: < 1e-40 at α = e^{−1/3}.
+    n, delta = 5, 1e-6
+    proto = build_protocol("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=delta, n=n))
+    alpha, p = proto.alpha, proto.p  # type: ignore[attr-defined]
+    one = _polya_pmf(1.0 / n, alpha, 800)
+    user = np.convolve(one, one[::-1])  # G − G' on [−800, 800]
+    others = [n - 1, 3, 2, 1, 0]
+    rows = _honest_rows(proto, others)
+    for h, upper in zip(others, rows, strict=True):
+        noise = np.ones(1)
+        for _ in range(h + 1):
+            noise = np.convolve(noise, user)
+        exact = max(
+            exact_epsilon_arrays(np.append(noise, [0.0] * k), np.insert(noise, 0, [0.0] * k), delta)
+            for k in range(1, p + 1)
+        )
+        assert exact <= upper + _TOL, (h, exact, upper)
+        if h == 0:  # the victim alone: the bound is this exact value (bisection to 1e-6)
+            assert upper == pytest.approx(exact, abs=1e-5)
+    assert rows[-1] > proto.privacy.epsilon_central
+
+
+@pytest.mark.parametrize(("rows", "blanket"), [((1, 2), 30), ((1, 3), 25), ((2, 3), 40)])
+def test_prhr_revealed_view_matches_the_full_histogram(rows: tuple[int, int], blanket: int) -> None:
+    # τ = 1, B = 4: the full histogram of the victim's tuple (uniform in C_r) among uniform
+    # blanket tuples, every cell kept; C_r = {c : popcount(r ∧ c) even}.
+    from protocols._prhr import prhr_revealed_epsilon
+
+    def uniform_on(cells: list[int]) -> list[tuple[tuple[int, ...], float]]:
+        return [(_one_hot(4, c), 1.0 / len(cells)) for c in cells]
+
+    members = [[c for c in range(4) if bin(r & c).count("1") % 2 == 0] for r in rows]
+    base = _law(4, [uniform_on(list(range(4)))] * blanket)
+    p = _convolve(base, uniform_on(members[0]))
+    q = _convolve(base, uniform_on(members[1]))
+    for delta in (1e-2, 1e-4):
+        brute = exact_epsilon(p, q, delta)
+        assert brute > 0.0
+        assert prhr_revealed_epsilon(blanket, 1, delta) == pytest.approx(brute, rel=1e-3)
+        assert prhr_revealed_epsilon(blanket, 1, delta) >= brute - _TOL
+
+
+def test_prhr_honest_users_bound_rows() -> None:
+    n = 1000
+    proto = build_protocol("prhr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=8))
+    rows = _honest_rows(proto, [n - 1, 500, 100, 60])
+    assert rows[-1] > proto.privacy.epsilon_central  # few honest users: visibly weaker
+    # The victim's own 534 blanket tuples over 2^10 sets C_r^τ reach no ε at δ: no bound.
+    assert proto.honest_users_bound(0) is None
+
+
+@pytest.mark.parametrize(("row", "blanket"), [(1, 30), (2, 25), (3, 40)])
+def test_prrq_node_vs_padding_matches_the_full_histogram(row: int, blanket: int) -> None:
+    # τ = 1, B = 4: a tuple uniform in C_row against a uniform padding tuple, among uniform
+    # blanket tuples, every cell of the histogram kept.
+    from protocols._prrq import node_vs_padding_epsilon
+
+    def uniform_on(cells: list[int]) -> list[tuple[tuple[int, ...], float]]:
+        return [(_one_hot(4, c), 1.0 / len(cells)) for c in cells]
+
+    members = [c for c in range(4) if bin(row & c).count("1") % 2 == 0]
+    base = _law(4, [uniform_on(list(range(4)))] * blanket)
+    p = _convolve(base, uniform_on(members))
+    q = _convolve(base, uniform_on(list(range(4))))
+    for delta in (1e-2, 1e-4):
+        brute = exact_epsilon(p, q, delta)
+        assert brute > 0.0
+        assert node_vs_padding_epsilon(blanket, 1, delta) == pytest.approx(brute, rel=1e-6)
+
+
+@pytest.mark.parametrize("domain", [2, 16])
+def test_prrq_honest_users_bound_rows(domain: int) -> None:
+    n = 1000
+    proto = build_protocol("prrq", ProtocolSpec(epsilon=1.0, delta=1e-6, n=n, domain=domain))
+    rows = _honest_rows(proto, [n - 1, 500, 100, 20])
+    if domain == 16:  # 4 slots composed: 20 honest users leave a visibly weaker bound
+        assert rows[-1] > 2 * proto.privacy.epsilon_central
+    assert proto.honest_users_bound(0) is None  # the victim's own blanket hides nothing
+
+
+def test_prhr_large_views_use_a_computable_part_of_the_blanket() -> None:
+    # τ = 1 (n = 2): the full view exceeds the cell cap; a smaller blanket (the rest told to
+    # the adversary) still bounds it, and the rows stay monotone.
+    from protocols._prhr import computable_blanket
+
+    proto = build_protocol("prhr", ProtocolSpec(epsilon=1.0, delta=1e-6, n=2, domain=8))
+    rho = proto.params.rho  # type: ignore[attr-defined]
+    assert computable_blanket(2 * rho, 1, 1e-6) < 2 * rho
+    assert computable_blanket(10, 1, 1e-6) == 10
+    rows = _honest_rows(proto, [1, 0])
+    assert rows == [proto.privacy.epsilon_central] * 2

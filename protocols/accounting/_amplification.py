@@ -251,9 +251,16 @@ register_bound(
 
 # --- Theorem 1: Erlingsson, Feldman, Mironov, Raghunathan, Talwar, Thakurta (SODA'19) -------
 # Survey eq. (3): for n > 1000, δ ∈ (0, 0.01), ε_l ∈ (0, 1/2): ε_c = 12 ε_l √(ln(1/δ)/n).
-# The condition on ε_l is the open interval as the survey states it (strict "< 1/2", like
-# n > 1000 and δ < 0.01); the paper's own text was not available to show the endpoint is
-# covered, so ε_l = 0.5 is refused (tests/test_accuracy.py pins both sides of it).
+# The endpoint ε_l = 1/2 is accepted: it follows from the open interval by a limit argument.
+# Let R be (1/2)-LDP and R_t(x) = (1 − t) R(x) + t R(x₀) for a fixed x₀ and t ∈ (0, 1). With
+# s = t e^{−1/2}/(1 − t) > 0, every likelihood ratio of R_t is at most (e^{1/2} + s)/(1 + s)
+# (mixing a common law in only lowers it, and R(x₀) ≥ e^{−1/2} R(x')), so R_t is ε_t-LDP
+# with ε_t < 1/2 and the theorem applies to it: its shuffle is (ε_c(ε_t), δ)-DP with
+# ε_c(ε_t) ≤ ε_c(1/2), the formula being increasing in ε_l. Each user's R_t(x) is within
+# t of R(x) in total variation, so the shuffled outputs P, P' (of R) and P_t, P'_t (of R_t)
+# are within nt: for every event S,
+#     P(S) ≤ P_t(S) + nt ≤ e^{ε_c(1/2)} (P'(S) + nt) + δ + nt,
+# and t → 0 gives P(S) ≤ e^{ε_c(1/2)} P'(S) + δ. n > 1000 and δ < 0.01 stay strict.
 
 
 def _thm1_check(n: int, delta: float) -> None:
@@ -265,16 +272,16 @@ def _thm1_check(n: int, delta: float) -> None:
 
 def _thm1_forward(eps_l: float, n: int, delta: float, k: int) -> float:
     _thm1_check(n, delta)
-    if not eps_l < 0.5:
-        raise BoundNotApplicable(f"thm1_erlingsson needs epsilon_local < 0.5, got {eps_l:g}")
+    if not eps_l <= 0.5:
+        raise BoundNotApplicable(f"thm1_erlingsson needs epsilon_local <= 0.5, got {eps_l:g}")
     return 12.0 * eps_l * math.sqrt(math.log(1.0 / delta) / n)
 
 
 def _thm1_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
     _thm1_check(n, delta)
     eps_l = eps_c / (12.0 * math.sqrt(math.log(1.0 / delta) / n))
-    # The theorem holds on the open interval ε_l < 1/2: cap just below it.
-    return min(eps_l, math.nextafter(0.5, 0.0))
+    # The theorem holds for ε_l ≤ 1/2 (the endpoint by the limit argument above).
+    return min(eps_l, 0.5)
 
 
 register_bound(
