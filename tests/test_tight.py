@@ -317,6 +317,19 @@ def test_krr_blanket_close_to_exact_where_computable() -> None:
         assert exact <= bound <= 1.05 * exact, (k, n, exact, bound)
 
 
+def test_krr_exact_is_a_lower_bound_not_always_the_worst_dataset() -> None:
+    # Binary RR at n = 5: the all-equal dataset gives 0.229, but others = (0, 0, 0, 1) gives
+    # 0.271; binary_rr_exact maximises over every dataset and finds it.
+    all_equal = krr_exact_epsilon(0.7, 4, 0.05, k=2)
+    worst = BOUNDS["binary_rr_exact"].epsilon_central(epsilon_local=0.7, n=5, delta=0.05)
+    assert all_equal == pytest.approx(0.22938, abs=1e-4)
+    assert worst == pytest.approx(0.27109, abs=1e-4)
+    exhaustive = protocols.worst_pair_epsilon(
+        krr_matrix(0.7, 2), n=5, delta=0.05, all_compositions=True
+    )
+    assert exhaustive.epsilon == pytest.approx(worst, rel=1e-6)
+
+
 def test_krr_exact_is_the_worst_composition_for_small_n() -> None:
     worst = protocols.worst_pair_epsilon(
         krr_matrix(1.0, 3), n=12, delta=1e-2, all_compositions=True

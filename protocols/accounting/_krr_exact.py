@@ -1,7 +1,8 @@
 """Exact ε(δ) of shuffled k-RR for the worst all-equal dataset of the other users.
 
-A lower bound on the true ε for any k (each dataset is one neighbouring pair), and at small
-n the exact value: the reference the proven upper bounds are compared with.
+A lower bound on the true ε for any k (each dataset is one neighbouring pair), which the
+proven upper bounds are checked never to undercut. It is not the worst dataset in general
+(see :func:`krr_exact_epsilon`).
 """
 
 from __future__ import annotations
@@ -118,11 +119,13 @@ def krr_exact_epsilon(epsilon_local: float, n_others: int, delta: float, *, k: i
 
     Two datasets are computed exactly: every other user holds the victim's D0 value x⁰, and
     (k ≥ 3) every other user holds a third value z. The larger ε is a valid *lower* bound on
-    the true ε for any k (each is one neighbouring pair). At small n the exhaustive search of
-    ``tests/test_tight.py`` over every composition of the others' data finds no worse
-    dataset, so this is the "exact where computable" reference the proven upper bounds are
-    compared with. The z dataset is a 2-D sum over (h₀, h₁): seconds at n = 10^4, about a
-    minute at n = 10^5.
+    the true ε for any k (each is one neighbouring pair), never an upper bound: no
+    accountant states it as a run's ε. It is not always the worst dataset: at k = 2, n = 5,
+    ε0 = 0.7, δ = 0.05 it gives 0.229 while others = (0, 0, 0, 1) gives 0.271 (the maximum
+    over every dataset, which ``binary_rr_exact`` computes; ``tests/test_tight.py`` pins
+    both). For k = 3 at n = 12 the exhaustive search over every composition of the others'
+    data finds no worse dataset. The z dataset is a 2-D sum over (h₀, h₁): seconds at
+    n = 10^4, about a minute at n = 10^5.
 
     Args:
         epsilon_local: ε0 of the k-RR randomizer.
