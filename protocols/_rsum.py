@@ -580,17 +580,18 @@ class RSumRR(ShuffleProtocol):
         m = np.asarray(messages, dtype=np.int64).reshape(-1)
         return MessageTally(np.array([int(m.sum())], dtype=np.int64), int(m.size))
 
-    def tally_users(self, values: npt.ArrayLike, *, rng: np.random.Generator) -> MessageTally:
+    def tally_users(self, values: npt.ArrayLike, *, rng: RNGLike) -> MessageTally:
         """Ones among the n·r randomized bits, drawn from the rounded levels directly: a true
         one stays one w.p. 1 − λ'/2, a true zero turns one w.p. λ'/2.
 
         Args:
             values: one value per user.
-            rng: the randomizers' generator.
+            rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`).
 
         Returns:
             The tally, equal in distribution to ``tally(randomize(values))``.
         """
+        rng = as_generator(rng)
         x = _check_reals(self, values)
         ones = int(randomized_round(x, self.r, rng=rng).sum())
         half = self.group.lam / 2.0
@@ -598,7 +599,8 @@ class RSumRR(ShuffleProtocol):
         drawn = int(rng.binomial(ones, 1.0 - half)) + int(rng.binomial(bits - ones, half))
         return MessageTally(np.array([drawn], dtype=np.int64), bits)
 
-    def tally_fakes(self, count: int, *, rng: np.random.Generator) -> MessageTally:
+    def tally_fakes(self, count: int, *, rng: RNGLike) -> MessageTally:
+        rng = as_generator(rng)
         count = check_n(count, "count", 0)
         return MessageTally(np.array([int(rng.binomial(count, 0.5))], dtype=np.int64), count)
 
