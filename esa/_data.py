@@ -81,6 +81,54 @@ class PreparedData:
         """Bins the categories need (``None`` for bits and reals)."""
         return None if self.categories is None else len(self.categories)
 
+    def sum_in_data_units(
+        self, estimate: npt.ArrayLike, truth: npt.ArrayLike, expected_std: npt.ArrayLike
+    ) -> dict[str, Any] | None:
+        """A real column's sum in the column's own units, or ``None`` when there is no such
+        reading (categories, bits, or reals given on the protocol's own scale).
+
+        The real-valued protocols estimate the sum of the users' values on their own scale
+        ([0, 1] or [−1, 1]); ``value_range=(a, b)`` mapped each value x onto it as
+        lo + (x − a)·(hi − lo)/(b − a). The affine map back, Σx = (S − n·lo)·(b − a)/(hi − lo)
+        + n·a, applies to the estimate and the truth alike (the truth of the column after
+        clipping, :attr:`clipped`) and scales the std by (b − a)/(hi − lo). It is stated only
+        when ``truth`` is that sum of the mapped values (checked), so no reading is offered
+        for a statistic that is not one.
+
+        Args:
+            estimate: the protocol's estimate, on its own scale.
+            truth: the statistic the estimate targets, on the protocol's scale.
+            expected_std: the estimate's stated std, on the protocol's scale.
+
+        Returns:
+            ``{"statistic": "sum", "estimate", "truth", "expected_std", "scale", "offset"}``
+            (lists of floats; the map is x ↦ scale·x + offset), or ``None``.
+        """
+        if self.value_range is None or self.kind not in (InputKind.REAL01, InputKind.REAL_PM1):
+            return None
+        a, b = self.value_range
+        lo, hi = (0.0, 1.0) if self.kind is InputKind.REAL01 else (-1.0, 1.0)
+        t = np.atleast_1d(np.asarray(truth, dtype=np.float64))
+        mapped_sum = float(np.sum(np.asarray(self.values, dtype=np.float64)))
+        if t.shape != (1,) or not np.isclose(t[0], mapped_sum, rtol=1e-9, atol=1e-9):
+            return None
+        scale = (b - a) / (hi - lo)
+        offset = self.rows * a - self.rows * lo * scale
+
+        def units(x: npt.ArrayLike) -> list[float]:
+            mapped = np.atleast_1d(np.asarray(x, dtype=np.float64)) * scale + offset
+            return [float(v) for v in mapped]
+
+        std = np.atleast_1d(np.asarray(expected_std, dtype=np.float64))
+        return {
+            "statistic": "sum",
+            "estimate": units(estimate),
+            "truth": units(t),
+            "expected_std": [float(v) for v in std * scale],
+            "scale": scale,
+            "offset": offset,
+        }
+
     def to_json(self) -> dict[str, Any]:
         """What the output of a run on this data states about it.
 

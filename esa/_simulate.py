@@ -246,7 +246,9 @@ def simulate(
             mapping is in ``result.extra["data"]``), reals clipped to the protocol's range (or
             refused, ``out_of_range="refuse"``) after mapping ``value_range`` onto it, so
             their estimate is on the protocol's scale (``rsum_kr`` with ``value_range=(0,
-            100)`` estimates the sum of value/100).
+            100)`` estimates the sum of value/100); ``result.extra["data"]["in_data_units"]``
+            states the sum, its truth and std in the column's units
+            (:meth:`PreparedData.sum_in_data_units`).
         epsilon: the requested central ε_c.
         delta: the requested δ.
         n: users, for synthetic data (default 10 000); with ``data``, the rows' count, and a
@@ -347,11 +349,16 @@ def simulate(
         on_mismatch=on_mismatch,
     )
     run_shortfall = privacy_shortfall(name, epsilon, result.privacy.epsilon_central)
+    described = None if prepared is None else prepared.to_json()
+    if described is not None and prepared is not None:
+        described["in_data_units"] = prepared.sum_in_data_units(
+            result.estimate.values, result.truth, result.estimate.expected_std
+        )
     result.extra.update(
         {
             "seed": rng if isinstance(rng, int) else None,
             "distribution": distribution if prepared is None else None,
-            "data": None if prepared is None else prepared.to_json(),
+            "data": described,
             "transport": "inproc",
             "fakes_source": "seeded (simulation)" if config.seeded_fakes else "csprng",
             "epsilon_requested": float(epsilon),

@@ -142,3 +142,31 @@ def test_a_configured_protocol_can_be_passed_in() -> None:
     result = esa.simulate(p, np.random.default_rng(0).integers(0, 2, 4000), crypto="ideal", rng=1)
     assert result.protocol is p
     assert result.extra["data"]["kind"] == "binary"
+
+
+def test_a_real_columns_estimate_is_also_stated_in_its_units(tmp_path: Path) -> None:
+    """Ages in [0, 100]: the protocol estimates the sum of age/100; the output also states
+    the sum of ages, from the same run, in the JSON and the table."""
+    ages = np.random.default_rng(3).integers(18, 90, size=5000)
+    result = esa.simulate(
+        "rsum_kr", ages.tolist(), epsilon=1.0, crypto="ideal", value_range=(0, 100), rng=1
+    )
+    units = result.extra["data"]["in_data_units"]
+    assert units["truth"] == [pytest.approx(float(ages.sum()))]
+    assert units["estimate"][0] == pytest.approx(100 * float(result.estimate.values[0]))
+    # Seeded: the error is within 5 stated stds (false alarm < 10^-6 for a normal error).
+    assert abs(units["estimate"][0] - units["truth"][0]) <= 5 * units["expected_std"][0]
+    path = _csv(tmp_path, "age", [str(a) for a in ages])
+    argv = ["simulate", "--protocol", "rsum_kr", "--data", str(path), "--column", "age",
+            "--range", "0:100", "--crypto", "ideal", "--seed", "1"]  # fmt: skip
+    status, doc, _ = _cli([*argv, "--json"])
+    assert status == 0
+    assert doc["data"]["in_data_units"]["truth"] == units["truth"]
+    status, _, _ = _cli(argv)
+    assert status == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(argv)
+    assert "the column's sum, in its own units" in out.getvalue()
+    assert "Values in [0, 100]" in out.getvalue()
+    assert f"{int(ages.sum()):,}.0" in out.getvalue()

@@ -107,3 +107,25 @@ def test_numpy_arrays_lists_and_array_like_objects() -> None:
     assert prepare_values(Series(["x", "y"]), InputKind.CATEGORICAL).categories == ("x", "y")
     with pytest.raises(DataError, match="one value per user"):
         prepare_values(np.zeros((2, 2)), InputKind.REAL01)
+
+
+def test_a_real_columns_sum_is_stated_in_its_own_units() -> None:
+    """The affine map back from the protocol's scale: the truth is the clipped column's sum,
+    the std scales by (b − a)/(hi − lo); no reading for bins, or for a statistic that is not
+    the sum of the mapped values."""
+    data = prepare_values([0, 50, 100, 150, -10], InputKind.REAL01, value_range=(0, 100))
+    units = data.sum_in_data_units([2.6], [2.5], [0.1])
+    assert units is not None
+    assert units["truth"] == pytest.approx([250.0])  # 0 + 50 + 100 + 100 + 0 after clipping
+    assert units["estimate"] == pytest.approx([260.0])
+    assert units["expected_std"] == pytest.approx([10.0])
+    pm1 = prepare_values([20.0, 25.0, 30.0], InputKind.REAL_PM1, value_range=(20, 30))
+    u = pm1.sum_in_data_units([0.5], [0.0], [0.2])
+    assert u is not None
+    assert u["truth"] == pytest.approx([75.0])
+    assert u["estimate"] == pytest.approx([77.5])  # 0.5 on [−1, 1] is 2.5 in [20, 30] units
+    assert u["expected_std"] == pytest.approx([1.0])
+    assert data.sum_in_data_units([2.6], [2.4], [0.1]) is None  # not the mapped sum
+    assert prepare_values([0.2, 0.4], InputKind.REAL01).sum_in_data_units([1], [0.6], [1]) is None
+    bins = prepare_values(["a", "b"], InputKind.CATEGORICAL)
+    assert bins.sum_in_data_units([1, 1], [1, 1], [1, 1]) is None

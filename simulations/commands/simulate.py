@@ -403,11 +403,17 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         return result
     result.seconds["setup"] = setup
     run_shortfall = privacy_shortfall(protocol_name, spec.epsilon, result.privacy.epsilon_central)
+    described = None
+    if prepared is not None:
+        described = prepared.to_json()
+        described["in_data_units"] = prepared.sum_in_data_units(
+            result.estimate.values, result.truth, result.estimate.expected_std
+        )
     result.extra.update(
         {
             "seed": args.seed,
             "distribution": args.distribution if prepared is None else None,
-            "data": None if prepared is None else prepared.to_json(),
+            "data": described,
             "transport": transport,
             "fakes_source": "seeded (simulation)" if config.seeded_fakes else "csprng",
             "epsilon_requested": spec.epsilon,
@@ -553,6 +559,20 @@ def show(j: dict[str, Any]) -> None:
     if data:
         clipped = f", {data['clipped']} values clipped" if data.get("clipped") else ""
         print(f"data: {data['rows']} rows of {data['source']}{clipped}")
+    units = data.get("in_data_units")
+    if units:
+        lo, hi = data["value_range"]
+        print_table(
+            "the column's sum, in its own units",
+            ["estimate", "truth", "error", "expected std"],
+            [
+                (_fmt_num(e), _fmt_num(t), _fmt_num(e - t), _fmt_num(s))
+                for e, t, s in zip(
+                    units["estimate"], units["truth"], units["expected_std"], strict=True
+                )
+            ],
+            caption=f"Values in [{lo:g}, {hi:g}]; the table below is on the protocol's scale.",
+        )
     if len(est) <= 32:
         # bin j of the users' own data is its category, as the JSON's data.categories say
         names = [labels[i] if i < len(labels) else i for i in range(len(est))]
@@ -561,3 +581,8 @@ def show(j: dict[str, Any]) -> None:
             ["entry", "estimate", "truth", "error", "expected std"],
             [(name, e, t, e - t, s) for name, e, t, s in zip(names, est, truth, std, strict=True)],
         )
+
+
+def _fmt_num(x: float | None) -> str:
+    """A sum in its column's units: every integer digit, one decimal."""
+    return "nan" if x is None else f"{x:,.1f}"
