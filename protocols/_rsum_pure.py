@@ -21,10 +21,18 @@ from ._base import (
     MessageTally,
     PrivacyGuarantee,
     ShuffleProtocol,
+    check_delta,
     check_epsilon,
     check_n,
 )
-from ._cnt_pure import PureBitCounter, check_tau, default_tau, pure_bound_name
+from ._cnt_pure import (
+    PureBitCounter,
+    check_tau,
+    default_tau,
+    product_lower_epsilon,
+    pure_bound_name,
+    pure_count_laws,
+)
 from ._errors import ParameterError
 from ._messages import (
     randomized_round,
@@ -281,10 +289,11 @@ class RSumPURE(ShuffleProtocol):
     ) -> tuple[float, str] | None:
         """A lower bound on ε at δ: the victim's value 0 against 1 flips every digit, the
         honest others hold 0; the p digit counts are independent given the fakes per digit
-        (each at most ``fakes``), so the exact ε(δ) of the p-fold composition of one digit's
-        pair, each digit with all ``fakes`` (:meth:`PureBitCounter.honest_users_lower`), is a
-        lower bound (up to p·10⁻³). ``None`` under the other allocations (their digits'
-        pairs differ, and only identical pairs are composed here).
+        (each at most ``fakes``, and fewer fakes only help the analyzer), so the exact ε(δ)
+        of the product of the digits' pairs, each digit with all ``fakes``, is a lower
+        bound (up to p·10⁻³): :meth:`PureBitCounter.honest_users_lower` composed p-fold
+        when the digits are identical (the even split), else
+        :func:`~protocols._cnt_pure.product_lower_epsilon` over the digits' own pairs.
 
         Args:
             honest_others: the honest users besides the victim.
@@ -293,12 +302,26 @@ class RSumPURE(ShuffleProtocol):
 
         Returns:
             ``(epsilon, pair)``: the lower bound and a description of the neighbouring pair, or
-            ``None``.
+            ``None`` where a digit's laws are too wide to compute directly.
         """
-        if self.allocation != "even":
-            return None
-        return self.bit.honest_users_lower(
-            honest_others, fakes=fakes, delta=delta, digits=self.bits
+        if self.allocation == "even":
+            return self.bit.honest_users_lower(
+                honest_others, fakes=fakes, delta=delta, digits=self.bits
+            )
+        h = check_n(honest_others, "honest others", 0)
+        f = check_n(fakes, "fakes", 0)
+        d = check_delta(delta, pure=True)  # a lower bound holds at δ = 0 too
+        pairs = []
+        for c in self.counters:
+            laws = pure_count_laws(lam=c.lam, tau=c.tau, alpha=c.alpha, others=h, fakes=f)
+            if laws is None:
+                return None
+            pairs.append(laws)
+        crowd = f"all {h} honest others hold 0" if h else "no honest other user"
+        return (
+            product_lower_epsilon(pairs, d),
+            f"{crowd}, {f} honest fakes per digit, the victim's value flips all "
+            f"{self.bits} digits ({self.allocation} allocation)",
         )
 
     def __repr__(self) -> str:
