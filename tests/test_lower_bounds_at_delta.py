@@ -302,8 +302,8 @@ def test_rsum_pure_unequal_digits_lower_bound_is_the_exact_product_epsilon() -> 
             assert exact - 2e-3 - 1e-7 <= low[0] <= exact + 1e-9
 
 
-def test_rsum_pure_optimal_lower_bound_is_below_its_upper_bound() -> None:
-    p = RSumPURE(epsilon=1.0, n=1_000, allocation="optimal")
+def test_rsum_pure_even_split_lower_bound_is_below_its_upper_bound() -> None:
+    p = RSumPURE(epsilon=1.0, n=1_000, allocation="even")
     up = p.honest_users_bound(999)
     low = p.honest_users_lower(999, fakes=0, delta=1e-6)
     more = p.honest_users_lower(999, fakes=200, delta=1e-6)
