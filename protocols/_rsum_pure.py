@@ -147,21 +147,27 @@ class RSumPURE(ShuffleProtocol):
     (14.8) at n = 10⁵ over 1 000 runs, 2.95× the counter (5.0); the even split's is 38.3
     and 49.4 there (8× and 9.8×), growing with n.
 
-    It does not reach 2× the counter at n = 10⁵ (ε = 1), and no split of ε and no p can. The
-    guarantee is pure (δ = 0), where composing the digits loses nothing: the privacy losses
-    of independent digits add, and the others' digits at every position can be chosen at
-    once, so the digits' worst cases coincide. The best split for the model is 3.0× (p = 5),
-    and for the counter's variance interpolated between its measured points (ε = 0.12 … 1)
-    it is 3.0× as well (shares 0.07 … 0.39): the top digit (weight ≈ ½) shares ε with the
-    lower ones, and at n = 10⁵ the rounding's n/(4(2^p − 1)²) is under 4V₁ only from
-    p = 5 on.
-    Reaching 2× would need a per-digit counter whose variance falls no faster than
-    ε^{−1.93} at the same V₁ (a Laplace-like ε^{−2} gives 2.1×): a different counter, not a
-    better split. The optimal allocation costs one calibration per digit, but fewer digits
-    (n = 2 000, side by side: 2.0 s of CPU against 1.9 s for the even split and 28.7 s for
-    ``"weighted"``; 153 s of wall time at n = 10⁵ on a loaded machine). Whatever the
-    allocation, the collusion audit's lower bound at δ (:meth:`honest_users_lower`) is the
-    exact ε(δ) of the product of the digits' pairs (up to p·10⁻³).
+    It does not reach 2× the counter at n = 10⁵ (ε = 1), and with these digit counters no
+    split of ε and no p can. The guarantee is pure (δ = 0), where composing the digits loses
+    nothing: the privacy losses of independent digits add, and the others' digits at every
+    position can be chosen at once, so the digits' worst cases coincide. The best split for
+    the model is 3.0× (p = 5), and for the counter's variance interpolated between its
+    measured points (ε = 0.12 … 1) it is 3.0× as well (shares 0.07 … 0.39): the top digit
+    (weight ≈ ½) shares ε with the lower ones, and at n = 10⁵ the rounding's n/(4(2^p − 1)²)
+    is under 4V₁ only from p = 5 on. Reaching 2× would need a per-digit counter whose
+    variance falls no faster than ε^{−1.93} at the same V₁ (a Laplace-like ε^{−2} gives
+    2.1×): a different counter, not a better split. More messages per digit come closest:
+    with each τ_j 8× the default (``messages`` sets one τ for all digits) every digit's
+    calibration reaches the narrower noise scale Δ = 1, and the exact std at n = 10⁵
+    (uniform values) falls from 14.8 to 11.1, 2.2× the counter, at 9 085 messages per user
+    instead of 1 135 and 301 s of calibration CPU (3× gives no gain there, Δ stays 1.5; at n
+    = 10⁴ it already does: 9.2 against 12.0). So it is not the default; shares and p
+    re-fitted to that counter's variance law are not tried here. The optimal allocation
+    costs one calibration per digit, but fewer digits (n = 2 000, side by side: 2.0 s of CPU
+    against 1.9 s for the even split and 28.7 s for ``"weighted"``; 153 s of wall time at n
+    = 10⁵ on a loaded machine). Whatever the allocation, the collusion audit's lower bound
+    at δ (:meth:`honest_users_lower`) is the exact ε(δ) of the product of the digits' pairs
+    (up to p·10⁻³).
 
     ``"weighted"`` gives digit j the share ε_j = ε·2^{2j/3}/Σ_k 2^{2k/3}: the estimate's
     variance is Σ_j 4^j Var_j(ε_j)/(2^p − 1)², and if Var_j(ε_j) = C/ε_j² (the law
