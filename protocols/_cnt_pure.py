@@ -80,6 +80,7 @@ the central ε, as for every amplified protocol.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, ClassVar
@@ -117,6 +118,7 @@ __all__ = [
     "composed_lower_epsilon",
     "default_tau",
     "local_lambda",
+    "product_lower_epsilon",
     "pure_central_epsilon",
     "pure_count_laws",
     "pure_limit_epsilon",
@@ -715,31 +717,71 @@ def composed_lower_epsilon(
     multiple of 10⁻³, and cells whose loss cannot bring the sum above 0 are dropped: every
     step only lowers H, so the least ε with the computed H ≤ δ is at most the exact one (and
     at most t·10⁻³ below it, plus what the truncation costs). The rounded losses' law is
-    convolved t times directly (non-negative terms).
+    convolved t times directly (non-negative terms): :func:`product_lower_epsilon` with t
+    identical factors.
+    """
+    return product_lower_epsilon([(p, q)] * check_n(times, "times", 1), delta)
+
+
+def product_lower_epsilon(
+    pairs: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]], delta: float
+) -> float:
+    """A lower bound on the exact ε(δ) of the product pair (P₁×…×P_k, Q₁×…×Q_k) of
+    independent factors with different laws, from truncated laws p_i ≤ P_i, q_i ≤ Q_i of
+    each factor (as :func:`~protocols.pair_lower_epsilon`); :func:`composed_lower_epsilon`
+    is the case of k identical factors.
+
+    H(ε) = E_{ΠP_i}[(1 − e^{ε − L})₊], L = Σ_i L_i the summed privacy loss; ε(δ) is the
+    least ε with H(ε) ≤ δ (and the same from the Q side). Each factor's cell loss is taken
+    as ln(p_i/(q_i + m_i)) ≤ ln(P_i/Q_i) (m_i = 1 − Σq_i, the mass q_i leaves out, which
+    may sit in any cell, so Q_i ≤ q_i + m_i cell by cell), rounded down to a multiple of
+    10⁻³, its probability taken as p_i ≤ P_i, and cells whose loss cannot bring the sum
+    above 0 (given the other factors' largest losses) are dropped. (1 − e^{ε − L})₊ grows
+    with L, so every step only lowers H: the least ε with the computed H ≤ δ is at most the
+    exact one (at most k·10⁻³ below it, plus what the truncation costs). The factors'
+    rounded-loss laws are convolved directly (non-negative terms, no Fourier inversion).
+
+    Args:
+        pairs: one (p_i, q_i) per factor, each the two laws on the same cells.
+        delta: δ.
+
+    Returns:
+        A lower bound ε ≥ 0 on the exact ε(δ) of the product pair.
+
+    Raises:
+        ParameterError: no factor, p_i and q_i differ in shape, or δ is out of range.
     """
     d = check_delta(delta, pure=True)
-    t = check_n(times, "times", 1)
-    pp = np.clip(np.asarray(p, dtype=np.float64).ravel(), 0.0, None)
-    qq = np.clip(np.asarray(q, dtype=np.float64).ravel(), 0.0, None)
+    if not pairs:
+        raise ParameterError("product_lower_epsilon needs at least one pair of laws")
+    laws = []
+    for p, q in pairs:
+        pp = np.clip(np.asarray(p, dtype=np.float64).ravel(), 0.0, None)
+        qq = np.clip(np.asarray(q, dtype=np.float64).ravel(), 0.0, None)
+        if pp.shape != qq.shape:
+            raise ParameterError(f"p and q must have one shape, got {pp.shape}, {qq.shape}")
+        laws.append((pp, qq))
     best = 0.0
-    for a, b in ((pp, qq), (qq, pp)):
-        missing = max(0.0, 1.0 - float(b.sum())) + b.size * float(np.finfo(np.float64).eps)
-        keep = a > 0.0
-        loss = np.log(a[keep]) - np.log(b[keep] + missing)
-        top = float(loss.max(initial=-math.inf))
-        if top <= 0.0:
+    for side in (0, 1):  # P against Q, then Q against P
+        factors = []  # per factor: (cell probabilities, losses)
+        for pq in laws:
+            a, b = pq[side], pq[1 - side]
+            missing = max(0.0, 1.0 - float(b.sum())) + b.size * float(np.finfo(np.float64).eps)
+            keep = a > 0.0
+            factors.append((a[keep], np.log(a[keep]) - np.log(b[keep] + missing)))
+        tops = [float(loss.max(initial=-math.inf)) for _, loss in factors]
+        if not all(math.isfinite(top) for top in tops) or sum(tops) <= 0.0:
             continue
-        steps = np.floor(loss / _LOSS_GRID).astype(np.int64)
-        floor_step = -math.ceil((t - 1) * top / _LOSS_GRID) - 1
-        useful = steps >= floor_step
-        if not useful.any():
-            continue
-        lo = int(steps[useful].min())
-        weights = np.bincount(steps[useful] - lo, weights=a[keep][useful] * (1.0 - 1e-12))
-        total = np.ones(1)
-        for _ in range(t):
+        total, lo_sum = np.ones(1), 0
+        for (a, loss), top in zip(factors, tops, strict=True):
+            steps = np.floor(loss / _LOSS_GRID).astype(np.int64)
+            floor_step = -math.ceil((sum(tops) - top) / _LOSS_GRID) - 1
+            useful = steps >= floor_step
+            lo = int(steps[useful].min())
+            weights = np.bincount(steps[useful] - lo, weights=a[useful] * (1.0 - 1e-12))
             total = np.convolve(total, weights)
-        grid = (np.arange(total.size) + t * lo) * _LOSS_GRID
+            lo_sum += lo
+        grid = (np.arange(total.size) + lo_sum) * _LOSS_GRID
 
         def hockey(eps: float, total: npt.NDArray[np.float64] = total, grid: Any = grid) -> float:
             over = grid > eps

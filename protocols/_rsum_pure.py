@@ -21,10 +21,18 @@ from ._base import (
     MessageTally,
     PrivacyGuarantee,
     ShuffleProtocol,
+    check_delta,
     check_epsilon,
     check_n,
 )
-from ._cnt_pure import PureBitCounter, check_tau, default_tau, pure_bound_name
+from ._cnt_pure import (
+    PureBitCounter,
+    check_tau,
+    default_tau,
+    product_lower_epsilon,
+    pure_bound_name,
+    pure_count_laws,
+)
 from ._errors import ParameterError
 from ._messages import (
     randomized_round,
@@ -108,46 +116,62 @@ class RSumPURE(ShuffleProtocol):
     """``RSum_PURE``: p binary digits, the ``Cnt_PURE`` mechanism on each digit position.
 
     User i rounds x_i to v_i = R_{2^p−1}(x_i) ∈ {0, …, 2^p − 1} (unbiased) and, for each digit
-    position j (weight 2^j), runs the ``Cnt_PURE`` randomizer on its bit b_ij at ε/p, sending
-    τ messages (j, bit). A user changes at most p digit counts, so basic composition makes
-    the whole ε-DP with δ = 0. Estimate Σ_j 2^j ĉ_j / (2^p − 1): unbiased, variance
-    Σ_j 4^j Var ĉ_j / (2^p − 1)² + Σ f(1−f)/(2^p − 1)².
+    position j (weight 2^j), runs the ``Cnt_PURE`` randomizer on its bit b_ij at ε_j, sending
+    τ_j messages (j, bit), Σ_j ε_j = ε (see the allocation below). A user changes at most p
+    digit counts, so basic composition makes the whole ε-DP with δ = 0. Estimate
+    Σ_j 2^j ĉ_j / (2^p − 1): unbiased, variance Σ_j 4^j Var ĉ_j / (2^p − 1)² +
+    Σ f(1−f)/(2^p − 1)².
 
     Parameters. The paper sends O_ε(log³ n) messages: O(log n) digits, each a binary
-    summation at ε/p with O_{ε/p}(log n) messages. Here p = ⌈½ log₂ n⌉ + 1, the fewest
-    digits whose rounding stays O(1) (2^p − 1 ≥ √n, so its std is ≤ ½), and
-    τ = :func:`~protocols._cnt_pure.default_tau` (n, ε/p) = 2⌈p log₂ n / ε⌉ + 1 per digit.
+    summation at ε/p with O_{ε/p}(log n) messages. Under the even split p = ⌈½ log₂ n⌉ + 1,
+    the fewest digits whose rounding stays O(1) (2^p − 1 ≥ √n, so its std is ≤ ½), and
+    τ_j = :func:`~protocols._cnt_pure.default_tau` (n, ε_j) = 2⌈log₂ n / ε_j⌉ + 1 per digit.
     The survey (§4.3) reads p = 2 log₂ n; that many digits split ε finer and cost more
-    (n = 10^4, ε = 0.9: std 178 with 23 212 messages per user, against 43 with 1 912 here),
+    (n = 10^4, ε = 0.9: std 178 with 23 212 messages per user, against 43 with 1 912 for this p),
     so it is not the default (``precision`` and ``messages`` override p and τ). Each
     digit's counter is calibrated as :mod:`protocols._cnt_pure` says (λ from the exact
     central ε of the same-digit crowd). At large n it runs as a tally with ``--crypto
     ideal`` (per position: messages and ones).
 
-    Allocation of ε over the digits (``allocation``). ``"even"`` (the default) gives every
-    digit ε/p. ``"optimal"`` gives digit j the share ε_j = ε·4^{j/(a+1)}/Σ_k 4^{k/(a+1)},
-    a = :data:`PURE_VARIANCE_EXPONENT` = 2.5, and, unless ``precision`` is set, the number
-    of digits p minimizing the model MSE (:func:`optimal_precision`): the Lagrange condition
-    of min Σ_j 4^j V(ε_j) under Σ_j ε_j = ε for the counter's measured law
-    V(ε) ≈ V₁ ε^{−a} (std ∝ ε^{−1.25} at n = 10⁵; the fit is this project's), closed form,
-    with minimum V₁ ε^{−a} W_p^{a+1}/(2^p − 1)², W_p = Σ_{j<p} 4^{j/(a+1)}. Fewer digits
-    help: the rounding adds only n/(4(2^p − 1)²), while each digit takes a share of ε
-    (p = 3 at n = 10⁴ and 5 at n = 10⁵, ε = 1, against 8 and 10 by default; 271 and 1 135
-    one-bit messages per user, against 1 720 and 3 350). Measured (ε = 1, seeded tallies,
-    exact std in brackets): std 12.1 (12.0) at n = 10⁴ over 2 000 runs, 2.5× the
-    ``Cnt_PURE`` counter (4.8) where the even split is 8×, and 14.6 (14.8) at n = 10⁵ over
-    1 000 runs, 2.95× the counter (5.0) against 9.8× (49.4). It does not reach 2× the
-    counter, and in the model no split and no p do: its optimum is 3.0× at n = 10⁵ and 3.5×
-    as p → ∞ (2.2× even for a counter whose variance fell like ε^{−2}): with basic
-    composition the top digit (weight ½) and the next ones each pay for a fraction of ε.
-    Closing the gap needs a joint privacy analysis of the digits, not a better split. It
-    costs one calibration per digit, but fewer digits (n = 2 000, side by side: 2.0 s of
-    CPU against 1.9 s for the even split and 28.7 s for ``"weighted"``; 153 s of wall time
-    at n = 10⁵ on a loaded machine). ``"even"`` stays the default because only identical
-    digits have a composed lower bound (:meth:`honest_users_lower`), which the collusion
-    audit reports. ``"weighted"`` gives
-    digit j the share ε_j = ε·2^{2j/3}/Σ_k 2^{2k/3}: the
-    estimate's variance is Σ_j 4^j Var_j(ε_j)/(2^p − 1)², and if Var_j(ε_j) = C/ε_j² (the law
+    Allocation of ε over the digits (``allocation``). ``"optimal"`` (the default) gives
+    digit j the share ε_j = ε·4^{j/(a+1)}/Σ_k 4^{k/(a+1)}, a = :data:`PURE_VARIANCE_EXPONENT`
+    = 2.5, and, unless ``precision`` is set, the number of digits p minimizing the model MSE
+    (:func:`optimal_precision`): the Lagrange condition of min Σ_j 4^j V(ε_j) under
+    Σ_j ε_j = ε for the counter's measured law V(ε) ≈ V₁ ε^{−a} (std ∝ ε^{−1.25} at
+    n = 10⁵; the fit is this project's), closed form, with minimum
+    V₁ ε^{−a} W_p^{a+1}/(2^p − 1)², W_p = Σ_{j<p} 4^{j/(a+1)}. Fewer digits help: the
+    rounding adds only n/(4(2^p − 1)²), while each digit takes a share of ε (p = 3 at
+    n = 10⁴ and 5 at n = 10⁵, ε = 1, against 8 and 10 for the even split; 271 and 1 135
+    one-bit messages per user, against 1 720 and 3 350). ``"even"`` gives every digit ε/p.
+    Measured (ε = 1, seeded tallies, exact std in brackets): the optimal allocation's std is
+    12.1 (12.0) at n = 10⁴ over 2 000 runs, 2.5× the ``Cnt_PURE`` counter (4.8), and 14.6
+    (14.8) at n = 10⁵ over 1 000 runs, 2.95× the counter (5.0); the even split's is 38.3
+    and 49.4 there (8× and 9.8×), growing with n.
+
+    It does not reach 2× the counter at n = 10⁵ (ε = 1), and with these digit counters no
+    split of ε and no p can. The guarantee is pure (δ = 0), where composing the digits loses
+    nothing: the privacy losses of independent digits add, and the others' digits at every
+    position can be chosen at once, so the digits' worst cases coincide. The best split for
+    the model is 3.0× (p = 5), and for the counter's variance interpolated between its
+    measured points (ε = 0.12 … 1) it is 3.0× as well (shares 0.07 … 0.39): the top digit
+    (weight ≈ ½) shares ε with the lower ones, and at n = 10⁵ the rounding's n/(4(2^p − 1)²)
+    is under 4V₁ only from p = 5 on. Reaching 2× would need a per-digit counter whose
+    variance falls no faster than ε^{−1.93} at the same V₁ (a Laplace-like ε^{−2} gives
+    2.1×): a different counter, not a better split. More messages per digit come closest:
+    with each τ_j 8× the default (``messages`` sets one τ for all digits) every digit's
+    calibration reaches the narrower noise scale Δ = 1, and the exact std at n = 10⁵
+    (uniform values) falls from 14.8 to 11.1, 2.2× the counter, at 9 085 messages per user
+    instead of 1 135 and 301 s of calibration CPU (3× gives no gain there, Δ stays 1.5; at n
+    = 10⁴ it already does: 9.2 against 12.0). So it is not the default; shares and p
+    re-fitted to that counter's variance law are not tried here. The optimal allocation
+    costs one calibration per digit, but fewer digits (n = 2 000, side by side: 2.0 s of CPU
+    against 1.9 s for the even split and 28.7 s for ``"weighted"``; 153 s of wall time at n
+    = 10⁵ on a loaded machine). Whatever the allocation, the collusion audit's lower bound
+    at δ (:meth:`honest_users_lower`) is the exact ε(δ) of the product of the digits' pairs
+    (up to p·10⁻³).
+
+    ``"weighted"`` gives digit j the share ε_j = ε·2^{2j/3}/Σ_k 2^{2k/3}: the estimate's
+    variance is Σ_j 4^j Var_j(ε_j)/(2^p − 1)², and if Var_j(ε_j) = C/ε_j² (the law
     of a Laplace-like counter) the Lagrange condition 4^j C/ε_j³ = const under Σ ε_j = ε gives
     exactly these shares, with variance C (Σ_j 2^{2j/3})³/(ε² (2^p − 1)²) — bounded in p
     (at most 2.22² C/ε²), where the even split's grows like p²·C/ε². The pure counter's
@@ -167,7 +191,7 @@ class RSumPURE(ShuffleProtocol):
         n: int,
         precision: int | None = None,
         messages: int | None = None,
-        allocation: str = "even",
+        allocation: str = "optimal",
     ) -> None:
         self._eps = check_epsilon(epsilon)
         if allocation not in ("even", "weighted", "optimal"):
@@ -282,10 +306,11 @@ class RSumPURE(ShuffleProtocol):
     ) -> tuple[float, str] | None:
         """A lower bound on ε at δ: the victim's value 0 against 1 flips every digit, the
         honest others hold 0; the p digit counts are independent given the fakes per digit
-        (each at most ``fakes``), so the exact ε(δ) of the p-fold composition of one digit's
-        pair, each digit with all ``fakes`` (:meth:`PureBitCounter.honest_users_lower`), is a
-        lower bound (up to p·10⁻³). ``None`` under the other allocations (their digits'
-        pairs differ, and only identical pairs are composed here).
+        (each at most ``fakes``, and fewer fakes only help the analyzer), so the exact ε(δ)
+        of the product of the digits' pairs, each digit with all ``fakes``, is a lower
+        bound (up to p·10⁻³): :meth:`PureBitCounter.honest_users_lower` composed p-fold
+        when the digits are identical (the even split), else
+        :func:`~protocols._cnt_pure.product_lower_epsilon` over the digits' own pairs.
 
         Args:
             honest_others: the honest users besides the victim.
@@ -294,12 +319,26 @@ class RSumPURE(ShuffleProtocol):
 
         Returns:
             ``(epsilon, pair)``: the lower bound and a description of the neighbouring pair, or
-            ``None``.
+            ``None`` where a digit's laws are too wide to compute directly.
         """
-        if self.allocation != "even":
-            return None
-        return self.bit.honest_users_lower(
-            honest_others, fakes=fakes, delta=delta, digits=self.bits
+        if self.allocation == "even":
+            return self.bit.honest_users_lower(
+                honest_others, fakes=fakes, delta=delta, digits=self.bits
+            )
+        h = check_n(honest_others, "honest others", 0)
+        f = check_n(fakes, "fakes", 0)
+        d = check_delta(delta, pure=True)  # a lower bound holds at δ = 0 too
+        pairs = []
+        for c in self.counters:
+            laws = pure_count_laws(lam=c.lam, tau=c.tau, alpha=c.alpha, others=h, fakes=f)
+            if laws is None:
+                return None
+            pairs.append(laws)
+        crowd = f"all {h} honest others hold 0" if h else "no honest other user"
+        return (
+            product_lower_epsilon(pairs, d),
+            f"{crowd}, {f} honest fakes per digit, the victim's value flips all "
+            f"{self.bits} digits ({self.allocation} allocation)",
         )
 
     def __repr__(self) -> str:
@@ -460,5 +499,5 @@ def _build_rsum_pure(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         precision=_opt_int(spec, "precision"),
         messages=_opt_int(spec, "messages"),
-        allocation=str(spec.options.get("allocation", "even")),
+        allocation=str(spec.options.get("allocation", "optimal")),
     )

@@ -15,8 +15,14 @@ import pytest
 
 import simulations._audit as audit_module
 from protocols import HonestUsersBound, ProtocolSpec, build_protocol
-from protocols._cnt_pure import CntPURE, composed_lower_epsilon, user_laws
+from protocols._cnt_pure import (
+    CntPURE,
+    composed_lower_epsilon,
+    product_lower_epsilon,
+    user_laws,
+)
 from protocols._cnt_sgm import CntSGM, CntSGMSplitMix
+from protocols._rsum_pure import RSumPURE
 from protocols.accounting._collusion import CollusionConfig, collusion_scenarios, pair_lower_epsilon
 from protocols.accounting._laws import epsilon_for_pair
 from simulations.cli import main
@@ -70,6 +76,44 @@ def test_composed_lower_epsilon_brackets_composed_randomized_response() -> None:
         exact = _exact(stats.binom.pmf(k, t, p[0]), stats.binom.pmf(k, t, q[0]), delta)
         got = composed_lower_epsilon(p, q, delta, times=t)
         assert exact - t * 1e-3 - 1e-9 <= got <= exact + 1e-9
+
+
+def test_product_lower_epsilon_brackets_the_exact_product_of_unequal_pairs() -> None:
+    """Two (and three) unequal random pairs: the bound lies within k·10⁻³ below the exact
+    ε(δ) of the product laws (outer product, brute force), never above it, and stays below
+    it when the factors' laws are truncated."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        k = 2 if trial < 8 else 3
+        pairs = [(rng.dirichlet(np.ones(s)), rng.dirichlet(np.ones(s))) for s in (6, 9, 4)[:k]]
+        p_prod, q_prod = np.ones(1), np.ones(1)
+        for p, q in pairs:
+            p_prod, q_prod = np.outer(p_prod, p).ravel(), np.outer(q_prod, q).ravel()
+        for delta in (0.0, 1e-6, 1e-3, 0.1):
+            # ε(0): the largest |privacy loss| (all cells are positive here)
+            llr = np.abs(np.log(p_prod) - np.log(q_prod))
+            exact = float(llr.max()) if delta == 0.0 else _exact(p_prod, q_prod, delta)
+            got = product_lower_epsilon(pairs, delta)
+            assert exact - k * 1e-3 - 1e-9 <= got <= exact + 1e-9
+            cut = [(p * (np.arange(p.size) > 0), q * (np.arange(q.size) > 0)) for p, q in pairs]
+            assert product_lower_epsilon(cut, delta) <= exact + 1e-9
+
+
+def test_product_lower_epsilon_of_identical_pairs_is_the_composed_bound() -> None:
+    """Where both apply (identical factors) the two agree to 10⁻¹² (one code path: the
+    identical case was checked bit for bit against the former t-fold code when the product
+    was introduced)."""
+    c = CntPURE(epsilon=0.5, n=50, messages=15).bit
+    q0, q1 = user_laws(c.lam, c.tau, c.alpha)
+    for t in (1, 2, 5):
+        for delta in (0.0, 1e-6, 0.05):
+            assert product_lower_epsilon([(q0, q1)] * t, delta) == pytest.approx(
+                composed_lower_epsilon(q0, q1, delta, times=t), abs=1e-12
+            )
+    with pytest.raises(ValueError, match="at least one"):
+        product_lower_epsilon([], 1e-6)
+    with pytest.raises(ValueError, match="one shape"):
+        product_lower_epsilon([(q0, q1[:-1])], 1e-6)
 
 
 # --- Cnt_SGM over Split-Mix: the sum T --------------------------------------------------
@@ -229,6 +273,40 @@ def test_rsum_pure_lower_bound_is_below_its_upper_bound() -> None:
     up = p.honest_users_bound(999)
     low = p.honest_users_lower(999, fakes=0, delta=1e-6)  # type: ignore[attr-defined]
     more = p.honest_users_lower(999, fakes=200, delta=1e-6)  # type: ignore[attr-defined]
+    assert up is not None
+    assert low is not None
+    assert more is not None
+    assert 0.0 < more[0] <= low[0] <= up.epsilon_upper
+
+
+def test_rsum_pure_unequal_digits_lower_bound_is_the_exact_product_epsilon() -> None:
+    """The optimal allocation's digits differ (ε_j, λ_j, τ_j): the lower bound at δ against
+    the exact ε(δ) of the product of the digits' full count laws (direct convolution,
+    outer product), honest fakes included."""
+    p = RSumPURE(epsilon=1.0, n=9, precision=2, messages=5, allocation="optimal")
+    assert p.digit_epsilons[0] != p.digit_epsilons[1]
+    for others, fakes in ((0, 0), (8, 0), (8, 6)):
+        p0, p1 = np.ones(1), np.ones(1)
+        for c in p.counters:
+            q0, q1 = user_laws(c.lam, c.tau, c.alpha)
+            crowd = np.ones(1)
+            for _ in range(others):
+                crowd = np.convolve(crowd, q0)
+            crowd = np.convolve(crowd, _binom(fakes))
+            p0 = np.outer(p0, np.convolve(crowd, q0)).ravel()
+            p1 = np.outer(p1, np.convolve(crowd, q1)).ravel()
+        for delta in (1e-6, 1e-2, 0.5):
+            exact = _exact(p0, p1, delta)
+            low = p.honest_users_lower(others, fakes=fakes, delta=delta)
+            assert low is not None
+            assert exact - 2e-3 - 1e-7 <= low[0] <= exact + 1e-9
+
+
+def test_rsum_pure_even_split_lower_bound_is_below_its_upper_bound() -> None:
+    p = RSumPURE(epsilon=1.0, n=1_000, allocation="even")
+    up = p.honest_users_bound(999)
+    low = p.honest_users_lower(999, fakes=0, delta=1e-6)
+    more = p.honest_users_lower(999, fakes=200, delta=1e-6)
     assert up is not None
     assert low is not None
     assert more is not None

@@ -371,9 +371,8 @@ def test_rsum_pure_optimal_allocation_exact_within_claim(eps: float, n: int) -> 
 def test_rsum_pure_message_law() -> None:
     p = _build("rsum_pure", 1.0, 0.1, 2)
     rng = np.random.default_rng(4)
-    tau = p.bit.tau
     for x in (0.0, 1.0, 0.4):
-        counts = np.zeros((tau + 1,) * p.bits)
+        counts = np.zeros(tuple(c.tau + 1 for c in p.counters))
         for _ in range(2_000):
             msgs = p.randomize(np.array([x]), rng=rng)
             ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=p.bits)

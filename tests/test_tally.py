@@ -280,14 +280,15 @@ def test_pipeline_tally_refusals() -> None:
 
 @pytest.mark.parametrize(
     ("name", "per_user"),
-    [("prhr", 535.0), ("prrq", 17283.0), ("pucm", None), ("rsum_pure", 4851.0)],
+    [("prhr", 535.0), ("prrq", 17283.0), ("pucm", None), ("rsum_pure", 3541.0)],
 )
 def test_esa_simulate_runs_multi_message_protocols_at_a_million_users(
     name: str, per_user: float | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Issue 4: every protocol through `esa simulate --crypto ideal` at n = 10^6. These send
     # 535–183,000 messages per user (5·10^8–1.8·10^11 in all): only a tally fits.
-    # (rsum_pure: 11 digit positions × 441 one-bit messages.)
+    # (rsum_pure: 7 digit positions, τ_j = 1 233, 829, …, 117 one-bit messages: the
+    # optimal allocation.)
     assert (
         main(["simulate", "--protocol", name, "--crypto", "ideal", "--n", "1000000", "--json"]) == 0
     )

@@ -53,12 +53,14 @@ INVERSE_GRID = [  # (ε_c, n, δ)
 KRR_DOMAINS = (2, 16)
 
 PROTOCOL_SIZES = (20_000, 200_000)  # n of every protocol's entries (ε_c = 1, δ = 1e-6, d = 16)
-#: Extra entries at n = 2·10^4: robust counters at γ = 1/2, Cnt_SGM's Split-Mix encoding.
+#: Extra entries at n = 2·10^4: robust counters at γ = 1/2, Cnt_SGM's Split-Mix encoding,
+#: RSum_PURE's even split of ε.
 EXTRA_OPTIONS: dict[str, list[dict[str, float | str]]] = {
     "cnt_bn": [{"gamma": 0.5}],
     "cnt_sgm": [{"gamma": 0.5}, {"encoding": "splitmix"}, {"encoding": "splitmix", "gamma": 0.5}],
     "put": [{"encoding": "splitmix"}],
     "aut": [{"gamma": 0.5}],
+    "rsum_pure": [{"allocation": "even"}],  # the default is "optimal"
 }
 MURS_FAKES = 300  # MURS refuses to run without fakes
 SLOW_AT_LARGE_N = {"rsum_pure"}  # its calibration takes ~20 s at n = 2·10^5
