@@ -153,7 +153,7 @@ def parameter_errors() -> Iterator[None]:
 
 
 #: Options whose value is a name, not a number (e.g. put's --option counter=cnt_pure).
-NAME_OPTIONS = frozenset({"counter", "encoding"})
+NAME_OPTIONS = frozenset({"counter", "encoding", "allocation"})
 
 
 def parse_options(items: list[str]) -> dict[str, float | str]:

@@ -280,18 +280,20 @@ def test_pipeline_tally_refusals() -> None:
 
 @pytest.mark.parametrize(
     ("name", "per_user"),
-    [("prhr", 535.0), ("prrq", 17283.0), ("pucm", None), ("rsum_pure", 3541.0)],
+    [("prhr", 535.0), ("prrq", 17283.0), ("pucm", None), ("rsum_pure", 4851.0)],
 )
 def test_esa_simulate_runs_multi_message_protocols_at_a_million_users(
     name: str, per_user: float | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Issue 4: every protocol through `esa simulate --crypto ideal` at n = 10^6. These send
-    # 535–183,000 messages per user (5·10^8–1.8·10^11 in all): only a tally fits.
-    # (rsum_pure: 7 digit positions, τ_j = 1 233, 829, …, 117 one-bit messages: the
-    # optimal allocation.)
-    assert (
-        main(["simulate", "--protocol", name, "--crypto", "ideal", "--n", "1000000", "--json"]) == 0
-    )
+    # Every multi-message protocol through `esa simulate --crypto ideal` at n = 10^6. These
+    # send 535–183,000 messages per user (5·10^8–1.8·10^11 in all): only a tally fits.
+    # rsum_pure runs its even split here (9 identical digit counters, one calibration): the
+    # default optimal allocation calibrates 7 different counters, 4–5 CPU-minutes at this n,
+    # and is run at n = 10^4 by tests/test_accuracy.py.
+    argv = ["simulate", "--protocol", name, "--crypto", "ideal", "--n", "1000000", "--json"]
+    if name == "rsum_pure":
+        argv += ["--option", "allocation=even"]
+    assert main(argv) == 0
     j = json.loads(capsys.readouterr().out)
     assert j["representation"] == "tally"
     assert j["n"] == 1_000_000
@@ -300,7 +302,7 @@ def test_esa_simulate_runs_multi_message_protocols_at_a_million_users(
     assert j["hops"][0]["received"] == pytest.approx(j["messages_per_user"] * 1e6, rel=1e-3)
     err = np.array(j["estimate"]) - np.array(j["truth"])
     std = np.array(j["expected_std"])
-    if name == "pucm":  # count-min: biased low at τ ≥ 2 (its std is the RMSE); blanket scale
+    if name == "pucm":  # count-min: a bias from hash collisions is left; blanket scale
         assert float(np.sqrt(np.mean(err**2))) < 3 * float(std.mean())
     else:  # unbiased with the stated std: every bin within 5 std
         assert np.all(np.abs(err) < 5 * std)

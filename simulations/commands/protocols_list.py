@@ -221,7 +221,7 @@ def _option(name: str, fakes: int, key: str, default: Any, doc: str) -> dict[str
     by building the protocol with probe values (a refusal names the condition)."""
     as_name = _refusal(name, fakes, key, "?")
     valid: list[str] = []
-    if as_name is not None and "one of" in as_name:
+    if as_name is not None and ("one of" in as_name or "must be '" in as_name):
         kind = "name"
         valid.append(_condition(as_name))
     else:
