@@ -25,10 +25,12 @@ from ._onion import REPORT_VERSION as REPORT_VERSION
 from ._onion import LayerHeader as LayerHeader
 from ._onion import ephemeral_key_of as ephemeral_key_of
 from ._onion import peel_batch as peel_batch
+from ._onion import peel_records as peel_records
 from ._onion import peel_report as peel_report
 from ._onion import report_progress as report_progress
 from ._onion import report_size as report_size
 from ._onion import wrap_batch as wrap_batch
+from ._onion import wrap_records as wrap_records
 from ._onion import wrap_report as wrap_report
 from ._padding import pad as pad
 from ._padding import pad_rows as pad_rows

@@ -13,6 +13,7 @@ real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -117,11 +118,13 @@ class Encoder:
         route: Sequence[bytes],
         *,
         workers: int | None = 1,
+        executor: Executor | None = None,
     ) -> None:
         self.protocol = protocol
         self.codec = codec
         self.route = list(route)
         self.workers = workers
+        self.executor = executor
 
     def encode(
         self,
@@ -182,6 +185,7 @@ class Encoder:
             route=self.route[first_hop:],
             first_hop=first_hop,
             workers=self.workers,
+            executor=self.executor,
         )
 
 
@@ -209,6 +213,8 @@ class Shuffler:
         workers: processes for peeling/wrapping (``None``: all cores).
         channel: which of the protocol's chains this shuffler belongs to (RSum_RM: one chain
             per precision); its fakes look like that chain's traffic.
+        executor: where the peeling and the fakes' wrapping run, chunk by chunk (default:
+            the local pool of ``workers`` processes).
 
     Raises:
         ConfigError: a hop outside [0, codec.layers − 2], a route not of ``codec.layers``
@@ -233,6 +239,7 @@ class Shuffler:
         channel: int = 0,
         threshold_noise: float | None = None,
         threshold_rng: np.random.Generator | None = None,
+        executor: Executor | None = None,
     ) -> None:
         # The codec's last layer is the analyzer's: a shuffler at or past it would find
         # every honest report of the wrong size and drop them all as invalid.
@@ -260,7 +267,10 @@ class Shuffler:
         self.replay_protection = replay_protection
         self.held: list[Any] = []
         self._seen: dict[int, ReplayCache] = {}
-        self._fake_encoder = Encoder(protocol, codec, self.route, workers=self.workers)
+        self.executor = executor
+        self._fake_encoder = Encoder(
+            protocol, codec, self.route, workers=self.workers, executor=executor
+        )
 
     def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
         """Handle one batch of ``epoch``; returns the permuted output and the counters.
@@ -279,7 +289,13 @@ class Shuffler:
         counters = HopCounters(hop=self.hop, role="shuffler", received=len(reports))
         seen = self._replay_cache(epoch) if self.replay_protection else None
         opened = self.codec.open(
-            reports, key=self.key, epoch=epoch, hop=self.hop, seen=seen, workers=self.workers
+            reports,
+            key=self.key,
+            epoch=epoch,
+            hop=self.hop,
+            seen=seen,
+            workers=self.workers,
+            executor=self.executor,
         )
         counters.invalid, counters.replayed = opened.invalid, opened.replayed
         if seen is not None:
@@ -305,8 +321,9 @@ class Shuffler:
                 counters.fakes_added += self.codec.count(fakes)
         if not parts:
             return self.codec.concat([self.codec.take(opened.forward, np.arange(0))]), counters
-        out = self.codec.concat(parts)
-        out = self.codec.take(out, crypto.secure_permutation(self.codec.count(out)))
+        # One chunk of the permuted output at a time: no joined copy of the parts.
+        total = sum(self.codec.count(p) for p in parts)
+        out = self.codec.permute(parts, crypto.secure_permutation(total))
         counters.forwarded = self.codec.count(out)
         return out, counters
 
@@ -416,6 +433,7 @@ class Analyzer:
         protocol: ShuffleProtocol,
         replay_protection: bool = True,
         workers: int | None = 1,
+        executor: Executor | None = None,
     ) -> None:
         if codec.mode == "onion" and key is None:
             raise ConfigError("analyzer: onion mode needs the analyzer's layer key")
@@ -430,6 +448,7 @@ class Analyzer:
         self.protocol = protocol
         self.replay_protection = replay_protection
         self.workers = check_workers(workers)
+        self.executor = executor
 
     def process(self, reports: Any, *, epoch: int, n_users: int, n_fakes: int) -> AnalyzerOutput:
         """Peel the last layer, decode the messages and estimate from them.
@@ -453,6 +472,7 @@ class Analyzer:
             hop=self.hop,
             seen=self.codec.new_replay_cache() if self.replay_protection else None,
             workers=self.workers,
+            executor=self.executor,
         )
         padded, malformed = self.codec.payload_rows(opened.forward)
         payloads, ok = crypto.unpad_rows(padded, self.protocol.message_size)

@@ -53,6 +53,7 @@ CRYPTO_PUBLIC = [
     "pad_rows",
     "padded_size",
     "peel_batch",
+    "peel_records",
     "peel_report",
     "report_progress",
     "report_size",
@@ -64,6 +65,7 @@ CRYPTO_PUBLIC = [
     "unpad",
     "unpad_rows",
     "wrap_batch",
+    "wrap_records",
     "wrap_report",
 ]
 
