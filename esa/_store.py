@@ -100,13 +100,14 @@ class RecordWriter:
         self.rows = 0
         self._parts: list[npt.NDArray[np.uint8]] = []
         self._file: Any = None
+        self._spilled = False
         if expected_rows is not None and expected_rows * self.width > self.budget:
             self._spill(expected_rows * self.width)
 
     @property
     def spilled(self) -> bool:
-        """Whether the batch went to disk."""
-        return self._file is not None
+        """Whether the batch went (or goes) to disk."""
+        return self._spilled
 
     def append(self, rows: npt.NDArray[np.uint8]) -> None:
         """Add records at the end of the batch.
@@ -117,8 +118,9 @@ class RecordWriter:
         rows = np.asarray(rows, dtype=np.uint8).reshape(-1, self.width)
         if not rows.shape[0]:
             return
-        if self._file is None and (self.rows + rows.shape[0]) * self.width > self.budget:
-            self._spill(0)
+        size = (self.rows + rows.shape[0]) * self.width
+        if self._file is None and size > self.budget:
+            self._spill(size)
         if self._file is None:
             self._parts.append(np.array(rows, copy=True))
         else:
@@ -128,16 +130,16 @@ class RecordWriter:
     def _spill(self, need: int) -> None:
         where = tempfile.gettempdir() if self.directory is None else str(self.directory)
         free = shutil.disk_usage(where).free
-        held = sum(p.nbytes for p in self._parts)
-        if max(need, held) > free:
+        if need > free:
             raise ConfigError(
-                f"a batch of {max(need, held) / 1e9:.3g} GB must spill to {where}, which has "
+                f"a batch of {need / 1e9:.3g} GB must spill to {where}, which has "
                 f"{free / 1e9:.3g} GB free; free space there, give another directory "
                 "(spill_dir) or a larger memory budget"
             )
         fd, path = tempfile.mkstemp(prefix="esa-batch-", suffix=".records", dir=where)
         os.unlink(path)  # the open file keeps it; nothing is left behind, even after a crash
         self._file = os.fdopen(fd, "w+b", buffering=8 * 2**20)
+        self._spilled = True
         for part in self._parts:
             self._file.write(part.data)
         self._parts = []
@@ -154,11 +156,12 @@ class RecordWriter:
             if not self._parts:
                 return np.zeros((0, self.width), dtype=np.uint8)
             return np.concatenate(self._parts)
-        self._file.flush()
-        if not self.rows:
-            return np.zeros((0, self.width), dtype=np.uint8)
-        mapping = mmap.mmap(self._file.fileno(), self.rows * self.width)
-        self._file.close()  # the mapping keeps the (unlinked) file alive
+        file, self._file = self._file, None
+        with file:  # a mapping keeps the (unlinked) file alive after it is closed
+            file.flush()
+            if not self.rows:
+                return np.zeros((0, self.width), dtype=np.uint8)
+            mapping = mmap.mmap(file.fileno(), self.rows * self.width)
         return np.frombuffer(mapping, dtype=np.uint8).reshape(self.rows, self.width)
 
 
