@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "--case",
         action="append",
         default=None,
-        help="CRYPTO:N, e.g. onion:1e6 (repeatable; default: %s)" % ", ".join(DEFAULT_CASES),
+        help=f"CRYPTO:N, e.g. onion:1e6 (repeatable; default: {', '.join(DEFAULT_CASES)})",
     )
     parser.add_argument("--workers", type=int, default=None, help="pool processes (default: all)")
     parser.add_argument("--json", action="store_true", help="one JSON object")

@@ -482,7 +482,8 @@ def run_pipeline(
             :class:`GuaranteeMismatch` instead of returning a result.
         executor: where the chunk tasks run: any :class:`concurrent.futures.Executor`
             (:func:`esa.resolve_executor` makes one for a Dask cluster); default the local
-            pool of ``config.workers`` processes (in this process for ``workers=1``).
+            pool of ``config.workers`` processes for onion runs (in this process for
+            ``workers=1``), this process for ideal ones.
 
     Returns:
         The run, with :attr:`RunResult.privacy` the guarantee of this run.
@@ -540,7 +541,11 @@ def run_pipeline(
     stats_rng, *fake_rngs = rng.spawn(m * channels + 1)
     threshold_rngs = _threshold_rngs(config, rng, m * channels)
     clock = _Stopwatch(on_stage)
-    pool = executor if executor is not None else local_pool(config.workers)
+    # Without an executor, an ideal run stays in this process: its stages are plain numpy,
+    # cheaper than shipping their chunks (and a grid's task may not start processes).
+    if executor is None:
+        executor = local_pool(config.workers if config.crypto == "onion" else 1)
+    pool = executor
 
     def intercepted(hop: int, batch: Any) -> Any:
         if hop not in interceptors:

@@ -25,7 +25,11 @@ from protocols import Estimate, MessageTally, ShuffleProtocol
 
 from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError, check_integer, check_workers
+from ._store import chunks, release
 from ._threshold import NoisyThreshold, check_threshold_epsilon
+
+#: Payloads the analyzer unpads and decodes at a time.
+DECODE_ROWS = 2**20
 
 __all__ = [
     "Analyzer",
@@ -474,14 +478,23 @@ class Analyzer:
             workers=self.workers,
             executor=self.executor,
         )
-        padded, malformed = self.codec.payload_rows(opened.forward)
-        payloads, ok = crypto.unpad_rows(padded, self.protocol.message_size)
-        messages, valid = self.protocol.decode(np.ascontiguousarray(payloads))
-        valid = valid & ok
-        counters.invalid = opened.invalid + malformed + int((~valid).sum())
-        counters.replayed = opened.replayed
-        messages = messages[valid]
-        counters.forwarded = int(valid.sum())  # messages that reached the estimator
+        counters.invalid, counters.replayed = opened.invalid, opened.replayed
+        forward = opened.forward
+        del opened  # its replay keys: a word per report
+        padded, malformed = self.codec.payload_rows(forward)
+        # A chunk at a time: unpadding and decoding 10^8 payloads at once would hold
+        # several copies of them.
+        parts = []
+        for s in chunks(padded.shape[0], DECODE_ROWS) if padded.shape[0] else [slice(0, 0)]:
+            payloads, ok = crypto.unpad_rows(padded[s], self.protocol.message_size)
+            decoded, valid = self.protocol.decode(np.ascontiguousarray(payloads))
+            valid = valid & ok
+            malformed += int((~valid).sum())
+            parts.append(decoded[valid])
+            release(padded)
+        messages = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        counters.invalid += malformed
+        counters.forwarded = int(messages.shape[0])  # messages that reached the estimator
         estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)
         if self.protocol.share_spec is not None:
             estimate = check_shares(self.protocol, estimate, messages.shape[0], n_users, n_fakes)
