@@ -7,6 +7,7 @@ extra, which has it, and must run this.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import esa
+from simulations.cli import main
 
 if os.environ.get("CI"):
     import distributed
@@ -22,7 +24,9 @@ else:
 
 
 @pytest.mark.slow
-def test_a_simulation_on_a_local_dask_cluster_gives_the_in_process_estimate() -> None:
+def test_a_simulation_on_a_local_dask_cluster_gives_the_in_process_estimate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # ideal: 40 000 users are 3 encoding chunks; onion: every hop's peeling is a task.
     runs = {"ideal": 40_000, "onion": 3_000}
     common = {"epsilon": 1.0, "domain": 8, "shufflers": 2, "fake_reports": 4, "rng": 9}
@@ -50,6 +54,14 @@ def test_a_simulation_on_a_local_dask_cluster_gives_the_in_process_estimate() ->
                 ),
             }
         workers = set(client.scheduler_info()["workers"])
+        # the command line: esa simulate --cluster ADDRESS, the same estimate
+        argv = ["simulate", "--protocol", "hist_kr", "--n", str(runs["ideal"]), "--domain", "8"]
+        argv += ["--crypto", "ideal", "--shufflers", "2", "--fake-reports", "4", "--seed", "9"]
+        assert main([*argv, "--cluster", cluster.scheduler_address, "--json"]) == 0
+        by_command = json.loads(capsys.readouterr().out)
+        assert main([*argv, "--workers", "1", "--json"]) == 0
+        by_command_locally = json.loads(capsys.readouterr().out)
+    assert by_command["estimate"] == by_command_locally["estimate"]
     for mode, result in on_cluster.items():
         assert np.array_equal(result.estimate.values, local[mode].estimate.values), mode
         assert [h.forwarded for h in result.hops] == [h.forwarded for h in local[mode].hops]
