@@ -52,7 +52,8 @@ class Opened:
     Attributes:
         forward: the valid reports to pass on (next layer's reports, or payload carriers).
         crowd_ids: crowd id of each forwarded report.
-        replay_keys: per forwarded report, the key its replay cache records.
+        replay_keys: the forwarded reports' keys for the replay cache, sorted (not in the
+            order of ``forward``).
         invalid: reports that failed to parse or authenticate.
         replayed: reports dropped as replays before or after opening.
     """

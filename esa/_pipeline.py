@@ -543,9 +543,9 @@ def run_pipeline(
     clock = _Stopwatch(on_stage)
     # Without an executor, an ideal run stays in this process: its stages are plain numpy,
     # cheaper than shipping their chunks (and a grid's task may not start processes).
-    if executor is None:
-        executor = local_pool(config.workers if config.crypto == "onion" else 1)
     pool = executor
+    if pool is None:
+        pool = local_pool(config.workers if config.crypto == "onion" else 1)
 
     def intercepted(hop: int, batch: Any) -> Any:
         if hop not in interceptors:

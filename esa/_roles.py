@@ -28,9 +28,6 @@ from ._errors import ConfigError, check_integer, check_workers
 from ._store import chunks, release
 from ._threshold import NoisyThreshold, check_threshold_epsilon
 
-#: Payloads the analyzer unpads and decodes at a time.
-DECODE_ROWS = 2**20
-
 __all__ = [
     "Analyzer",
     "AnalyzerOutput",
@@ -40,6 +37,9 @@ __all__ = [
     "reports_per_fake",
     "split_messages",
 ]
+
+#: Payloads the analyzer unpads and decodes at a time.
+DECODE_ROWS = 2**20
 
 
 @dataclass(slots=True)
