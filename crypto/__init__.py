@@ -23,6 +23,7 @@ from ._onion import HEADER_SIZE as HEADER_SIZE
 from ._onion import LAYER_OVERHEAD as LAYER_OVERHEAD
 from ._onion import REPORT_VERSION as REPORT_VERSION
 from ._onion import LayerHeader as LayerHeader
+from ._onion import announce_progress as announce_progress
 from ._onion import ephemeral_key_of as ephemeral_key_of
 from ._onion import peel_batch as peel_batch
 from ._onion import peel_records as peel_records

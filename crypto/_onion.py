@@ -48,6 +48,7 @@ __all__ = [
     "LAYER_OVERHEAD",
     "REPORT_VERSION",
     "LayerHeader",
+    "announce_progress",
     "ephemeral_key_of",
     "peel_batch",
     "peel_records",
@@ -376,6 +377,22 @@ def report_progress(callback: Callable[[int], None]) -> Iterator[None]:
         yield
     finally:
         _PROGRESS.reset(token)
+
+
+def announce_progress(k: int) -> None:
+    """Tell the :func:`report_progress` hook in force (if any) that k more reports are done.
+
+    For callers that cut a batch of records into chunks and run them where they like
+    (:func:`wrap_records`, :func:`peel_records`): their progress reaches the same hook as
+    :func:`wrap_batch` and :func:`peel_batch` do, and may stop the batch the same way (the
+    hook raising).
+
+    Args:
+        k: reports just finished.
+    """
+    done = _PROGRESS.get()
+    if done is not None:
+        done(k)
 
 
 def _run_chunks(

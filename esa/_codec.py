@@ -36,7 +36,7 @@ import numpy.typing as npt
 import crypto
 
 from ._errors import ConfigError, check_integer
-from ._executor import advance, local_pool, map_ordered
+from ._executor import local_pool, map_ordered
 from ._store import DEFAULT_MEMORY_BUDGET, RecordWriter, chunks, gather, release
 from ._tasks import peel_chunk, seal_chunk
 
@@ -418,7 +418,7 @@ class OnionCodec(HopCodec):
         )
         for part in map_ordered(pool, seal_chunk, jobs):
             out.append(part)
-            advance(part.shape[0])
+            crypto.announce_progress(part.shape[0])
         return out.finish()
 
     def open(
@@ -485,7 +485,7 @@ class OnionCodec(HopCodec):
         ):
             out.append(inner[ok])
             crowds.append(crowd[ok])
-            advance(s.stop - s.start)
+            crypto.announce_progress(s.stop - s.start)
             index = np.arange(s.start, s.stop)[ok]
             kept.append(index if candidates is None else candidates[index])
         positions = np.concatenate(kept) if kept else np.zeros(0, np.int64)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import contextvars
 import importlib
 import multiprocessing
 import os
@@ -32,11 +31,9 @@ from ._errors import ConfigError
 
 __all__ = [
     "InlineExecutor",
-    "advance",
     "available_cores",
     "local_pool",
     "map_ordered",
-    "on_chunks",
     "resolve_executor",
 ]
 
@@ -215,36 +212,3 @@ def map_ordered(
     finally:
         for future in pending:
             future.cancel()
-
-
-_PROGRESS: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
-    "esa_chunk_progress", default=None
-)
-
-
-@contextlib.contextmanager
-def on_chunks(callback: Callable[[int], None] | None) -> Iterator[None]:
-    """Within the block, every finished chunk of k reports calls ``callback(k)``.
-
-    Args:
-        callback: the progress hook (``None``: none).
-
-    Yields:
-        Nothing; the hook is in force inside the ``with`` block (this thread or task only).
-    """
-    token = _PROGRESS.set(callback)
-    try:
-        yield
-    finally:
-        _PROGRESS.reset(token)
-
-
-def advance(k: int) -> None:
-    """Announce k more reports done to the hook of :func:`on_chunks`, if any.
-
-    Args:
-        k: reports just finished.
-    """
-    hook = _PROGRESS.get()
-    if hook is not None:
-        hook(k)

@@ -23,7 +23,7 @@ from protocols import Estimate, MessageTally, PrivacyGuarantee, ShuffleProtocol
 from ._codec import HopCodec, make_codec
 from ._document import json_document
 from ._errors import ConfigError, check_integer, check_workers
-from ._executor import InlineExecutor, advance, local_pool, map_ordered, on_chunks
+from ._executor import InlineExecutor, local_pool, map_ordered
 from ._guarantee import OnMismatch, RunGuarantee, check_on_mismatch, run_facts, run_guarantee
 from ._roles import (
     Analyzer,
@@ -314,7 +314,7 @@ def _counting(on_progress: Callable[[int, int], None] | None, total: int) -> Ite
         done += k
         on_progress(done, max(total, done))
 
-    with on_chunks(advance):
+    with crypto.report_progress(advance):
         yield
 
 
@@ -642,11 +642,11 @@ def encode_chunk(
     messages = split_messages(protocol, protocol.randomize(values, rng=rng))
     channel_of = protocol.channel_of(messages) if len(routes) > 1 else None
     out = []
-    with on_chunks(None):  # the stage counts whole chunks (this may run in its process)
+    with crypto.report_progress(_ignore):  # the stage counts whole chunks (may run here)
         for c, route in enumerate(routes):
             part = messages if channel_of is None else messages[channel_of == c]
             encoder = Encoder(protocol, codec, route, executor=InlineExecutor())
-            out.append(encoder.seal_messages(part, epoch=epoch, crowd_id=crowd_id, first_hop=0))
+            out.append(encoder.seal_records(part, epoch=epoch, crowd_id=crowd_id, first_hop=0))
     return out
 
 
@@ -675,8 +675,12 @@ def _encode(
             writers = [codec.writer(p.shape[1]) for p in parts]
         for writer, part in zip(writers, parts, strict=True):
             writer.append(part)
-        advance(sum(p.shape[0] for p in parts))
+        crypto.announce_progress(sum(p.shape[0] for p in parts))
     return [w.finish() for w in writers]
+
+
+def _ignore(k: int) -> None:
+    """A progress hook that drops what it is told."""
 
 
 def _run_tally(

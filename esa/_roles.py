@@ -177,12 +177,31 @@ class Encoder:
             first_hop: global index of the first hop the reports go to.
 
         Returns:
-            One report per message, in the codec's representation.
+            One report per message, as a client sends them: onion, a 1-D object array of
+            ``bytes``; ideal, the rows (:meth:`~esa._codec.HopCodec.wire_view`).
+        """
+        records = self.seal_records(messages, epoch=epoch, crowd_id=crowd_id, first_hop=first_hop)
+        return self.codec.wire_view(records)
+
+    def seal_records(
+        self, messages: npt.NDArray[Any], *, epoch: int, crowd_id: int, first_hop: int
+    ) -> npt.NDArray[np.uint8]:
+        """:meth:`seal_messages` as fixed-width records: one report per row of a ``uint8``
+        matrix, what the hops pass each other (its bytes cost the ciphertext, nothing more).
+
+        Args:
+            messages: protocol messages (:meth:`messages`, or a shuffler's fakes).
+            epoch: the epoch bound into every layer.
+            crowd_id: the crowd id of every report.
+            first_hop: global index of the first hop the reports go to.
+
+        Returns:
+            The ``(k, L)`` records.
         """
         rows = self.protocol.encode(messages)
         payloads = crypto.pad_rows(rows, self.protocol.message_size)
         crowds = np.full(payloads.shape[0], crowd_id, dtype=np.uint64)
-        return self.codec.seal(
+        records: npt.NDArray[np.uint8] = self.codec.seal(
             payloads,
             crowds,
             epoch=epoch,
@@ -191,6 +210,7 @@ class Encoder:
             workers=self.workers,
             executor=self.executor,
         )
+        return records
 
 
 class Shuffler:
@@ -370,7 +390,7 @@ class Shuffler:
         rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
         fakes = self.protocol.sample_channel_fakes(count, channel=self.channel, rng=rng)
         messages = split_messages(self.protocol, fakes)
-        return self._fake_encoder.seal_messages(
+        return self._fake_encoder.seal_records(
             messages, epoch=epoch, crowd_id=crowd_id, first_hop=self.hop + 1
         )
 

@@ -44,6 +44,7 @@ CRYPTO_PUBLIC = [
     "save_certificate",
     "save_private_key",
     "server_ssl_context",
+    "announce_progress",
     "combine_shares",
     "csprng_generator",
     "ephemeral_key_of",
