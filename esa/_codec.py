@@ -454,8 +454,10 @@ class OnionCodec(HopCodec):
         if key is None:
             raise ValueError("an onion hop needs its layer key")
         rows, invalid = _records(reports, self.expected_size(hop))
-        keys = np.ascontiguousarray(rows[:, 1:33]).view("V32").reshape(-1)
-        release(rows)
+        keys = np.empty(rows.shape[0], dtype="V32")
+        for s in chunks(rows.shape[0]):  # a spilled batch is paged in one chunk at a time
+            keys[s] = np.ascontiguousarray(rows[s, 1:33]).view("V32").reshape(-1)
+            release(rows)
         replayed = 0
         candidates: npt.NDArray[np.int64] | None = None  # None: every row
         twins = False
@@ -592,11 +594,10 @@ class IdealCodec(HopCodec):
         # Plain numpy, chunk by chunk in this process: there is no crypto to farm out, and a
         # chunk at a time keeps a 10^8-row batch (gigabytes) out of memory.
         rows, invalid = self._as_rows(reports)
-        ok = np.concatenate(
-            [np.asarray(rows[s, 0] == IDEAL_VERSION) for s in chunks(rows.shape[0])]
-            or [np.zeros(0, bool)]
-        )
-        release(rows)
+        ok = np.empty(rows.shape[0], dtype=bool)
+        for s in chunks(rows.shape[0]):  # a spilled batch is paged in one chunk at a time
+            ok[s] = rows[s, 0] == IDEAL_VERSION
+            release(rows)
         bad = int((~ok).sum())
         invalid += bad
         sel = np.flatnonzero(ok) if bad else None  # rows to forward (None: all of them)
