@@ -38,7 +38,14 @@ from ._roles import (
 from ._store import DEFAULT_MEMORY_BUDGET, chunks
 from ._threshold import NoisyThreshold
 
-__all__ = ["USERS_PER_CHUNK", "PipelineConfig", "RunResult", "run_pipeline"]
+__all__ = [
+    "USERS_PER_CHUNK",
+    "PipelineConfig",
+    "RunResult",
+    "encode_chunk",
+    "encode_users",
+    "run_pipeline",
+]
 
 #: Users one encoding task randomizes and seals. Fixed, whatever the executor: chunk i draws
 #: from the i-th child of the run's seed, so a serial, a local-pool and a Dask run of one
@@ -555,7 +562,16 @@ def run_pipeline(
     with clock.stage("encode", "encode"):
         expected = round(protocol.messages_per_user * n)
         with _counting(on_progress, expected):
-            batches = _encode(protocol, codec, routes, x, stats_rng, config, pool)
+            batches = encode_users(
+                protocol,
+                codec,
+                routes,
+                x,
+                rng=stats_rng,
+                epoch=config.epoch,
+                crowd_id=config.crowd_id,
+                executor=pool,
+            )
     sent = [codec.count(b) for b in batches]
 
     hops: list[HopCounters] = []
@@ -650,26 +666,51 @@ def encode_chunk(
     return out
 
 
-def _encode(
+def encode_users(
     protocol: ShuffleProtocol,
     codec: HopCodec,
     routes: Sequence[Sequence[bytes]],
-    x: npt.NDArray[Any],
-    stats_rng: np.random.Generator,
-    config: PipelineConfig,
-    executor: Executor,
+    values: npt.NDArray[Any],
+    *,
+    rng: np.random.Generator,
+    epoch: int,
+    crowd_id: int = 0,
+    executor: Executor | None = None,
 ) -> list[Any]:
-    """Every chain's batch: users cut into chunks of :data:`USERS_PER_CHUNK`, chunk i
-    randomized from the i-th child of ``stats_rng``'s seed, as tasks on ``executor``."""
+    """The encoding stage of :func:`run_pipeline`: every user's reports, chain by chain.
+
+    Users are cut into chunks of :data:`USERS_PER_CHUNK`; chunk i is randomized from the
+    i-th child of ``rng``'s seed (``SeedSequence.spawn``) and sealed by
+    :func:`encode_chunk`, as a task on ``executor``. The messages depend on the seed alone,
+    not on the executor: a TCP run encodes its users with this, so it sends what the
+    in-process run of the same seed sends.
+
+    Args:
+        protocol: the configured protocol.
+        codec: the report format.
+        routes: each chain's public layer keys (one chain per protocol channel).
+        values: the users' values (validated).
+        rng: the randomizers' generator (its seed sequence is spawned, one child a chunk).
+        epoch: the epoch bound into every layer.
+        crowd_id: the crowd id of every report.
+        executor: where the chunks run (default: the local pool of every core for onion
+            reports, this process for ideal ones).
+
+    Returns:
+        Each chain's reports, as ``(k, L)`` records.
+    """
+    x = np.asarray(values)
     n = int(x.shape[0])
     spans = list(chunks(n, USERS_PER_CHUNK)) or [slice(0, 0)]
-    seeds = stats_rng.bit_generator.seed_seq.spawn(len(spans))  # type: ignore[attr-defined]
+    seeds = rng.bit_generator.seed_seq.spawn(len(spans))  # type: ignore[attr-defined]
     writers: list[Any] = []
     jobs = (
-        (protocol, codec, routes, x[s], seed, config.epoch, config.crowd_id)
+        (protocol, codec, routes, x[s], seed, epoch, crowd_id)
         for s, seed in zip(spans, seeds, strict=True)
     )
-    pool = executor if n > USERS_PER_CHUNK // 8 else InlineExecutor()
+    if executor is None:
+        executor = local_pool(None if codec.mode == "onion" else 1)
+    pool = InlineExecutor() if n <= USERS_PER_CHUNK // 8 else executor
     for parts in map_ordered(pool, encode_chunk, jobs):
         if not writers:
             writers = [codec.writer(p.shape[1]) for p in parts]
