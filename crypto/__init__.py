@@ -23,12 +23,15 @@ from ._onion import HEADER_SIZE as HEADER_SIZE
 from ._onion import LAYER_OVERHEAD as LAYER_OVERHEAD
 from ._onion import REPORT_VERSION as REPORT_VERSION
 from ._onion import LayerHeader as LayerHeader
+from ._onion import announce_progress as announce_progress
 from ._onion import ephemeral_key_of as ephemeral_key_of
 from ._onion import peel_batch as peel_batch
+from ._onion import peel_records as peel_records
 from ._onion import peel_report as peel_report
 from ._onion import report_progress as report_progress
 from ._onion import report_size as report_size
 from ._onion import wrap_batch as wrap_batch
+from ._onion import wrap_records as wrap_records
 from ._onion import wrap_report as wrap_report
 from ._padding import pad as pad
 from ._padding import pad_rows as pad_rows

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Final, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl import bindings
@@ -47,12 +48,15 @@ __all__ = [
     "LAYER_OVERHEAD",
     "REPORT_VERSION",
     "LayerHeader",
+    "announce_progress",
     "ephemeral_key_of",
     "peel_batch",
+    "peel_records",
     "peel_report",
     "report_progress",
     "report_size",
     "wrap_batch",
+    "wrap_records",
     "wrap_report",
 ]
 
@@ -375,6 +379,22 @@ def report_progress(callback: Callable[[int], None]) -> Iterator[None]:
         _PROGRESS.reset(token)
 
 
+def announce_progress(k: int) -> None:
+    """Tell the :func:`report_progress` hook in force (if any) that k more reports are done.
+
+    For callers that cut a batch of records into chunks and run them where they like
+    (:func:`wrap_records`, :func:`peel_records`): their progress reaches the same hook as
+    :func:`wrap_batch` and :func:`peel_batch` do, and may stop the batch the same way (the
+    hook raising).
+
+    Args:
+        k: reports just finished.
+    """
+    done = _PROGRESS.get()
+    if done is not None:
+        done(k)
+
+
 def _run_chunks(
     workers: int,
     fn: Callable[..., list[_T]],
@@ -501,3 +521,110 @@ def wrap_batch(
     return _run_chunks(
         _workers(workers), _wrap_chunk, (payloads, crowd_ids), (list(route), epoch, first_hop)
     )
+
+
+# --- fixed-width records: one report per row of a uint8 matrix ---------------------------
+
+
+def wrap_records(
+    payloads: npt.NDArray[np.uint8],
+    route: Sequence[bytes],
+    *,
+    epoch: int,
+    crowd_ids: npt.NDArray[np.uint64],
+    first_hop: int = 0,
+) -> npt.NDArray[np.uint8]:
+    """:func:`wrap_report` for every row of ``payloads``, in this process, as records.
+
+    A batch of reports held as one ``(k, report_size)`` ``uint8`` matrix costs its
+    ciphertext bytes and nothing more (a ``bytes`` object per report costs its header, and
+    a list or array of them a pointer each); the bytes of row i are the wire report
+    :func:`wrap_report` would return. Callers cut large batches into chunks and run them
+    where they like (a process pool, a cluster).
+
+    Args:
+        payloads: ``(k, P)`` padded payloads, one per row.
+        route: public keys of hops ``first_hop``, ``first_hop+1``, …, last = analyzer.
+        epoch: epoch id bound into every layer.
+        crowd_ids: ``k`` crowd ids, written into every layer's header.
+        first_hop: global index of ``route[0]``.
+
+    Returns:
+        The ``(k, report_size(P, len(route)))`` records, in the order of ``payloads``.
+
+    Raises:
+        CryptoParameterError: payloads not a 2-D array, not one crowd id per row, an empty
+            route, or an epoch, hop or crowd id out of range.
+    """
+    rows = np.asarray(payloads, dtype=np.uint8)
+    crowds = np.asarray(crowd_ids).reshape(-1)
+    if rows.ndim != 2:
+        raise CryptoParameterError(f"payloads must be a 2-D array, got shape {rows.shape}")
+    if crowds.shape[0] != rows.shape[0]:
+        raise CryptoParameterError("one crowd id per payload is required")
+    if not route:
+        raise CryptoParameterError("a route holds at least one hop's key")
+    _check_int(first_hop, "first_hop", 0, MAX_HOP)
+    _check_route(epoch, first_hop + len(route) - 1)
+    k, size = rows.shape[0], report_size(rows.shape[1], len(route))
+    data = np.ascontiguousarray(rows).tobytes()
+    width = rows.shape[1]
+    sealed = b"".join(
+        wrap_report(
+            data[i * width : (i + 1) * width],
+            route,
+            epoch=epoch,
+            crowd_id=int(crowds[i]),
+            first_hop=first_hop,
+        )
+        for i in range(k)
+    )
+    return np.frombuffer(sealed, dtype=np.uint8).reshape(k, size).copy()
+
+
+def peel_records(
+    records: npt.NDArray[np.uint8], key: LayerPrivateKey, *, epoch: int, hop: int
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
+    """:func:`peel_report` for every row of ``records``, in this process.
+
+    Args:
+        records: ``(k, L)`` reports, one per row (every report at one hop has one length).
+        key: this hop's layer private key.
+        epoch: epoch id every layer must be bound to.
+        hop: global index of this hop.
+
+    Returns:
+        ``(crowd_ids, inner, ok)``: per row, its header's crowd id, the ``(k, L −
+        LAYER_OVERHEAD)`` inner records (the next hop's reports, or padded payloads at the
+        last hop) and whether it opened; a row that did not (any :class:`InvalidReport`)
+        has crowd id 0, zero bytes and ``ok`` False.
+
+    Raises:
+        CryptoParameterError: records not a 2-D array of at least ``LAYER_OVERHEAD``
+            columns, or ``epoch`` or ``hop`` out of range (misuse, not invalid reports).
+    """
+    _check_route(epoch, hop)
+    rows = np.asarray(records, dtype=np.uint8)
+    if rows.ndim != 2 or rows.shape[1] < LAYER_OVERHEAD:
+        raise CryptoParameterError(
+            f"records must be (k, L >= {LAYER_OVERHEAD}) uint8, got shape {rows.shape}"
+        )
+    k, width = rows.shape
+    inner_size = width - LAYER_OVERHEAD
+    data = np.ascontiguousarray(rows).tobytes()
+    crowds = np.zeros(k, dtype=np.uint64)
+    ok = np.zeros(k, dtype=bool)
+    empty = bytes(inner_size)
+    parts: list[bytes] = []
+    for i in range(k):
+        try:
+            header, inner = peel_report(
+                data[i * width : (i + 1) * width], key, epoch=epoch, hop=hop
+            )
+        except InvalidReport:
+            parts.append(empty)
+            continue
+        crowds[i], ok[i] = header.crowd_id, True
+        parts.append(inner)
+    inner_rows = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(k, inner_size).copy()
+    return crowds, inner_rows, ok

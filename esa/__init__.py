@@ -57,6 +57,7 @@ from ._guarantee import run_guarantee as run_guarantee
 from ._pipeline import PipelineConfig as PipelineConfig
 from ._pipeline import RunResult as RunResult
 from ._pipeline import check_held as check_held
+from ._pipeline import encode_users as encode_users
 from ._pipeline import run_pipeline as run_pipeline
 from ._roles import Analyzer as Analyzer
 from ._roles import AnalyzerOutput as AnalyzerOutput

@@ -17,16 +17,27 @@ it returns.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
+import multiprocessing
 import os
-from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Any, TypeVar
 
 from ._errors import ConfigError
 
-__all__ = ["available_cores", "resolve_executor"]
+__all__ = [
+    "InlineExecutor",
+    "available_cores",
+    "local_pool",
+    "map_ordered",
+    "resolve_executor",
+]
+
+_T = TypeVar("_T")
 
 
 def available_cores() -> int:
@@ -95,3 +106,109 @@ def resolve_executor(
         f"cluster must be a scheduler address, a distributed.Client or an Executor, "
         f"got {type(cluster).__name__}"
     )
+
+
+class InlineExecutor(Executor):
+    """Runs every task at once, in the calling process: ``workers=1``, and small batches."""
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
+        """Run ``fn(*args, **kwargs)`` now.
+
+        Args:
+            fn: the task.
+            *args: its positional arguments.
+            **kwargs: its keyword arguments.
+
+        Returns:
+            A finished future holding the result or the exception.
+        """
+        future: Future[_T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # delivered through the future, as any executor does
+            future.set_exception(exc)
+        return future
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_in_child() -> None:
+    # A forked child owns neither its parent's worker processes nor, if another thread held
+    # it at the fork, the lock.
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
+
+
+def local_pool(workers: int | None = None) -> Executor:
+    """The machine's executor for ``workers`` processes, created on first use and reused.
+
+    ``workers=1`` is an :class:`InlineExecutor` (no process at all). Otherwise a forkserver
+    :class:`~concurrent.futures.ProcessPoolExecutor` (forking a process that runs threads
+    can deadlock), kept for the life of the interpreter: every new worker imports the
+    parent's ``__main__`` again, which costs seconds on a loaded machine, more than many
+    batches. The fork server preloads the crypto and the protocols, so workers start warm.
+
+    Args:
+        workers: processes (default: :func:`available_cores`).
+
+    Returns:
+        The executor; the caller must not shut it down.
+
+    Raises:
+        ConfigError: ``workers`` < 1.
+    """
+    count = available_cores() if workers is None else workers
+    if count < 1:
+        raise ConfigError(f"workers must be >= 1, got {count}")
+    if count == 1:
+        return InlineExecutor()
+    with _POOLS_LOCK:
+        pool = _POOLS.get(count)
+        if pool is None or getattr(pool, "_broken", False):
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["crypto", "protocols", "esa._tasks"])
+            pool = _POOLS[count] = ProcessPoolExecutor(count, mp_context=context)
+        return pool
+
+
+def map_ordered(
+    executor: Executor,
+    fn: Callable[..., _T],
+    jobs: Iterable[tuple[Any, ...]],
+    *,
+    ahead: int = 8,
+) -> Iterator[_T]:
+    """``fn(*job)`` for every job on ``executor``, results in job order.
+
+    At most ``ahead`` jobs are in flight, so a long batch cut into chunks never has more
+    than a few chunks' inputs and outputs in memory at once. Stopped early (an error, or the
+    consumer stops), the jobs still queued are cancelled.
+
+    Args:
+        executor: where the jobs run.
+        fn: a picklable module-level function (the executor may be another process or
+            machine).
+        jobs: each job's positional arguments, consumed lazily.
+        ahead: jobs submitted before the first result is awaited.
+
+    Yields:
+        Each job's result, in order.
+    """
+    pending: collections.deque[Future[_T]] = collections.deque()
+    source = iter(jobs)
+    try:
+        for job in source:
+            pending.append(executor.submit(fn, *job))
+            if len(pending) >= ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()

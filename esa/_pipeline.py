@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -25,9 +27,10 @@ from protocols import (
     as_generator,
 )
 
-from ._codec import make_codec
+from ._codec import HopCodec, make_codec
 from ._document import json_document
 from ._errors import ConfigError, check_integer, check_workers
+from ._executor import InlineExecutor, local_pool, map_ordered
 from ._guarantee import OnMismatch, RunGuarantee, check_on_mismatch, run_facts, run_guarantee
 from ._roles import (
     Analyzer,
@@ -37,10 +40,24 @@ from ._roles import (
     Shuffler,
     lost_estimate,
     reports_per_fake,
+    split_messages,
 )
+from ._store import DEFAULT_MEMORY_BUDGET, chunks
 from ._threshold import NoisyThreshold
 
-__all__ = ["PipelineConfig", "RunResult", "run_pipeline"]
+__all__ = [
+    "USERS_PER_CHUNK",
+    "PipelineConfig",
+    "RunResult",
+    "encode_chunk",
+    "encode_users",
+    "run_pipeline",
+]
+
+#: Users one encoding task randomizes and seals. Fixed, whatever the executor: chunk i draws
+#: from the i-th child of the run's seed, so a serial, a local-pool and a Dask run of one
+#: seed give the same messages.
+USERS_PER_CHUNK = 16384
 
 Interceptor = Callable[[Any], Any]
 
@@ -80,12 +97,19 @@ class PipelineConfig:
             shuffler's output *is* to such an analyzer — so runs of 10^8–10^11 messages
             (PRHR, PUCM, PRRQ at n = 10^6) fit one machine. Thresholds, fakes and every
             counter behave as with reports; nothing can be intercepted or replayed.
+        memory_budget: bytes one batch of reports may hold in RAM (default 64 MiB); a larger
+            batch spills to a memory-mapped temp file, chunk by chunk, so the run's memory
+            stays about one chunk per stage whatever n (its disk then needs the batch's
+            size free; a run without room stops with :class:`ConfigError`).
+        spill_dir: where spilled batches go (default: the system's temp directory); the
+            files are deleted as soon as they are created.
 
     Raises:
         ConfigError: a field of the wrong type or out of range (the integers must be ints:
             shufflers in [1, 2^16 − 1], epoch and crowd_id in [0, 2^64), fake_reports and
             threshold >= 0, workers None or >= 1), tally with onion crypto, or a
-            ``threshold_noise`` not a finite number > 0 or given with threshold 0.
+            ``threshold_noise`` not a finite number > 0 or given with threshold 0, or a
+            negative memory budget.
     """
 
     shufflers: int = 3
@@ -99,6 +123,8 @@ class PipelineConfig:
     seeded_fakes: bool = True
     representation: Literal["reports", "tally"] = "reports"
     threshold_noise: float | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    spill_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
         # All checks here, before any work (typed errors, raised up front); integral fields
@@ -109,6 +135,7 @@ class PipelineConfig:
             "threshold": (0, None),
             "epoch": (0, MAX_ID),
             "crowd_id": (0, MAX_ID),
+            "memory_budget": (0, None),
         }
         for name, (lo, hi) in ints.items():
             object.__setattr__(self, name, check_integer(getattr(self, name), name, lo, hi))
@@ -433,8 +460,18 @@ def run_pipeline(
     on_stage: Callable[[str], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     on_mismatch: OnMismatch = "recompute",
+    executor: Executor | None = None,
 ) -> RunResult:
     """Run every user's report through m shufflers to the analyzer.
+
+    Every stage works in chunks: encoding (randomize, split, encode, seal) in chunks of
+    :data:`USERS_PER_CHUNK` users, each drawing from its own child of the run's seed, and
+    every hop's peeling (onion) in chunks of reports, as tasks on ``executor``; batches past
+    ``config.memory_budget`` spill to disk. The estimate depends on the seed alone, not on
+    the executor: a serial run, a local pool and a Dask cluster give the same estimate for
+    one seed when the fakes are seeded (``config.seeded_fakes``, the default); the
+    permutation, Split-Mix shares and ephemeral keys always come from the OS CSPRNG and
+    change no estimate.
 
     Args:
         protocol: the configured mechanism.
@@ -446,7 +483,8 @@ def run_pipeline(
             spawned from it per stage.
         interceptors: ``{hop: fn(reports) -> reports}`` applied to the batch arriving at
             ``hop`` (0..m-1 shufflers of the first chain, m analyzer): how tests and audits
-            model a malicious or colluding party on the path.
+            model a malicious or colluding party on the path. An onion batch is handed over
+            as an object array of ``bytes`` (the wire reports), an ideal one as its rows.
         keys: the parties' keys in route order (default: fresh in-memory keys).
         on_stage: called with each stage's name as it starts (progress display).
         on_progress: called with ``(done, total)`` reports of the current stage as their
@@ -456,6 +494,10 @@ def run_pipeline(
             the guarantee of the run that happened (:func:`esa.run_guarantee`: the
             protocol's own for the run, else ε_l, else ∞); ``"refuse"`` raises
             :class:`GuaranteeMismatch` instead of returning a result.
+        executor: where the chunk tasks run: any :class:`concurrent.futures.Executor`
+            (:func:`esa.resolve_executor` makes one for a Dask cluster); default the local
+            pool of ``config.workers`` processes for onion runs (in this process for
+            ``workers=1``), this process for ideal ones.
 
     Returns:
         The run, with :attr:`RunResult.privacy` the guarantee of this run.
@@ -499,7 +541,13 @@ def run_pipeline(
         if interceptors or keys is not None:
             raise ConfigError("a tally run has no reports to intercept and no keys to use")
         return _run_tally(protocol, x, config, rng=rng, on_stage=on_stage, on_mismatch=on_mismatch)
-    codec = make_codec(config.crypto, message_size=protocol.message_size, layers=m + 1)
+    codec = make_codec(
+        config.crypto,
+        message_size=protocol.message_size,
+        layers=m + 1,
+        memory_budget=config.memory_budget,
+        spill_dir=config.spill_dir,
+    )
     channels = protocol.channels
     if keys is not None and channels != 1:
         raise ConfigError(f"{protocol.name} uses {channels} shuffler chains; keys= is for one")
@@ -508,22 +556,30 @@ def run_pipeline(
     stats_rng, *fake_rngs = rng.spawn(m * channels + 1)
     threshold_rngs = _threshold_rngs(config, rng, m * channels)
     clock = _Stopwatch(on_stage)
+    # Without an executor, an ideal run stays in this process: its stages are plain numpy,
+    # cheaper than shipping their chunks (and a grid's task may not start processes).
+    pool = executor
+    if pool is None:
+        pool = local_pool(config.workers if config.crypto == "onion" else 1)
+
+    def intercepted(hop: int, batch: Any) -> Any:
+        if hop not in interceptors:
+            return batch
+        return interceptors[hop](codec.wire_view(batch))
 
     with clock.stage("encode", "encode"):
-        messages = Encoder(protocol, codec, routes[0], workers=config.workers).messages(
-            x, rng=stats_rng
-        )
-        channel_of = protocol.channel_of(messages) if channels > 1 else None
-        batches = []
-        with _counting(on_progress, len(messages)):
-            for c in range(channels):
-                part = messages if channel_of is None else messages[channel_of == c]
-                encoder = Encoder(protocol, codec, routes[c], workers=config.workers)
-                batches.append(
-                    encoder.seal_messages(
-                        part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
-                    )
-                )
+        expected = round(protocol.messages_per_user * n)
+        with _counting(on_progress, expected):
+            batches = encode_users(
+                protocol,
+                codec,
+                routes,
+                x,
+                rng=stats_rng,
+                epoch=config.epoch,
+                crowd_id=config.crowd_id,
+                executor=pool,
+            )
     sent = [codec.count(b) for b in batches]
 
     hops: list[HopCounters] = []
@@ -532,8 +588,8 @@ def run_pipeline(
         for i in range(m):
             label = f"{i + 1}" if channels == 1 else f"{c + 1}.{i + 1}"
             with clock.stage(f"shuffler {label}/{m}", f"shuffler_{label}"):
-                if i in interceptors and c == 0:
-                    batch = interceptors[i](batch)
+                if c == 0:
+                    batch = intercepted(i, batch)
                 # Peel the batch, then wrap the fakes: a Split-Mix fake value is its shares.
                 work = codec.count(batch) + config.fake_reports * reports_per_fake(protocol)
                 shuffler = Shuffler(
@@ -550,17 +606,18 @@ def run_pipeline(
                     channel=c,
                     threshold_noise=config.threshold_noise,
                     threshold_rng=threshold_rngs[c * m + i],
+                    executor=pool,
                 )
                 with _counting(on_progress, work):
                     batch, counters = shuffler.process(batch, epoch=config.epoch)
+                del shuffler  # its replay cache: a key per report, no longer needed
                 counters.channel = c
                 hops.append(counters)
         batches[c] = batch
 
     with clock.stage("analyze", "analyze"):
-        batch = codec.concat(batches)
-        if m in interceptors:
-            batch = interceptors[m](batch)
+        batch = intercepted(m, codec.concat(batches))
+        del batches
         analyzer = Analyzer(
             hop=m,
             codec=codec,
@@ -568,6 +625,7 @@ def run_pipeline(
             protocol=protocol,
             replay_protection=config.replay_protection,
             workers=config.workers,
+            executor=pool,
         )
         # Fake values actually released (a shuffler that held its whole crowd added none);
         # the counters count their reports.
@@ -575,6 +633,103 @@ def run_pipeline(
         with _counting(on_progress, codec.count(batch)):
             out = analyzer.process(batch, epoch=config.epoch, n_users=n, n_fakes=n_fakes)
     return _result(protocol, config, x, hops, out, clock, sent, on_mismatch)
+
+
+def encode_chunk(
+    protocol: ShuffleProtocol,
+    codec: HopCodec,
+    routes: Sequence[Sequence[bytes]],
+    values: npt.NDArray[Any],
+    seed: np.random.SeedSequence,
+    epoch: int,
+    crowd_id: int,
+) -> list[npt.NDArray[np.uint8]]:
+    """One chunk of users' reports: randomized from ``seed``, split, encoded, sealed.
+
+    A task of the encoding stage (module-level, so any executor can run it): its result
+    depends on its arguments alone, besides the OS CSPRNG's Split-Mix shares and ephemeral
+    keys, which change no estimate.
+
+    Args:
+        protocol: the configured protocol.
+        codec: the run's report format.
+        routes: each chain's public layer keys.
+        values: the chunk's users' values.
+        seed: the chunk's own seed (a child of the run's).
+        epoch: the epoch bound into every layer.
+        crowd_id: the crowd id of every report.
+
+    Returns:
+        Each chain's reports of the chunk.
+    """
+    rng = np.random.default_rng(seed)
+    messages = split_messages(protocol, protocol.randomize(values, rng=rng))
+    channel_of = protocol.channel_of(messages) if len(routes) > 1 else None
+    out = []
+    with crypto.report_progress(_ignore):  # the stage counts whole chunks (may run here)
+        for c, route in enumerate(routes):
+            part = messages if channel_of is None else messages[channel_of == c]
+            encoder = Encoder(protocol, codec, route, executor=InlineExecutor())
+            out.append(encoder.seal_records(part, epoch=epoch, crowd_id=crowd_id, first_hop=0))
+    return out
+
+
+def encode_users(
+    protocol: ShuffleProtocol,
+    codec: HopCodec,
+    routes: Sequence[Sequence[bytes]],
+    values: npt.NDArray[Any],
+    *,
+    rng: np.random.Generator,
+    epoch: int,
+    crowd_id: int = 0,
+    executor: Executor | None = None,
+) -> list[Any]:
+    """The encoding stage of :func:`run_pipeline`: every user's reports, chain by chain.
+
+    Users are cut into chunks of :data:`USERS_PER_CHUNK`; chunk i is randomized from the
+    i-th child of ``rng``'s seed (``SeedSequence.spawn``) and sealed by
+    :func:`encode_chunk`, as a task on ``executor``. The messages depend on the seed alone,
+    not on the executor: a TCP run encodes its users with this, so it sends what the
+    in-process run of the same seed sends.
+
+    Args:
+        protocol: the configured protocol.
+        codec: the report format.
+        routes: each chain's public layer keys (one chain per protocol channel).
+        values: the users' values (validated).
+        rng: the randomizers' generator (its seed sequence is spawned, one child a chunk).
+        epoch: the epoch bound into every layer.
+        crowd_id: the crowd id of every report.
+        executor: where the chunks run (default: the local pool of every core for onion
+            reports, this process for ideal ones).
+
+    Returns:
+        Each chain's reports, as ``(k, L)`` records.
+    """
+    x = np.asarray(values)
+    n = int(x.shape[0])
+    spans = list(chunks(n, USERS_PER_CHUNK)) or [slice(0, 0)]
+    seeds = rng.bit_generator.seed_seq.spawn(len(spans))  # type: ignore[attr-defined]
+    writers: list[Any] = []
+    jobs = (
+        (protocol, codec, routes, x[s], seed, epoch, crowd_id)
+        for s, seed in zip(spans, seeds, strict=True)
+    )
+    if executor is None:
+        executor = local_pool(None if codec.mode == "onion" else 1)
+    pool = InlineExecutor() if n <= USERS_PER_CHUNK // 8 else executor
+    for parts in map_ordered(pool, encode_chunk, jobs):
+        if not writers:
+            writers = [codec.writer(p.shape[1]) for p in parts]
+        for writer, part in zip(writers, parts, strict=True):
+            writer.append(part)
+        crypto.announce_progress(sum(p.shape[0] for p in parts))
+    return [w.finish() for w in writers]
+
+
+def _ignore(k: int) -> None:
+    """A progress hook that drops what it is told."""
 
 
 def _run_tally(

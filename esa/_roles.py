@@ -14,6 +14,7 @@ real onion layers and on the ``ideal`` plaintext stand-in. Randomness is split e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from protocols import Estimate, MessageTally, RNGLike, ShuffleProtocol, as_gener
 
 from ._codec import HopCodec, ReplayCache, distinct_sorted
 from ._errors import ConfigError, check_integer, check_workers
+from ._store import chunks, release
 from ._threshold import NoisyThreshold, check_threshold_epsilon
 
 __all__ = [
@@ -36,6 +38,9 @@ __all__ = [
     "reports_per_fake",
     "split_messages",
 ]
+
+#: Payloads the analyzer unpads and decodes at a time.
+DECODE_ROWS = 2**20
 
 
 @dataclass(slots=True)
@@ -118,11 +123,13 @@ class Encoder:
         route: Sequence[bytes],
         *,
         workers: int | None = 1,
+        executor: Executor | None = None,
     ) -> None:
         self.protocol = protocol
         self.codec = codec
         self.route = list(route)
         self.workers = workers
+        self.executor = executor
 
     def encode(
         self,
@@ -181,19 +188,40 @@ class Encoder:
             first_hop: global index of the first hop the reports go to.
 
         Returns:
-            One report per message, in the codec's representation.
+            One report per message, as a client sends them: onion, a 1-D object array of
+            ``bytes``; ideal, the rows (:meth:`~esa._codec.HopCodec.wire_view`).
+        """
+        records = self.seal_records(messages, epoch=epoch, crowd_id=crowd_id, first_hop=first_hop)
+        return self.codec.wire_view(records)
+
+    def seal_records(
+        self, messages: npt.NDArray[Any], *, epoch: int, crowd_id: int, first_hop: int
+    ) -> npt.NDArray[np.uint8]:
+        """:meth:`seal_messages` as fixed-width records: one report per row of a ``uint8``
+        matrix, what the hops pass each other (its bytes cost the ciphertext, nothing more).
+
+        Args:
+            messages: protocol messages (:meth:`messages`, or a shuffler's fakes).
+            epoch: the epoch bound into every layer.
+            crowd_id: the crowd id of every report.
+            first_hop: global index of the first hop the reports go to.
+
+        Returns:
+            The ``(k, L)`` records.
         """
         rows = self.protocol.encode(messages)
         payloads = crypto.pad_rows(rows, self.protocol.message_size)
         crowds = np.full(payloads.shape[0], crowd_id, dtype=np.uint64)
-        return self.codec.seal(
+        records: npt.NDArray[np.uint8] = self.codec.seal(
             payloads,
             crowds,
             epoch=epoch,
             route=self.route[first_hop:],
             first_hop=first_hop,
             workers=self.workers,
+            executor=self.executor,
         )
+        return records
 
 
 class Shuffler:
@@ -223,6 +251,8 @@ class Shuffler:
         workers: processes for peeling/wrapping (``None``: all cores).
         channel: which of the protocol's chains this shuffler belongs to (RSum_RM: one chain
             per precision); its fakes look like that chain's traffic.
+        executor: where the peeling and the fakes' wrapping run, chunk by chunk (default:
+            the local pool of ``workers`` processes).
 
     Raises:
         ConfigError: a hop outside [0, codec.layers − 2], a route not of ``codec.layers``
@@ -249,6 +279,7 @@ class Shuffler:
         channel: int = 0,
         threshold_noise: float | None = None,
         threshold_rng: RNGLike = None,
+        executor: Executor | None = None,
     ) -> None:
         # The codec's last layer is the analyzer's: a shuffler at or past it would find
         # every honest report of the wrong size and drop them all as invalid.
@@ -277,7 +308,10 @@ class Shuffler:
         self.replay_protection = replay_protection
         self.held: list[Any] = []
         self._seen: dict[int, ReplayCache] = {}
-        self._fake_encoder = Encoder(protocol, codec, self.route, workers=self.workers)
+        self.executor = executor
+        self._fake_encoder = Encoder(
+            protocol, codec, self.route, workers=self.workers, executor=executor
+        )
 
     def process(self, reports: Any, *, epoch: int) -> tuple[Any, HopCounters]:
         """Handle one batch of ``epoch``; returns the permuted output and the counters.
@@ -296,7 +330,13 @@ class Shuffler:
         counters = HopCounters(hop=self.hop, role="shuffler", received=len(reports))
         seen = self._replay_cache(epoch) if self.replay_protection else None
         opened = self.codec.open(
-            reports, key=self.key, epoch=epoch, hop=self.hop, seen=seen, workers=self.workers
+            reports,
+            key=self.key,
+            epoch=epoch,
+            hop=self.hop,
+            seen=seen,
+            workers=self.workers,
+            executor=self.executor,
         )
         counters.invalid, counters.replayed = opened.invalid, opened.replayed
         if seen is not None:
@@ -322,8 +362,9 @@ class Shuffler:
                 counters.fakes_added += self.codec.count(fakes)
         if not parts:
             return self.codec.concat([self.codec.take(opened.forward, np.arange(0))]), counters
-        out = self.codec.concat(parts)
-        out = self.codec.take(out, crypto.secure_permutation(self.codec.count(out)))
+        # One chunk of the permuted output at a time: no joined copy of the parts.
+        total = sum(self.codec.count(p) for p in parts)
+        out = self.codec.permute(parts, crypto.secure_permutation(total))
         counters.forwarded = self.codec.count(out)
         return out, counters
 
@@ -366,7 +407,7 @@ class Shuffler:
         rng = self.fake_rng if self.fake_rng is not None else crypto.csprng_generator()
         fakes = self.protocol.sample_channel_fakes(count, channel=self.channel, rng=rng)
         messages = split_messages(self.protocol, fakes)
-        return self._fake_encoder.seal_messages(
+        return self._fake_encoder.seal_records(
             messages, epoch=epoch, crowd_id=crowd_id, first_hop=self.hop + 1
         )
 
@@ -433,6 +474,7 @@ class Analyzer:
         protocol: ShuffleProtocol,
         replay_protection: bool = True,
         workers: int | None = 1,
+        executor: Executor | None = None,
     ) -> None:
         if codec.mode == "onion" and key is None:
             raise ConfigError("analyzer: onion mode needs the analyzer's layer key")
@@ -447,6 +489,7 @@ class Analyzer:
         self.protocol = protocol
         self.replay_protection = replay_protection
         self.workers = check_workers(workers)
+        self.executor = executor
 
     def process(self, reports: Any, *, epoch: int, n_users: int, n_fakes: int) -> AnalyzerOutput:
         """Peel the last layer, decode the messages and estimate from them.
@@ -470,15 +513,25 @@ class Analyzer:
             hop=self.hop,
             seen=self.codec.new_replay_cache() if self.replay_protection else None,
             workers=self.workers,
+            executor=self.executor,
         )
-        padded, malformed = self.codec.payload_rows(opened.forward)
-        payloads, ok = crypto.unpad_rows(padded, self.protocol.message_size)
-        messages, valid = self.protocol.decode(np.ascontiguousarray(payloads))
-        valid = valid & ok
-        counters.invalid = opened.invalid + malformed + int((~valid).sum())
-        counters.replayed = opened.replayed
-        messages = messages[valid]
-        counters.forwarded = int(valid.sum())  # messages that reached the estimator
+        counters.invalid, counters.replayed = opened.invalid, opened.replayed
+        forward = opened.forward
+        del opened  # its replay keys: a word per report
+        padded, malformed = self.codec.payload_rows(forward)
+        # A chunk at a time: unpadding and decoding 10^8 payloads at once would hold
+        # several copies of them.
+        parts = []
+        for s in chunks(padded.shape[0], DECODE_ROWS) if padded.shape[0] else [slice(0, 0)]:
+            payloads, ok = crypto.unpad_rows(padded[s], self.protocol.message_size)
+            decoded, valid = self.protocol.decode(np.ascontiguousarray(payloads))
+            valid = valid & ok
+            malformed += int((~valid).sum())
+            parts.append(decoded[valid])
+            release(padded)
+        messages = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        counters.invalid += malformed
+        counters.forwarded = int(messages.shape[0])  # messages that reached the estimator
         estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)
         if self.protocol.share_spec is not None:
             estimate = check_shares(self.protocol, estimate, messages.shape[0], n_users, n_fakes)

@@ -10,7 +10,9 @@ command adds only its command line and parsed arguments as metadata).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +36,9 @@ from ._data import (
     synthetic_values,
 )
 from ._errors import DataError, ESAError
+from ._executor import resolve_executor
 from ._pipeline import PipelineConfig, RunResult, run_pipeline
+from ._store import DEFAULT_MEMORY_BUDGET
 
 __all__ = [
     "DEFAULT_DOMAIN",
@@ -226,6 +230,9 @@ def simulate(
     allow_weaker: bool = False,
     on_mismatch: Literal["recompute", "refuse"] = "recompute",
     workers: int | None = None,
+    cluster: str | Executor | Any | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    spill_dir: str | Path | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> RunResult:
@@ -277,7 +284,14 @@ def simulate(
             ``epsilon``; otherwise :class:`WeakerThanRequested` is raised.
         on_mismatch: ``"recompute"`` states the run's own guarantee when it differs from the
             calibration; ``"refuse"`` raises :class:`~esa.GuaranteeMismatch`.
-        workers: processes for the crypto (default: every core).
+        workers: local processes for the chunk tasks (default: every core).
+        cluster: run the chunk tasks (encoding, peeling) on a Dask cluster: a scheduler
+            address such as ``"tcp://10.0.0.5:8786"``, a ``distributed.Client``, or any
+            :class:`concurrent.futures.Executor` (:func:`esa.resolve_executor`); default the
+            local pool. The estimate for a seed is the same wherever the tasks run.
+        memory_budget: bytes one batch may hold in RAM before it spills to disk
+            (``PipelineConfig.memory_budget``).
+        spill_dir: where spilled batches go (default: the system's temp directory).
         on_stage: called with each stage's name as it starts.
         on_progress: called with ``(done, total)`` reports of the current stage.
 
@@ -292,7 +306,8 @@ def simulate(
         DataError: users' data the protocol cannot take (the message names the row).
         ParameterError: parameters outside the protocol's valid range, or an ``rng`` that
             is not :data:`~protocols.RNGLike`.
-        ConfigError: a bad pipeline setting.
+        ConfigError: a bad pipeline setting, a cluster address without the ``distributed``
+            package, or too little disk for a batch that must spill.
     """
     raw, read_from, n, size = resolve_data(
         data, column=column, n=n, domain=domain, categories=categories
@@ -325,6 +340,8 @@ def simulate(
         workers=workers,
         representation=representation,
         threshold_noise=threshold_epsilon,
+        memory_budget=memory_budget,
+        spill_dir=spill_dir,
     )
     root = as_generator(rng)
     data_rng, run_rng = root.spawn(2)
@@ -339,15 +356,18 @@ def simulate(
         out_of_range=out_of_range,
         distribution=distribution,
     )
-    result = run_pipeline(
-        built,
-        values,
-        config,
-        rng=run_rng,
-        on_stage=on_stage,
-        on_progress=on_progress,
-        on_mismatch=on_mismatch,
-    )
+    where = contextlib.nullcontext(None) if cluster is None else resolve_executor(workers, cluster)
+    with where as executor:
+        result = run_pipeline(
+            built,
+            values,
+            config,
+            rng=run_rng,
+            on_stage=on_stage,
+            on_progress=on_progress,
+            on_mismatch=on_mismatch,
+            executor=executor,
+        )
     run_shortfall = privacy_shortfall(name, epsilon, result.privacy.epsilon_central)
     described = None if prepared is None else prepared.to_json()
     if described is not None and prepared is not None:

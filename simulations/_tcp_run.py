@@ -567,22 +567,23 @@ def run_tcp(
                 for c in range(channels)
             ]
             t = time.perf_counter()
-            # As run_pipeline: randomize every user once, then seal each channel's messages
-            # for its own chain.
-            encoder = esa.Encoder(protocol, codec, routes[0], workers=config.workers)
-            messages = encoder.messages(x, rng=stats_rng)
-            channel_of = protocol.channel_of(messages) if channels > 1 else None
+            # As run_pipeline (esa.encode_users): the same chunks, the same seeds, the same
+            # messages; each channel's sealed for its own chain.
+            batches = esa.encode_users(
+                protocol,
+                codec,
+                routes,
+                x,
+                rng=stats_rng,
+                epoch=config.epoch,
+                crowd_id=config.crowd_id,
+            )
             per_chain: list[list[bytes]] = []
-            for c in range(channels):
-                part = messages if channel_of is None else messages[channel_of == c]
-                if not len(part):
+            for c, batch in enumerate(batches):
+                if not len(batch):
                     # The analyzer joins the chains' epochs by number: a chain that closes
                     # no epoch would hold every other chain's batch back forever.
                     raise esa.ESAError(f"chain {c + 1} of {protocol.name} carries no messages")
-                sealed = esa.Encoder(protocol, codec, routes[c], workers=config.workers)
-                batch = sealed.seal_messages(
-                    part, epoch=config.epoch, crowd_id=config.crowd_id, first_hop=0
-                )
                 per_chain.append(_report_bytes(batch))
             seconds["encode"] = time.perf_counter() - t
 

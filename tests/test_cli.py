@@ -145,11 +145,6 @@ BAD = [
     ),
     (["keygen", "--out", "/etc/passwd"], "cannot create key directory /etc/passwd: File exists"),
     (["no-such-command"], "invalid choice"),
-    # pucm never fits the onion budget: the way out is the ideal channel, not a smaller n
-    (
-        ["simulate", "--protocol", "pucm", "--n", "26000", "--domain", "8"],
-        "allows; use --crypto ideal",
-    ),
     (
         ["audit", "--protocol", "cnt_rr", "--n", "99", "--epsilon", "1", "--trials", "0"],
         "add --measure",

@@ -44,6 +44,7 @@ CRYPTO_PUBLIC = [
     "save_certificate",
     "save_private_key",
     "server_ssl_context",
+    "announce_progress",
     "combine_shares",
     "csprng_generator",
     "ephemeral_key_of",
@@ -53,6 +54,7 @@ CRYPTO_PUBLIC = [
     "pad_rows",
     "padded_size",
     "peel_batch",
+    "peel_records",
     "peel_report",
     "report_progress",
     "report_size",
@@ -64,6 +66,7 @@ CRYPTO_PUBLIC = [
     "unpad",
     "unpad_rows",
     "wrap_batch",
+    "wrap_records",
     "wrap_report",
 ]
 

@@ -317,7 +317,10 @@ def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-def test_esa_simulate_representation_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_esa_simulate_representation_usage_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _free_disk(monkeypatch, 10**9)  # PRHR's 5.35·10^8 rows need 36 GB spilled
     base = ["simulate", "--protocol", "prhr", "--n", "1000000"]
     err = _usage_error([*base, "--crypto", "onion", "--representation", "tally"], capsys)
     assert "needs --crypto ideal" in err
@@ -337,6 +340,7 @@ def test_auto_tallies_a_run_of_millions_of_reports() -> None:
     class Big:  # a tallied protocol sending more than AUTO_TALLY_ABOVE messages in all
         supports_tally = True
         messages_per_user = 1.0
+        message_size = 1
         share_spec = None
         channels = 1
 
@@ -354,29 +358,40 @@ def test_auto_tallies_a_run_of_millions_of_reports() -> None:
     assert rows == "reports"  # asked for explicitly
 
 
-def test_the_report_budget_counts_every_chain_and_every_fake_share() -> None:
+def _free_disk(monkeypatch: pytest.MonkeyPatch, free: int) -> None:
+    """The temp directory's disk reports ``free`` bytes (how a full disk is made here)."""
+    import shutil
+
+    usage = shutil.disk_usage(".")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=free))
+
+
+def test_the_disk_a_spilled_run_needs_counts_every_chain_and_every_fake_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # RSum_DSG sends each fake value as m shares, and RSum_RM runs one chain per precision,
-    # each with its own shufflers' fakes: the budget counted one report per fake value, once.
+    # each with its own shufflers' fakes: the disk check counts every report they create.
     from simulations._common import UsageError
-    from simulations.commands.simulate import MAX_REPORTS, choose_representation
+    from simulations.commands.simulate import SPILL_COPIES, choose_representation
 
     def args(fakes: int) -> Any:
         return argparse.Namespace(
             n=100, shufflers=3, fake_reports=fakes, crypto="onion", representation="auto"
         )
 
+    free = 200 * 2**20  # bytes on the temp directory's disk
+    _free_disk(monkeypatch, free)
     dsg = build_protocol("rsum_dsg", ProtocolSpec(epsilon=1.0, delta=1e-6, n=100))
-    shares = dsg.share_spec.shares  # type: ignore[union-attr]
-    limit = MAX_REPORTS["onion"]
-    users = dsg.messages_per_user * 100
-    fits = int((limit - users) // (3 * shares))  # fakes per shuffler that just fit
-    assert choose_representation(dsg, args(fits)) == "reports"
-    with pytest.raises(UsageError, match="reports"):
-        choose_representation(dsg, args(fits + 1))
     rm = build_protocol("rsum_rm", ProtocolSpec(epsilon=1.0, delta=1e-6, n=20_000))
+    assert dsg.share_spec is not None
+    assert dsg.share_spec.shares > 1
     assert rm.channels > 1
-    users = rm.messages_per_user * 100
-    fits = int((limit - users) // (3 * rm.channels))
-    assert choose_representation(rm, args(fits)) == "reports"
-    with pytest.raises(UsageError, match="reports"):
-        choose_representation(rm, args(fits + 1))
+    for protocol in (dsg, rm):
+        codec = esa.make_codec("onion", message_size=protocol.message_size, layers=4)
+        width = codec.expected_size(0)  # type: ignore[attr-defined]
+        per_fake = 3 * protocol.channels * esa.reports_per_fake(protocol)
+        users = protocol.messages_per_user * 100
+        fits = int((free / (SPILL_COPIES * width) - users) // per_fake)  # fakes that just fit
+        assert choose_representation(protocol, args(fits)) == "reports"
+        with pytest.raises(UsageError, match="spill"):
+            choose_representation(protocol, args(fits + 1))

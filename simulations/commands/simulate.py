@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,14 @@ def add_run_arguments(p: argparse.ArgumentParser, *, n: int, domain: int) -> Non
         "--option counter=cnt_pure (put)",
     )
     p.add_argument("--workers", type=int, default=None, help="crypto processes (default: all)")
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="run the encoding and peeling chunks on the Dask cluster whose scheduler is at "
+        "ADDRESS (tcp://host:8786; needs the cluster extra, docs/cluster.md); the estimate "
+        "for a seed is the same as a local run's",
+    )
     p.add_argument(
         "--allow-weaker",
         action="store_true",
@@ -209,9 +219,10 @@ def write_report_option(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"esa {args.command}: wrote the report {path}", file=sys.stderr)
 
 
-#: Reports one in-process run may create: rows of about 135 bytes each in the ideal codec
-#: (6.3 GB at 4.7·10^7), and about 60 µs of X25519 per report per hop with real encryption.
-MAX_REPORTS = {"ideal": 50_000_000, "onion": 5_000_000}
+#: Bytes of disk a report needs while its batch is spilled: one batch of the widest reports
+#: in and one out per hop (what esa.PipelineConfig.memory_budget leaves in RAM is less).
+SPILL_COPIES = 2
+
 
 #: Above this many reports ``--representation auto`` runs a protocol that can be tallied as a
 #: tally: the same estimate (tests/test_tally.py), without gigabytes of rows (RSum_PURE at
@@ -225,7 +236,6 @@ def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -
     # Every chain's shufflers add their fakes, and a Split-Mix fake value is its shares.
     fakes = args.shufflers * args.fake_reports * protocol.channels * esa.reports_per_fake(protocol)
     total = protocol.messages_per_user * args.n + fakes
-    limit = MAX_REPORTS[args.crypto]
     tally_ok = args.crypto == "ideal" and protocol.supports_tally
     if asked == "tally":
         if args.crypto != "ideal":
@@ -238,19 +248,29 @@ def choose_representation(protocol: ShuffleProtocol, args: argparse.Namespace) -
         return "tally"
     if asked == "auto" and tally_ok and total > AUTO_TALLY_ABOVE:
         return "tally"
-    if total <= limit:
+    # Memory is bounded (batches past the budget spill to disk), so what limits a run of
+    # reports is time and the disk its spilled batches need: refuse up front a run that
+    # would stop for lack of room half-way.
+    codec = esa.make_codec(
+        args.crypto, message_size=protocol.message_size, layers=args.shufflers + 1
+    )
+    width = (
+        codec.expected_size(0)  # type: ignore[attr-defined]
+        if args.crypto == "onion"
+        else codec.row_size  # type: ignore[attr-defined]
+    )
+    need = SPILL_COPIES * total * width
+    if need <= esa.PipelineConfig().memory_budget:
         return "reports"
-    # The first way out that certainly works: a smaller n may be below what the protocol
-    # accepts (pucm needs n >= ~25 000, which is always over the onion budget).
-    if args.crypto == "onion":
-        fix = "use --crypto ideal (the same shuffler logic on plaintext rows)"
-    elif protocol.supports_tally:
-        fix = "use --representation tally"
-    else:
-        fix = "lower --n"
+    where = tempfile.gettempdir()
+    free = shutil.disk_usage(where).free
+    if need <= free:
+        return "reports"
+    fix = "use --representation tally" if tally_ok else "lower --n"
     raise UsageError(
         f"this run would create {total:.3g} reports ({protocol.messages_per_user:.4g} per "
-        f"user), over the {limit:.0e} a --crypto {args.crypto} run allows; {fix}"
+        f"user), which spill {need / 1e9:.3g} GB to {where} ({free / 1e9:.3g} GB free); "
+        f"free space there, set TMPDIR to a larger disk, or {fix}"
     )
 
 
@@ -332,6 +352,8 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         raise WeakerThanRequested(f"{shortfall}; --allow-weaker runs it anyway")
     representation = choose_representation(protocol, args)
     transport = getattr(args, "transport", "inproc")
+    if transport == "tcp" and getattr(args, "cluster", None) is not None:
+        raise UsageError("--cluster runs the in-process pipeline's chunks (no --transport tcp)")
     if transport == "tcp" and representation == "tally":
         raise UsageError("--transport tcp sends reports; it cannot run a tally")
     if transport == "tcp" and getattr(args, "threshold_epsilon", None) is not None:
@@ -394,6 +416,7 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
                 allow_weaker=getattr(args, "allow_weaker", False),
                 on_mismatch=getattr(args, "on_mismatch", "recompute"),
                 workers=args.workers,
+                cluster=getattr(args, "cluster", None),
                 on_stage=on_stage,
                 on_progress=on_progress,
                 source=source,

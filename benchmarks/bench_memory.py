@@ -1,0 +1,193 @@
+"""Peak memory and the whole-run X25519 floor of ``esa.simulate`` runs of hist_kr.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_memory.py                          # the default cases, a table
+    python benchmarks/bench_memory.py --case onion:1e5 --case ideal:1e7 --json
+    python benchmarks/bench_memory.py --case onion:1e6 --workers 2
+    python benchmarks/bench_memory.py --case onion:1e5 --before /tmp/old-checkout
+
+``--before DIR`` runs every case on the checkout in DIR too (its packages first on the
+path), alternating with this one, so the two are compared side by side in one run.
+
+Each case runs in a fresh Python process (so one case's peak is not another's), which
+reports:
+
+* ``peak_rss_mb``: the run's process peak resident set (``VmHWM``), and
+  ``worker_peak_rss_mb`` the largest peak of its pool workers;
+* ``cpu_s``: CPU seconds of the run's process and its workers together (the machine is
+  shared: CPU time, not wall time, is what a ratio can rely on);
+* ``x25519_floor_over_actual`` (onion): the CPU the run's X25519 operations alone need —
+  one variable-base multiplication per layer peeled, one base and one variable-base per
+  layer wrapped (users' reports and fakes), each timed as raw libsodium calls in the same
+  process, best of 5 rounds before and 5 after the run — over the run's CPU. 1.0 would be
+  a run that does nothing but its scalar multiplications; on a loaded machine the CPU clock
+  of every process is inflated alike, and the ratio drifts by several percent.
+
+The defaults: onion hist_kr at 10^5 and 10^6 users and ideal hist_kr at 10^7 and 10^8
+reports, 3 shufflers, no fakes, ε = 1, domain 16 (``esa simulate --protocol hist_kr``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CASES = ("onion:1e5", "onion:1e6", "ideal:1e7", "ideal:1e8")
+SHUFFLERS = 3
+
+
+def _peak_kb(pid: int | str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _raw_x25519_seconds(rounds: int = 5, samples: int = 2000) -> tuple[float, float]:
+    """CPU seconds of one variable-base and one base X25519 multiplication (libsodium):
+    the best of ``rounds`` rounds, so that load on a shared machine does not inflate the
+    floor (the caller measures before and after the run and keeps the lower)."""
+    from nacl import bindings
+
+    secrets = [os.urandom(32) for _ in range(samples)]
+    points = [bindings.crypto_scalarmult_base(s) for s in secrets]
+    sk = os.urandom(32)
+    var = base = float("inf")
+    for _ in range(rounds):
+        t = time.process_time()
+        for p in points:
+            bindings.crypto_scalarmult(sk, p)
+        var = min(var, (time.process_time() - t) / samples)
+        t = time.process_time()
+        for s in secrets:
+            bindings.crypto_scalarmult_base(s)
+        base = min(base, (time.process_time() - t) / samples)
+    return var, base
+
+
+def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
+    """One case, in this process (the child's side)."""
+    import psutil
+
+    import esa
+
+    var, base = _raw_x25519_seconds()
+    me = psutil.Process()
+    cpu0 = me.cpu_times()
+    wall = time.perf_counter()
+    result = esa.simulate(
+        "hist_kr",
+        n=n,
+        epsilon=1.0,
+        domain=16,
+        shufflers=SHUFFLERS,
+        crypto=crypto,  # type: ignore[arg-type]
+        representation="reports",
+        workers=workers,
+        rng=0,
+    )
+    wall = time.perf_counter() - wall
+    cpu1 = me.cpu_times()
+    var_after, base_after = _raw_x25519_seconds()
+    var, base = min(var, var_after), min(base, base_after)
+    children = me.children(recursive=True)
+    child_cpu = 0.0
+    child_peak = 0
+    for c in children:
+        try:
+            t = c.cpu_times()
+            child_cpu += t.user + t.system
+            child_peak = max(child_peak, _peak_kb(c.pid))
+        except psutil.Error:
+            pass
+    own_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    out: dict[str, Any] = {
+        "crypto": crypto,
+        "n": n,
+        "reports": result.hops[0].received,
+        "peak_rss_mb": _peak_kb("self") / 1024,
+        "worker_peak_rss_mb": child_peak / 1024,
+        "cpu_s": own_cpu + child_cpu,
+        "cpu_main_s": own_cpu,
+        "wall_s": wall,
+        "seconds": result.seconds,
+        "max_abs_error": result.max_abs_error,
+    }
+    if crypto == "onion":
+        layers = SHUFFLERS + 1
+        sent = result.hops[0].received
+        peeled = sum(h.received for h in result.hops)
+        fakes = sum(h.fakes_added * (layers - 1 - h.hop) for h in result.hops[:-1])
+        floor = peeled * var + (sent * layers + fakes) * (var + base)
+        out["x25519_var_us"], out["x25519_base_us"] = var * 1e6, base * 1e6
+        out["x25519_floor_s"] = floor
+        out["x25519_floor_over_actual"] = floor / out["cpu_s"]
+    return out
+
+
+def _count(text: str) -> int:
+    return int(float(text))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=None,
+        help=f"CRYPTO:N, e.g. onion:1e6 (repeatable; default: {', '.join(DEFAULT_CASES)})",
+    )
+    parser.add_argument("--workers", type=int, default=None, help="pool processes (default: all)")
+    parser.add_argument(
+        "--before", default=None, metavar="DIR", help="also run each case on the checkout in DIR"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    parser.add_argument("--one", nargs=2, metavar=("CRYPTO", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_one(args.one[0], _count(args.one[1]), args.workers)))
+        return 0
+    rows = []
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = [("after", here)] if args.before is None else [("before", args.before), ("after", here)]
+    for case in args.case or DEFAULT_CASES:
+        crypto, _, n = case.partition(":")
+        for label, tree in trees:
+            cmd = [sys.executable, __file__, "--one", crypto, str(_count(n))]
+            if args.workers is not None:
+                cmd += ["--workers", str(args.workers)]
+            env = {**os.environ, "PYTHONPATH": tree}
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            if done.returncode:
+                row = {"crypto": crypto, "n": _count(n), "error": done.stderr.strip()[-500:]}
+            else:
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append({"code": label, **row})
+    load = os.getloadavg()
+    if args.json:
+        print(json.dumps({"cases": rows, "loadavg": load, "cores": os.cpu_count()}, indent=2))
+        return 0
+    print(f"{'case':>21} {'RSS MB':>8} {'worker MB':>9} {'CPU s':>8} {'wall s':>8} {'floor':>6}")
+    for r in rows:
+        name = f"{r['crypto']}:{r['n']:.0e} {r['code']}"
+        if "error" in r:
+            print(f"{name:>21} failed: {r['error']}")
+            continue
+        ratio = r.get("x25519_floor_over_actual")
+        print(
+            f"{name:>21} {r['peak_rss_mb']:8.0f} {r['worker_peak_rss_mb']:9.0f} "
+            f"{r['cpu_s']:8.1f} {r['wall_s']:8.1f} {'' if ratio is None else f'{ratio:6.2f}'}"
+        )
+    print(f"load average at the end: {load[0]:.1f} on {os.cpu_count()} cores")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
