@@ -890,7 +890,9 @@ class PUCM(ShuffleProtocol):
         (ε/τ, δ/τ, 1)-smooth. Colluding users' messages (true and blanket) are known to the
         analyzer and removed, so with h = ``honest_others`` + 1 honest users the same lemma
         applies to Bin(h, λ): its condition γn ≥ 90τ² ln(2τ/δ)/ε² at γn = λh gives
+
             ε_h = √(90 τ² ln(2τ/δ) / (λ h)) = ε √(n/h),
+
         with the lemma's other conditions unchanged (λ ≤ ½ as configured, and
         k ≤ ε_h λ h/(6τ) = 15τ ln(2τ/δ)/ε_h holds for ε_h ≤ 1), and ε_h ≤ 1 as the analysis
         requires. ``None`` when ε_h > 1 (fewer than n ε² honest users): no bound is proven.

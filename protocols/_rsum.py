@@ -440,7 +440,9 @@ class RSumRR(ShuffleProtocol):
     against 6 for a single count at ε). The rounding std √(n/4)/r falls like 1/r. So r grows
     like √n, as in Cheu et al. (r = Θ(ε√n/log(1/δ)), error O_{ε,δ}(1)): by default r is
     the r ∈ [1, ``max_precision``] minimizing the model MSE
+
         ln(2r/δ)/(r (e^{ε'(r)} − 1)²) + n/(4r²),
+
     a Gaussian approximation of the binary-RR noise (the exact accountant's noise variance is
     1.36× the model's at r = 8 and 1.05× at r = 64, n = 10⁵, ε = 1, δ = 10⁻⁶; the model is
     this project's choice, the paper states only the order), and that r then gets the λ'
