@@ -1072,6 +1072,9 @@ class PUCM(ShuffleProtocol):
 
         Returns:
             The ``(τ, d)`` collision counts.
+
+        Raises:
+            ParameterError: values outside the domain.
         """
         p = self._p
         c = np.bincount(self.validate_values(values), minlength=p.domain).astype(np.int64)

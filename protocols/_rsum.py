@@ -509,6 +509,9 @@ class RSumRR(ShuffleProtocol):
 
         Returns:
             The default number of one-bit messages per user.
+
+        Raises:
+            ParameterError: ``cap`` below 1.
         """
         best, best_r = math.inf, 1
         for r in range(1, check_n(cap, "cap") + 1):
@@ -887,6 +890,10 @@ class RSumRM(ShuffleProtocol):
 
         Returns:
             The ``(count, 2)`` fake messages.
+
+        Raises:
+            ParameterError: ``count`` negative, or an ``rng`` that is not
+                :data:`~protocols.RNGLike`.
         """
         rng = as_generator(rng)
         count = check_n(count, "count", 0)
