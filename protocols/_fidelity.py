@@ -344,7 +344,7 @@ FIDELITY: dict[str, Fidelity] = {
             "ε = 1, δ = 10⁻⁶: r = 7, 14, 119 messages per user at n = 10⁴, 10⁵, 10⁶, std 13.9, "
             "19.9, 25.0 (exact variance; O(1) up to a log r factor, as Cheu et al.); "
             "measured at n = 10⁵ within the chi-square interval of the exact variance "
-            "(was r = 5, std 33.2, rounding-dominated). Past n ≈ 5·10⁶ the cap binds and "
+            "(a fixed r = 5 gives std 33.2, rounding-dominated). Past n ≈ 5·10⁶ the cap binds and "
             "the rounding std √(n/4)/256 adds (6.2 at n = 10⁷)"
         ),
     ),
