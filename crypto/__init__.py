@@ -28,6 +28,7 @@ from ._onion import ephemeral_key_of as ephemeral_key_of
 from ._onion import peel_batch as peel_batch
 from ._onion import peel_records as peel_records
 from ._onion import peel_report as peel_report
+from ._onion import process_pool as process_pool
 from ._onion import report_progress as report_progress
 from ._onion import report_size as report_size
 from ._onion import wrap_batch as wrap_batch

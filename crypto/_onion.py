@@ -53,6 +53,7 @@ __all__ = [
     "peel_batch",
     "peel_records",
     "peel_report",
+    "process_pool",
     "report_progress",
     "report_size",
     "wrap_batch",
@@ -334,22 +335,42 @@ def _forget_pools_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    """The pool of ``workers`` processes, created on first use and then reused.
+def process_pool(
+    workers: int, *, preload: Sequence[str] = (), replace_broken: bool = False
+) -> ProcessPoolExecutor:
+    """The process's pool of ``workers`` worker processes, created on first use and reused.
 
-    forkserver, not fork: forking a process that runs threads (trio, rich) can deadlock.
-    Reused, because every new forkserver worker imports the parent's ``__main__`` again
-    (for the ``esa`` CLI: the whole package, numpy and scipy): a fresh pool per batch cost
-    seconds on a loaded 2-core machine, more than the batch itself, so workers=2 ran slower
-    than workers=1 (``benchmarks/bench_crypto.py``, docs/benchmarks.md). Preloading this
-    module in the fork server spares each worker importing the crypto stack. Idle workers
-    only wait; ``concurrent.futures`` shuts them down when the interpreter exits.
+    One registry for every caller (this module's batch functions and the layers above,
+    which hand it their own task modules to preload), so a process never starts two pools
+    of the same size. forkserver, not fork: forking a process that runs threads (trio,
+    rich) can deadlock. Reused, because every new forkserver worker imports the parent's
+    ``__main__`` again (for the ``esa`` CLI: the whole package, numpy and scipy): a fresh
+    pool per batch cost seconds on a loaded 2-core machine, more than the batch itself, so
+    workers=2 ran slower than workers=1 (``benchmarks/bench_crypto.py``,
+    docs/benchmarks.md). The fork server preloads this module and ``preload`` (the modules
+    named by whichever caller starts it first), sparing each worker the imports. This
+    module's batches fail loudly on a pool whose worker died and then drop it, so the next
+    batch gets a new one; ``replace_broken`` replaces such a pool at once instead. Idle
+    workers only wait; ``concurrent.futures`` shuts them down when the interpreter exits.
+
+    Args:
+        workers: processes, at least 2 (one worker is better run in process).
+        preload: further modules the fork server imports before forking workers.
+        replace_broken: hand out a new pool in place of one whose worker died.
+
+    Returns:
+        The pool; the caller must not shut it down.
+
+    Raises:
+        ValueError: ``workers`` < 1.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
-        if pool is None:
+        if pool is None or (replace_broken and getattr(pool, "_broken", False)):
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
+            context.set_forkserver_preload([__name__, *preload])
             pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=context)
         return pool
 
@@ -429,7 +450,7 @@ def _run_on_pool(
     done: Callable[[int], None] | None = None,
 ) -> list[_T]:
     """``fn(*job)`` for every job on the shared pool, results concatenated in job order."""
-    pool = _pool(workers)
+    pool = process_pool(workers)
     futures = []
     try:
         futures = [pool.submit(fn, *job) for job in jobs]

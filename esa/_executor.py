@@ -20,12 +20,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib
-import multiprocessing
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any, TypeVar
+
+import crypto
 
 from ._errors import ConfigError
 
@@ -130,21 +130,6 @@ class InlineExecutor(Executor):
         return future
 
 
-_POOLS: dict[int, ProcessPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _forget_pools_in_child() -> None:
-    # A forked child owns neither its parent's worker processes nor, if another thread held
-    # it at the fork, the lock.
-    global _POOLS_LOCK
-    _POOLS.clear()
-    _POOLS_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pools_in_child)
-
-
 def local_pool(workers: int | None = None) -> Executor:
     """The machine's executor for ``workers`` processes, created on first use and reused.
 
@@ -152,7 +137,9 @@ def local_pool(workers: int | None = None) -> Executor:
     :class:`~concurrent.futures.ProcessPoolExecutor` (forking a process that runs threads
     can deadlock), kept for the life of the interpreter: every new worker imports the
     parent's ``__main__`` again, which costs seconds on a loaded machine, more than many
-    batches. The fork server preloads the crypto and the protocols, so workers start warm.
+    batches. It is :func:`crypto.process_pool` (one registry per process, shared with the
+    crypto's own batch functions); the fork server preloads the crypto, the protocols and
+    the chunk tasks, so workers start warm.
 
     Args:
         workers: processes (default: :func:`available_cores`).
@@ -168,13 +155,7 @@ def local_pool(workers: int | None = None) -> Executor:
         raise ConfigError(f"workers must be >= 1, got {count}")
     if count == 1:
         return InlineExecutor()
-    with _POOLS_LOCK:
-        pool = _POOLS.get(count)
-        if pool is None or getattr(pool, "_broken", False):
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["crypto", "protocols", "esa._tasks"])
-            pool = _POOLS[count] = ProcessPoolExecutor(count, mp_context=context)
-        return pool
+    return crypto.process_pool(count, preload=("protocols", "esa._tasks"), replace_broken=True)
 
 
 def map_ordered(

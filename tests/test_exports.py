@@ -66,6 +66,7 @@ CRYPTO_PUBLIC = [
     "unpad",
     "unpad_rows",
     "wrap_batch",
+    "process_pool",
     "wrap_records",
     "wrap_report",
 ]

@@ -562,7 +562,7 @@ def test_a_batch_stopped_by_its_progress_hook_drops_its_queued_slices(
         raise Stop
 
     pool = ThreadPoolExecutor(1)  # stands in for the process pool: same futures
-    monkeypatch.setattr(_onion, "_pool", lambda workers: pool)
+    monkeypatch.setattr(_onion, "process_pool", lambda workers, **_: pool)
     with pytest.raises(Stop):
         _onion._run_on_pool(2, slow, [(i,) for i in range(50)], hook)
     pool.shutdown(wait=True)
