@@ -680,7 +680,7 @@ def encode_users(
     routes: Sequence[Sequence[bytes]],
     values: npt.NDArray[Any],
     *,
-    rng: np.random.Generator,
+    rng: RNGLike,
     epoch: int,
     crowd_id: int = 0,
     executor: Executor | None = None,
@@ -698,7 +698,8 @@ def encode_users(
         codec: the report format.
         routes: each chain's public layer keys (one chain per protocol channel).
         values: the users' values (validated).
-        rng: the randomizers' generator (its seed sequence is spawned, one child a chunk).
+        rng: the randomizers' generator, or a seed (:data:`~protocols.RNGLike`); its seed
+            sequence is spawned, one child a chunk.
         epoch: the epoch bound into every layer.
         crowd_id: the crowd id of every report.
         executor: where the chunks run (default: the local pool of every core for onion
@@ -707,6 +708,7 @@ def encode_users(
     Returns:
         Each chain's reports, as ``(k, L)`` records.
     """
+    rng = as_generator(rng)
     x = np.asarray(values)
     n = int(x.shape[0])
     spans = list(chunks(n, USERS_PER_CHUNK)) or [slice(0, 0)]
