@@ -149,6 +149,34 @@ def certified_table() -> None:
                 flush=True,
             )
     tight._binary_rr_range_bound = range_bound  # type: ignore[assignment]
+    certified_inverse_table()
+
+
+def certified_inverse_table() -> None:
+    """The registered bound's inverse (ε_c → ε_l) past 2^28 users, where it is certified."""
+    from protocols import BOUNDS
+    from protocols.accounting import _amplification
+
+    bound = BOUNDS["binary_rr_exact"]
+    print("\n| n | ε_c | ε_l | certified ε_c at that ε_l | CPU (s) | wall (s) |")
+    print("|---|---|---|---|---|---|")
+    for n, eps_c in ((10**9, 0.5), (10**10, 0.5), (10**9, 5e-4), (10**10, 1e-4)):
+        _clear_caches()
+        _amplification._evaluate.cache_clear()
+        eps_l, wall, cpu = _timed(
+            lambda e, n_, d, k: bound.epsilon_local(epsilon_central=e, n=n_, delta=d, k=k),
+            eps_c,
+            n,
+            1e-6,
+            2,
+        )
+        check = bound.epsilon_central(epsilon_local=eps_l, n=n, delta=1e-6, k=2)
+        if check > eps_c:
+            raise SystemExit(f"inverse not met at n={n}: {check}")
+        print(
+            f"| 10^{round(math.log10(n))} | {eps_c:g} | {eps_l:.8g} | {check:.8g} | {cpu:.1f} "
+            f"| {wall:.1f} |"
+        )
 
 
 def main() -> None:

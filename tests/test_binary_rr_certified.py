@@ -140,6 +140,15 @@ def test_certified_brackets_the_exact_maximum(
     assert upper <= max(exact * (1 + tol), _binary_rr._BINARY_FLOOR) * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("n_others", [0, 1, 7, 9, 10, 12])
+def test_certified_at_tiny_populations_is_exact(n_others: int) -> None:
+    # Below 10 other users the seeded a ≤ 4 (and their mirror images) are every a.
+    exact = _binary_rr._binary_rr_cached(1.0, n_others, 1e-3, 0)
+    upper, lower = _binary_rr._binary_rr_certified(1.0, n_others, 1e-3, 0, 1e-3)
+    assert lower == pytest.approx(exact, rel=1e-12)
+    assert exact <= upper * (1 + 1e-12) <= exact * (1 + 1e-3) * (1 + 1e-12)
+
+
 def test_certified_at_a_million_users_within_its_tolerance() -> None:
     # The registered tolerance, at 10^6 other users (ε0 = 4: about 0.5 s): the exact value
     # (about 0.3 s here) lies in [L, U], and U is within 10^-3 of it.

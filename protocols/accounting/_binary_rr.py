@@ -580,6 +580,8 @@ def _binary_rr_certified(
     ranges = [(first, half)]
     while ranges:
         lo, hi = ranges.pop()
+        if lo > hi:  # n_others < 10: the seeded a cover everything
+            continue
         bound = _binary_rr_range_bound(eps0, n_others, lo, hi, n_fakes, delta)
         if lo == hi:
             lower = max(lower, bound)
