@@ -568,7 +568,7 @@ def _binary_rr_certified(
     other is split (points, ranges of one a, are exact and raise L). L only grows, so every
     accepted bound is within the final L·(1 + tol). A range bound exceeds its range's values
     by about (1 − λ)·w/n_others relative for w users in it (the others' count keeps its
-    variance whatever a is: ε(a) itself moves by ~10^-5 relative over all a at 10^9), so a
+    variance whatever a is: ε(a) moves by 2·10^-5 to 2·10^-4 relative over all a at 10^9), so a
     range is split at once into the pieces its excess predicts will be accepted (at most
     _BINARY_PIECES); any covering is sound. With tol = 0 it is an exact search (slow: use
     :func:`_binary_rr_cached`).
@@ -603,6 +603,11 @@ def binary_rr_epsilon(
 ) -> float:
     """Exact ε(δ) of shuffled binary RR: the victim among ``n_others`` users + fair-coin fakes.
 
+    Up to 2^28 other users the value is exact (the maximum over the others' data). Past
+    that it is a certified upper bound on it, at most 10^-3 relative above it: a branch and
+    bound that covers every dataset with a proven bound but stops refining once every bound
+    is within 10^-3 of the best exact value it evaluated (module docstring).
+
     Args:
         epsilon_local: ε0 of the binary randomized response.
         n_others: number of other honest users whose reports are shuffled with the victim's.
@@ -611,8 +616,7 @@ def binary_rr_epsilon(
 
     Returns:
         The exact ε (≤ ε0) for the worst case over the other users' data, up to 2^28 other
-        users; past that, a proven upper bound on it at most 1 + 10^-3 times it (the
-        certified search of the module docstring).
+        users; past that, a proven upper bound on it at most 1 + 10^-3 times it.
 
     Raises:
         BoundNotApplicable: more than 2^34 other users.
