@@ -160,6 +160,26 @@ def test_certified_at_a_million_users_within_its_tolerance() -> None:
     assert upper / exact - 1 < tol
 
 
+def test_certified_at_a_billion_users_brackets_every_evaluated_point() -> None:
+    # Past 2^28, with no exact value to compare with: the printed ε is U, U is at least every
+    # exact ε(a) evaluated on its own here (a ≤ 4, a mid-range a and n/2, by the full law),
+    # L at least those it evaluates itself (a ≤ 4), and the gap (U − L)/L is at most the
+    # tolerance. ε0 = 6 keeps the laws short (~2.5 s of CPU).
+    eps0, n_others, delta = 6.0, 10**9, 1e-6
+    tol = _binary_rr._BINARY_TOLERANCE
+    _binary_rr._binary_rr_certified.cache_clear()
+    upper, lower = _binary_rr._binary_rr_certified(eps0, n_others, delta, 0, tol)
+    assert binary_rr_epsilon(eps0, n_others, delta) == upper
+
+    def point(a: int) -> float:
+        return _binary_rr._binary_rr_full(eps0, a, n_others - a, 0, delta)
+
+    seeded = max(point(a) for a in range(_binary_rr._BINARY_SEED + 1))
+    assert seeded <= lower <= upper <= lower * (1 + tol)  # L: at least the a ≤ 4 it evaluates
+    assert max(point(12_345_678), point(n_others // 2)) <= upper  # U: at least every a
+    assert (upper - lower) / lower > 0.0  # a real gap: the search did stop early
+
+
 @pytest.fixture
 def certified_past_1000(monkeypatch: pytest.MonkeyPatch) -> None:
     """The exact search's limit lowered to 1 000 other users: the certified search answers

@@ -712,7 +712,7 @@ register_bound(
         name="binary_rr_exact",
         families=frozenset({"krr"}),
         citation="exact hockey-stick divergence of the shuffled count (worst case over the "
-        "others' data); past 2^28 users a certified upper bound within 10^-3 relative of it; "
+        "others' data); past 2^28 other users a certified upper bound within 10^-3 above it; "
         "cf. Koskela, Heikkilä, Honkela, arXiv 2106.00477",
         forward=_bin_forward,
         inverse=_bin_inverse,
