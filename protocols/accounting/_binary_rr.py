@@ -25,8 +25,8 @@ tightly (the range's users each report a fair coin with probability 2q whatever 
 so about 2q of them stay in the bound as coins instead of being dropped), and a range is
 accepted once its bound is within 10^-3 of the best exact ε(a) found, which is a lower bound
 on the exact value. Every a is still covered by a proven bound; only the last 10^-3 is not
-searched for. A few hundred range bounds of O(√n) points each: about 5–25 s of CPU at
-10^9 users and 1–2 min at 10^10 (``docs/benchmarks.md``); past 2^34 it steps aside.
+searched for. A few hundred range bounds of O(√n) points each: about 4–21 s of CPU at
+10^9 users and 15–75 s at 10^10 (``docs/benchmarks.md``); past 2^34 it steps aside.
 ``tests/test_binary_rr_certified.py`` checks it against the exact search below 2^28.
 
 Fakes: every one of an honest shuffler's uniform fakes is a fair coin added to Y.
@@ -77,7 +77,7 @@ _BINARY_KERNEL_CACHE = 1 << 23
 _BINARY_MAX_OTHERS = 1 << 28
 #: Relative gap the certified search allows between its answer (a proven upper bound) and
 #: the best exact ε(a) it evaluated (a lower bound on the exact value): its ranges are
-#: about 10^-3 of n_others wide, so a few hundred range bounds of O(√n) points each answer
+#: about n_others/500 wide, so a few hundred range bounds of O(√n) points each answer
 #: at 10^10 users (docs/benchmarks.md).
 _BINARY_TOLERANCE = 1e-3
 #: Below this ε a range bound is accepted whatever the best value (ε = 0 at every a when δ
@@ -89,7 +89,7 @@ _BINARY_SPARE = 1e-6
 #: Most pieces one range of the certified search is split into at once.
 _BINARY_PIECES = 256
 #: Most other users the certified search takes (above the CLI's 10^10): each range bound
-#: convolves laws of O(√n) points, ~1 s at 10^10 on a loaded core.
+#: convolves laws of O(√n) points (~0.3 s of CPU at 10^10).
 _BINARY_MAX_CERTIFIED = 1 << 34
 
 
