@@ -54,7 +54,6 @@ def test_domain_above_the_maximum_is_refused(
 @pytest.mark.parametrize(
     ("name", "n"),
     [
-        ("binary_rr_exact", MAX_USERS),
         ("binary_rr_exact", HUGE),
         ("fmt23_stronger_clone", HUGE),
         ("fmt21_numerical", HUGE),

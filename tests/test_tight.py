@@ -242,19 +242,6 @@ def test_binary_exact_is_the_max_over_every_a_with_blocks_and_wide_ranges(
     _binary_rr._binary_rr_cached.cache_clear()
 
 
-def test_binary_exact_steps_aside_past_its_search_limit() -> None:
-    # Since the binomial laws keep their mass up to 2^40 trials, nothing stopped the search
-    # at the CLI's 10^10 users: it ran for hours instead of stepping aside.
-    limit = _binary_rr._BINARY_MAX_OTHERS
-    with pytest.raises(BoundNotApplicable, match=f"n_others={limit + 1:,}"):
-        binary_rr_epsilon(1.0, limit + 1, 1e-6)
-    bound = BOUNDS["binary_rr_exact"]
-    with pytest.raises(BoundNotApplicable, match=f"at most {limit:,}"):
-        bound.epsilon_central(epsilon_local=1.0, n=10**10, delta=1e-6, k=2)
-    with pytest.raises(BoundNotApplicable, match=f"at most {limit:,}"):
-        bound.epsilon_local(epsilon_central=0.01, n=10**10, delta=1e-6, k=2)
-
-
 def test_binary_exact_inverse_meets_the_target_with_the_full_maximum() -> None:
     # At n = 10^4, ε_c = 0.5 the maximum sits beyond a ≤ 4, so the inverse of the search
     # over a ≤ 4 alone is slightly too large; the calibrated ε_l must meet the target.

@@ -16,9 +16,18 @@ lattice ripple of relative size ~10^-6 at n = 10^5, 5·10^-9 at 10^8, on a slow 
 and a ↔ n−1−a by symmetry. Each pair's ε is read off threshold sets {Y ≥ u}, {Y ≤ u}
 (the likelihood ratio is monotone in Y), and the ranges inside one block of
 ~16·√n values of a are evaluated from that block's law through small kernels: about
-1.5 s at n = 10^6, 8 s at 10^7, 50 s at 10^8 (CPU time; ``docs/benchmarks.md``); past
-2^28 other users it steps aside.
+1.5 s at n = 10^6, 8 s at 10^7, 50 s at 10^8 (CPU time; ``docs/benchmarks.md``).
 ``tests/test_tight.py`` checks it against the maximum over every a.
+
+Past 2^28 other users the answer is a certified upper bound instead, at most 10^-3 relative
+above the exact value (:func:`_binary_rr_certified`): the same ranges, each bounded more
+tightly (the range's users each report a fair coin with probability 2q whatever their bit,
+so about 2q of them stay in the bound as coins instead of being dropped), and a range is
+accepted once its bound is within 10^-3 of the best exact ε(a) found, which is a lower bound
+on the exact value. Every a is still covered by a proven bound; only the last 10^-3 is not
+searched for. A few hundred range bounds of O(√n) points each: about 4–21 s of CPU at
+10^9 users and 15–75 s at 10^10 (``docs/benchmarks.md``); past 2^34 it steps aside.
+``tests/test_binary_rr_certified.py`` checks it against the exact search below 2^28.
 
 Fakes: every one of an honest shuffler's uniform fakes is a fair coin added to Y.
 
@@ -63,10 +72,25 @@ _BINARY_BLOCK_MIN = 4096
 #: Most floats of kernels one search keeps (see :class:`_BinaryKernels`): 64 MiB.
 _BINARY_KERNEL_CACHE = 1 << 23
 #: Most other users the exact search takes: ~1 min of CPU at 10^8, growing about linearly
-#: (≈ √n ranges per level, kernels of ≈ √n points). Past it the bound steps aside; since
-#: binomial_window keeps its mass up to n = 2^40 nothing else would stop it (at the CLI's
-#: 10^10 users it searched for hours).
+#: (≈ √n ranges per level, kernels of ≈ √n points). Past it the certified search answers
+#: (:func:`_binary_rr_certified`): an upper bound within _BINARY_TOLERANCE of the exact value.
 _BINARY_MAX_OTHERS = 1 << 28
+#: Relative gap the certified search allows between its answer (a proven upper bound) and
+#: the best exact ε(a) it evaluated (a lower bound on the exact value): its ranges are
+#: about n_others/500 wide, so a few hundred range bounds of O(√n) points each answer
+#: at 10^10 users (docs/benchmarks.md).
+_BINARY_TOLERANCE = 1e-3
+#: Below this ε a range bound is accepted whatever the best value (ε = 0 at every a when δ
+#: exceeds the pair's total variation: no relative gap to close).
+_BINARY_FLOOR = 1e-12
+#: Share of δ a range bound of the certified search spends on "too few of the range's users
+#: reported a fair coin" (see :func:`_binary_rr_range_bound`): ε moves by ~10^-8 relative.
+_BINARY_SPARE = 1e-6
+#: Most pieces one range of the certified search is split into at once.
+_BINARY_PIECES = 256
+#: Most other users the certified search takes (above the CLI's 10^10): each range bound
+#: convolves laws of O(√n) points (~0.3 s of CPU at 10^10).
+_BINARY_MAX_CERTIFIED = 1 << 34
 
 
 def _binary_rr_pair(
@@ -440,10 +464,149 @@ def _binary_rr_cached(eps0: float, n_others: int, delta: float, n_fakes: int) ->
     return min(best, eps0)
 
 
+def _coin_floor(users: int, lam: float, budget: float) -> tuple[int, float]:
+    """(b, m): at least b of ``users`` users each reporting a fair coin with probability
+    ``lam`` do so, except with probability m ≤ budget (0 when b = 0).
+
+    m is the Chernoff bound P[Bin(users, λ) ≤ b − 1] ≤ exp(−users·KL((b − 1)/users ‖ λ)),
+    valid for b − 1 ≤ λ·users; b is the largest it allows (bisection on the integer).
+    """
+    need = -math.log(budget)
+
+    def exponent(k: int) -> float:  # users · KL(k/users ‖ λ), for 0 ≤ k ≤ λ·users
+        x = k / users
+        head = x * math.log(x / lam) if k else 0.0
+        return users * (head + (1.0 - x) * (math.log1p(-x) - math.log1p(-lam)))
+
+    lo, hi = 0, math.floor(lam * users)
+    if users == 0 or exponent(0) < need:
+        return 0, 0.0
+    while lo < hi:  # the largest k in [0, ⌊λ·users⌋] with exponent(k) ≥ need
+        mid = (lo + hi + 1) // 2
+        if exponent(mid) >= need:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo + 1, math.exp(-exponent(lo))
+
+
+def _binary_rr_range_bound(
+    eps0: float, n_others: int, lo: int, hi: int, n_fakes: int, delta: float
+) -> float:
+    """An upper bound on the exact ε(δ) of every a in [lo, hi], exact at lo = hi.
+
+    The w = hi − lo users beyond lo holding 1 and n_others − hi holding 0 each report, whatever
+    their bit, a fair coin with probability λ = 2q and their bit otherwise (Bern(p) and
+    Bern(q) are these mixtures). Given which of them reported a coin and the others' bits (a
+    known shift of Y), the pair is the one with lo ones, n_others − hi zeros and B more fair
+    coins, B ~ Bin(w, λ) whatever a is; the hockey-stick divergence is jointly convex, so
+    that of the pair for a is at most E_B[h(B)], where h(b) (the pair with b coins) does not
+    increase with b (one more coin is post-processing) and is at most 1. With b₀ and
+    m = P[B < b₀] from :func:`_coin_floor`, E_B[h(B)] ≤ m + h(b₀): the pair with b₀ extra
+    coins at δ − m bounds the range in both directions. It removes about (1 − λ)·w users
+    instead of w (the plain bound, b₀ = 0, of :func:`_binary_rr_cached`).
+    """
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    coins, miss = _coin_floor(hi - lo, 2.0 * q, _BINARY_SPARE * delta)
+    return _binary_rr_one_fft(eps0, lo, n_others - hi, n_fakes + coins, delta - miss)
+
+
+def _binary_rr_one_fft(eps0: float, ones: int, zeros: int, n_fakes: int, delta: float) -> float:
+    """:func:`_binary_rr_full` (the same law, the same threshold sets, the same maximum),
+    cheaper on laws of ~10^6 points (n ≈ 10^10), about 2.5 times: the binomial laws come from
+    :func:`_binomial_window_by_ratios` (the ε agrees with scipy's pmfs to ~10^-12 relative at
+    10^10, tests/test_binary_rr_certified.py), they are convolved in one real FFT (four
+    transforms instead of six), and the threshold sets are compared by (A_u − δ)/B_u, one
+    logarithm in all instead of one per set."""
+    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
+    from scipy import fft
+
+    q = 1.0 / (math.exp(eps0) + 1.0)
+    p = 1.0 - q
+    laws = [_binomial_window_by_ratios(zeros, q)[1]]
+    if n_fakes:
+        laws.append(_binomial_window_by_ratios(n_fakes, 0.5)[1])
+    if ones:
+        laws.append(_binomial_window_by_ratios(ones, p)[1])
+    size = sum(law.size for law in laws) - len(laws) + 1
+    if min(law.size for law in laws) <= 512:  # a short law: direct convolutions are exact
+        return _binary_rr_full(eps0, ones, zeros, n_fakes, delta)
+    n_fft = fft.next_fast_len(size, real=True)
+    spectrum = fft.rfft(laws[0], n_fft)
+    for law in laws[1:]:
+        spectrum *= fft.rfft(law, n_fft)
+    w = np.clip(fft.irfft(spectrum, n_fft)[:size], 0.0, None)  # FFT round-off: −1e−18
+    suf = np.cumsum(w[::-1])[::-1]  # P[W ≥ k]; summed from the small end of the tail
+    pre = np.cumsum(w)  # P[W ≤ k]
+    best = max(
+        _threshold_ratio(suf, np.append(suf[1:], 0.0), q, delta),
+        _threshold_ratio(np.insert(pre[:-1], 0, 0.0), pre, p, delta),
+    )
+    return math.log(best) if best > 1.0 else 0.0
+
+
+def _threshold_ratio(s_prev: FloatArray, s_here: FloatArray, r: float, delta: float) -> float:
+    """max over the sets of (A − δ)/B (see :func:`_threshold_values`, its logarithm); 0 if
+    no set has A > δ."""
+    big_a = (1.0 - r) * s_prev + r * s_here
+    big_b = r * s_prev + (1.0 - r) * s_here
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where(big_a > delta, (big_a - delta) / big_b, 0.0)
+    return float(np.max(ratio))
+
+
+@functools.lru_cache(maxsize=256)
+def _binary_rr_certified(
+    eps0: float, n_others: int, delta: float, n_fakes: int, tol: float
+) -> tuple[float, float]:
+    """(U, L): a proven upper bound U on max over a of the exact ε(δ) (capped at ε0), and
+    the best exact ε(a) evaluated, L ≤ that maximum, with U ≤ max(L·(1 + tol), floor).
+
+    The branch and bound of :func:`_binary_rr_cached` stopped early: [first, n_others // 2]
+    is covered by ranges, each bounded by :func:`_binary_rr_range_bound`; a range whose
+    bound is at most L·(1 + tol) (or _BINARY_FLOOR) is accepted and its bound enters U, any
+    other is split (points, ranges of one a, are exact and raise L). L only grows, so every
+    accepted bound is within the final L·(1 + tol). A range bound exceeds its range's values
+    by about (1 − λ)·w/n_others relative for w users in it (the others' count keeps its
+    variance whatever a is: ε(a) moves by 2·10^-5 to 2·10^-4 relative over all a at 10^9), so a
+    range is split at once into the pieces its excess predicts will be accepted (at most
+    _BINARY_PIECES); any covering is sound. With tol = 0 it is an exact search (slow: use
+    :func:`_binary_rr_cached`).
+    """
+    half = n_others // 2
+    first = min(_BINARY_SEED, half) + 1
+    lower = _binary_rr_seeded(eps0, n_others, delta, n_fakes)
+    upper = lower
+    ranges = [(first, half)]
+    while ranges:
+        lo, hi = ranges.pop()
+        if lo > hi:  # n_others < 10: the seeded a cover everything
+            continue
+        bound = _binary_rr_range_bound(eps0, n_others, lo, hi, n_fakes, delta)
+        if lo == hi:
+            lower = max(lower, bound)
+        target = max(lower * (1.0 + tol), _BINARY_FLOOR)
+        if bound <= target:
+            upper = max(upper, bound)
+            continue
+        # Half the tolerance per piece: the excess is about linear in the width.
+        excess = bound / lower - 1.0 if lower > 0.0 and tol > 0.0 else math.inf
+        pieces = min(hi - lo + 1, _BINARY_PIECES, max(2, math.ceil(2.0 * excess / tol)))
+        edges = [lo + (hi - lo + 1) * i // pieces for i in range(pieces + 1)]
+        # Pushed high to low: the lowest piece is bounded first (maxima sit low).
+        ranges += [(edges[i], edges[i + 1] - 1) for i in reversed(range(pieces))]
+    return min(upper, eps0), min(lower, eps0)
+
+
 def binary_rr_epsilon(
     epsilon_local: float, n_others: int, delta: float, *, n_fakes: int = 0
 ) -> float:
     """Exact ε(δ) of shuffled binary RR: the victim among ``n_others`` users + fair-coin fakes.
+
+    Up to 2^28 other users the value is exact (the maximum over the others' data). Past
+    that it is a certified upper bound on it, at most 10^-3 relative above it: a branch and
+    bound that covers every dataset with a proven bound but stops refining once every bound
+    is within 10^-3 of the best exact value it evaluated (module docstring).
 
     Args:
         epsilon_local: ε0 of the binary randomized response.
@@ -452,24 +615,28 @@ def binary_rr_epsilon(
         n_fakes: number of uniformly random fake bits added by honest shufflers.
 
     Returns:
-        The exact ε (≤ ε0) for the worst case over the other users' data.
+        The exact ε (≤ ε0) for the worst case over the other users' data, up to 2^28 other
+        users; past that, a proven upper bound on it at most 1 + 10^-3 times it.
 
     Raises:
-        BoundNotApplicable: more than _BINARY_MAX_OTHERS (2^28) other users.
+        BoundNotApplicable: more than 2^34 other users.
     """
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
-    return _binary_rr_cached(
+    args = (
         _round(eps0),
         _check_binary_size(check_n(n_others, "n_others", 0)),
         _round(check_delta(delta)),
         check_n(n_fakes, "n_fakes", 0),
     )
+    if args[1] <= _BINARY_MAX_OTHERS:
+        return _binary_rr_cached(*args)
+    return _binary_rr_certified(*args, _BINARY_TOLERANCE)[0]
 
 
 def _check_binary_size(n_others: int) -> int:
-    if n_others > _BINARY_MAX_OTHERS:
+    if n_others > _BINARY_MAX_CERTIFIED:
         raise BoundNotApplicable(
-            f"binary_rr_exact searches at most {_BINARY_MAX_OTHERS:,} other users, "
+            f"binary_rr_exact searches at most {_BINARY_MAX_CERTIFIED:,} other users, "
             f"got n_others={n_others:,}"
         )
     return n_others
@@ -484,7 +651,8 @@ def _bin_forward(eps_l: float, n: int, delta: float, k: int) -> float:
 def _bin_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
     if k != 2:
         raise BoundNotApplicable(f"binary_rr_exact covers binary randomized response, got k={k}")
-    _check_binary_size(n - 1)
+    if _check_binary_size(n - 1) > _BINARY_MAX_OTHERS:
+        return _bin_inverse_certified(eps_c, n - 1, delta)
     # The seeded search is a lower bound on the full maximum, so its inverse is an upper
     # bracket on the answer, found with cheap evaluations; usually the full maximum agrees
     # there (it sits at a ≤ 2) and one full evaluation confirms it.
@@ -508,12 +676,44 @@ def _bin_inverse(eps_c: float, n: int, delta: float, k: int) -> float:
     return _invert(full, eps_c, hi=seeded, lo=lo)
 
 
+def _bin_inverse_certified(eps_c: float, n_others: int, delta: float) -> float:
+    """Largest ε_l found whose certified bound is at most ε_c, past 2^28 other users.
+
+    The seeded search (a ≤ 4, a few full laws) is inverted at a target, and one certified
+    search checks the ε_l found; the ratio of the two is smooth in ε_l (the maximum's place
+    moves slowly, and the certified bound is within the tolerance of it), so a target
+    lowered by the ratio seen, first with a quarter of the tolerance to spare and then with
+    all of it, is met after one or two checks. The answer is always a checked ε_l (the
+    returned ε_l is proven); it is within about the tolerance of the largest one.
+    """
+    rounded = _round(delta)
+
+    def seeded(e: float) -> float:
+        return _binary_rr_seeded(_round(e), n_others, rounded, 0)
+
+    def certified(e: float) -> float:
+        return min(e, _binary_rr_certified(_round(e), n_others, rounded, 0, _BINARY_TOLERANCE)[0])
+
+    target = eps_c
+    for spare in (0.25, 1.0, 2.0, 4.0):
+        eps_l = _invert(seeded, target)
+        upper = certified(eps_l)
+        if upper <= eps_c:
+            return eps_l
+        target *= eps_c / upper / (1.0 + spare * _BINARY_TOLERANCE)
+    raise BoundNotApplicable(
+        f"binary_rr_exact found no ε_l meeting ε_c={eps_c:g} with its certified search at "
+        f"n_others={n_others:,}"
+    )
+
+
 register_bound(
     AmplificationBound(
         name="binary_rr_exact",
         families=frozenset({"krr"}),
         citation="exact hockey-stick divergence of the shuffled count (worst case over the "
-        "others' data); cf. Koskela, Heikkilä, Honkela, arXiv 2106.00477",
+        "others' data); past 2^28 other users a certified upper bound within 10^-3 above it; "
+        "cf. Koskela, Heikkilä, Honkela, arXiv 2106.00477",
         forward=_bin_forward,
         inverse=_bin_inverse,
     )
