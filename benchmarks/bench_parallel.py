@@ -11,8 +11,8 @@ figures a loaded machine does not distort as much:
 * ``cpu_bound_speedup`` = 2 · CPU(1) / CPU(2): the speedup if both cores were ours;
 * ``task_bound``: Σ task time / makespan of the 1-worker run's task times (the CSV's
   ``total_seconds`` × ``repeats``) handed to 2 workers in the order the run queues them
-  (longest estimated cost first), as the pool does: the speedup the grid's longest tasks
-  allow;
+  (longest estimated cost first, the tasks that build the same protocol as one), as the
+  pool does: the speedup the grid's longest tasks allow;
 * ``parent_cpu_1``: the CPU seconds of the command's own process in the 1-worker run
   (user + system, ``RUSAGE_SELF`` written at its exit: interpreter start, imports, setup,
   whatever it does besides waiting for its pool): the serial part;
@@ -178,12 +178,12 @@ def rows_without_wall_clock(path: Path) -> list[dict[str, str]]:
 
 
 def task_bound(path: Path, workers: int = 2) -> float:
-    """Σ task seconds / makespan of those tasks handed to ``workers`` in the order the run
-    submits them (longest estimated cost first: ``simulations.experiments.run._cost``), the
-    earliest free worker taking the next. A task's seconds are its row's ``total_seconds``
-    × ``repeats`` (its pipeline runs; the protocol's build, calibration included, is not
-    timed in the CSV)."""
-    from simulations.experiments.run import _cost
+    """Σ task seconds / makespan of the run's pool tasks handed to ``workers`` in the order
+    the run queues them (``simulations.experiments.run._batches``: longest estimated cost
+    first, the tasks that build the same protocol as one), the earliest free worker taking
+    the next. A task's seconds are its row's ``total_seconds`` × ``repeats`` (its pipeline
+    runs; the protocol's build, calibration included, is not timed in the CSV)."""
+    from simulations.experiments.run import _batches
 
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -191,16 +191,16 @@ def task_bound(path: Path, workers: int = 2) -> float:
     tasks = [
         SimpleNamespace(
             family=r["family"],
-            point={"n": float(r["n"]), "epsilon": float(r["epsilon"])},
+            method=r["method"],
+            point={k: float(r[k]) for k in ("n", "epsilon", "delta", "domain")},
             plan=plan,
         )
         for r in rows
     ]
     times = [float(r["total_seconds"] or 0.0) * int(r["repeats"] or 0) for r in rows]
-    order = sorted(range(len(rows)), key=lambda i: -_cost(tasks[i]))  # type: ignore[arg-type]
     free = [0.0] * workers  # when each worker is next free; the earliest takes the next task
-    for i in order:
-        heapq.heappush(free, heapq.heappop(free) + times[i])
+    for batch in _batches(tasks):  # type: ignore[arg-type]
+        heapq.heappush(free, heapq.heappop(free) + sum(times[i] for i in batch))
     return sum(times) / max(free) if max(free) > 0 else 1.0
 
 

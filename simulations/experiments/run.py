@@ -13,7 +13,7 @@ import math
 import statistics
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,8 +157,9 @@ def run_experiments(
         log: called with one line per skipped point or protocol.
         plan: run this grid instead of :func:`make_plan`'s (tests use a tiny one).
         workers: run the tasks on this many local processes, the longest first (by an
-            estimate of their cost), then draw the figures there, one task each (default,
-            with no ``cluster``: one after the other in this process).
+            estimate of their cost; those that build the same protocol together), then
+            draw the figures there, one task each (default, with no ``cluster``: one after
+            the other in this process).
         cluster: run the tasks on a Dask cluster (a scheduler address such as
             ``"tcp://host:8786"`` or a ``distributed.Client``) or on any
             :class:`~concurrent.futures.Executor` (:func:`esa.resolve_executor`).
@@ -212,17 +213,23 @@ def run_experiments(
         if cluster is None:
             _preload()
         with esa.resolve_executor(workers, cluster) as executor:
-            # Longest first (an estimate), so that no long task starts last while the
-            # other workers idle; the rows are still taken in the plan's order.
-            futures: dict[int, Future[Row]] = {
-                i: executor.submit(_run_task, tasks[i])
-                for i in sorted(range(len(tasks)), key=lambda i: -_cost(tasks[i]))
-            }
+            # One pool task per protocol build (_batches), the longest first (an
+            # estimate), so that no long task starts last while the other workers idle;
+            # the rows are still taken in the plan's order.
+            batches = _batches(tasks)
+            futures = [
+                executor.submit(_run_batch, tuple(tasks[i] for i in batch)) for batch in batches
+            ]
+            where = {i: (b, k) for b, batch in enumerate(batches) for k, i in enumerate(batch)}
+            done: dict[int, list[Row]] = {}
             try:
                 for i in range(len(tasks)):
-                    collect(futures[i].result())
+                    b, k = where[i]
+                    if b not in done:
+                        done[b] = futures[b].result()
+                    collect(done[b][k])
             except BaseException:
-                for future in futures.values():
+                for future in futures:
                     future.cancel()
                 raise
             write_csv(rows, csv_path)
@@ -281,6 +288,29 @@ def _cost(t: _Task) -> float:
     if t.family != "shuffle":
         return 0.0
     return t.point["n"] * t.plan.repeats / t.point["epsilon"]
+
+
+def _batches(tasks: Sequence[_Task]) -> list[list[int]]:
+    """The tasks' indices in the pool tasks of a parallel run, the costliest first.
+
+    The tasks of a shuffle protocol that build it alike (the same n, ε, δ and d: a point
+    that several sweeps share, a skew sweep) form one pool task, in the plan's order: its
+    calibration, cached in the process, is computed once, as in a serial run, instead of
+    once in every worker that gets one of them. A batch costs the sum of its tasks'
+    :func:`_cost`.
+    """
+    batches: dict[tuple[Any, ...], list[int]] = {}
+    for i, t in enumerate(tasks):
+        key: tuple[Any, ...] = (i,)
+        if t.family == "shuffle":
+            key = (t.method, *(t.point[k] for k in ("n", "epsilon", "delta", "domain")))
+        batches.setdefault(key, []).append(i)
+    return sorted(batches.values(), key=lambda batch: -sum(_cost(tasks[i]) for i in batch))
+
+
+def _run_batch(batch: tuple[_Task, ...]) -> list[Row]:
+    """The rows of :func:`_run_task` for each task of a batch, in one process."""
+    return [_run_task(t) for t in batch]
 
 
 def _plot_on(
