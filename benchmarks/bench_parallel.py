@@ -9,9 +9,18 @@ figures a loaded machine does not distort as much:
 
 * ``cpu_overhead`` = CPU(2 workers) / CPU(1 worker): the extra work of the second process;
 * ``cpu_bound_speedup`` = 2 · CPU(1) / CPU(2): the speedup if both cores were ours;
-* ``task_bound``: Σ task time / makespan of the serial run's task times (the CSV's
-  ``total_seconds``) handed out in plan order to 2 workers, as the pool does: the speedup
-  the grid's longest tasks allow, before the serial plotting and summary;
+* ``task_bound``: Σ task time / makespan of the 1-worker run's task times (the CSV's
+  ``total_seconds`` × ``repeats``) handed to 2 workers in the order the run queues them
+  (longest estimated cost first, the tasks that build the same protocol as one), as the
+  pool does: the speedup the grid's longest tasks allow;
+* ``parent_cpu_1``: the CPU seconds of the command's own process in the 1-worker run
+  (user + system, ``RUSAGE_SELF`` written at its exit: interpreter start, imports, setup,
+  whatever it does besides waiting for its pool): the serial part;
+* ``serial_fraction`` s = ``parent_cpu_1`` / CPU(1) and ``amdahl`` = 1 / (s + (1 − s)/2):
+  the wall speedup two free cores allow if the pool's part divided perfectly;
+* ``predicted`` = CPU(1) / (P₂ + (CPU(2) − P₂)/2), P₂ the 2-worker run's own CPU: the same
+  with what the second worker costs on top (each worker's imports, per-process caches)
+  counted, the load balance not;
 * ``cores``: the cores this session got just after the run (:func:`cores_available`),
   the ceiling of any wall speedup on a shared machine.
 
@@ -22,11 +31,16 @@ figures a loaded machine does not distort as much:
 --workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
 computed (n/a).
 
+A run that is 1.8× faster on 2 workers needs s ≤ 1/9 even with a perfect balance:
+the serial part (≈ 1.7 s of start-up and scipy imports for a grid, its ≈ 1.3 s plus the
+protocol's calibration for an audit) must be at most an eighth of the pool's work.
+
 Every run's CSV must equal the first run's but for the timing columns
 (``analyzer_seconds``, ``total_seconds``, ``analyzer_cpu_seconds``, ``total_cpu_seconds``),
 and every audit's JSON the first audit's but for the record of the invocation (``command``,
 ``parameters``): asserted.
 
+    python benchmarks/bench_parallel.py --category sum --modes full,audit --pairs 3
     python benchmarks/bench_parallel.py --category counting               # 2 pairs
     python benchmarks/bench_parallel.py --category counting --protocols cnt_rr,cnt_bn --pairs 3
     python benchmarks/bench_parallel.py --modes full,audit --pairs 2
@@ -47,12 +61,23 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-MAIN = "import sys; from simulations.cli import main; sys.argv[0] = 'esa'; sys.exit(main())"
+#: Written first into every command: at exit, a line "<pid> <CPU seconds>" of the process
+#: (user + system, ``RUSAGE_SELF``: its start-up included, its pool workers' not) appended
+#: to the file named by ``$BENCH_PARENT_CPU`` (:func:`run` reads the command's own line).
+PARENT_CPU = (
+    "import atexit, os, resource; "
+    "atexit.register(lambda: open(os.environ['BENCH_PARENT_CPU'], 'a').write("
+    "f'{os.getpid()} {sum(resource.getrusage(resource.RUSAGE_SELF)[:2])!r}\\n')); "
+)
+MAIN = PARENT_CPU + (
+    "import sys; from simulations.cli import main; sys.argv[0] = 'esa'; sys.exit(main())"
+)
 # The grid alone: run_experiments with the (serial) plotting replaced by a no-op, through
 # the hook the module documents for tests; argv: category out workers protocols.
-GRID = (
+GRID = PARENT_CPU + (
     "import sys; from pathlib import Path; import simulations.experiments.run as r; "
     "r.plot_category = lambda rows, plan, out: []; "
     "r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, "
@@ -67,12 +92,12 @@ WALL_CLOCK_COLUMNS = (  # the timing columns: wall and CPU seconds
     "analyzer_cpu_seconds",
     "total_cpu_seconds",
 )
-#: The measured audit of ``--modes audit``: 6 scenarios × 2 hypotheses × 400 trials of a
-#: 200-user, 2-shuffler pipeline (96 tasks of 50 trials).
+#: The measured audit of ``--modes audit``: 6 scenarios × 2 hypotheses × 1000 trials (the
+#: command's default) of a 200-user, 2-shuffler pipeline (240 tasks of 50 trials).
 AUDIT = [
     "audit", "--protocol", "cnt_rr", "--n", "200", "--epsilon", "1", "--delta", "1e-6",
     "--shufflers", "2", "--fake-reports", "4", "--colluding-users", "10",
-    "--colluding-shufflers", "1", "--measure", "--trials", "400", "--seed", "1", "--json",
+    "--colluding-shufflers", "1", "--measure", "--seed", "1", "--json",
 ]  # fmt: skip
 
 
@@ -93,17 +118,34 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         if protocols:
             cmd += ["--protocols", protocols]
     load = os.getloadavg()[0]
+    parent_file = out.with_name(out.name + ".parent_cpu")
+    env = {**os.environ, "BENCH_PARENT_CPU": str(parent_file)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
+    _, stderr = proc.communicate()
     wall = time.perf_counter() - t
     if stdout is not subprocess.DEVNULL:
         stdout.close()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"mode": mode, "workers": workers, "wall": wall, "cpu": cpu, "load_at_start": load}
+    lines = [line.split() for line in parent_file.read_text().splitlines()]
+    (parent,) = [float(cpu) for pid, cpu in lines if int(pid) == proc.pid]
+    return {
+        "mode": mode,
+        "workers": workers,
+        "wall": wall,
+        "cpu": cpu,
+        "parent_cpu": parent,
+        "load_at_start": load,
+    }
+
+
+def amdahl(serial_fraction: float, workers: int = 2) -> float:
+    """Amdahl's speedup on ``workers`` of a job whose ``serial_fraction`` cannot be shared."""
+    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / workers)
 
 
 def _burn(seconds: float) -> float:
@@ -136,12 +178,29 @@ def rows_without_wall_clock(path: Path) -> list[dict[str, str]]:
 
 
 def task_bound(path: Path, workers: int = 2) -> float:
-    """Σ task seconds / makespan of those tasks given in CSV (= plan) order to ``workers``."""
+    """Σ task seconds / makespan of the run's pool tasks handed to ``workers`` in the order
+    the run queues them (``simulations.experiments.run._batches``: longest estimated cost
+    first, the tasks that build the same protocol as one), the earliest free worker taking
+    the next. A task's seconds are its row's ``total_seconds`` × ``repeats`` (its pipeline
+    runs; the protocol's build, calibration included, is not timed in the CSV)."""
+    from simulations.experiments.run import _batches
+
     with path.open(newline="") as f:
-        times = [float(r["total_seconds"] or 0.0) for r in csv.DictReader(f)]
+        rows = list(csv.DictReader(f))
+    plan = SimpleNamespace(repeats=max(int(r["repeats"] or 0) for r in rows))
+    tasks = [
+        SimpleNamespace(
+            family=r["family"],
+            method=r["method"],
+            point={k: float(r[k]) for k in ("n", "epsilon", "delta", "domain")},
+            plan=plan,
+        )
+        for r in rows
+    ]
+    times = [float(r["total_seconds"] or 0.0) * int(r["repeats"] or 0) for r in rows]
     free = [0.0] * workers  # when each worker is next free; the earliest takes the next task
-    for t in times:
-        heapq.heappush(free, heapq.heappop(free) + t)
+    for batch in _batches(tasks):  # type: ignore[arg-type]
+        heapq.heappush(free, heapq.heappop(free) + sum(times[i] for i in batch))
     return sum(times) / max(free) if max(free) > 0 else 1.0
 
 
@@ -204,12 +263,28 @@ def main() -> None:
                 "cpu_overhead": two["cpu"] / one["cpu"],
                 "cpu_bound_speedup": 2.0 * one["cpu"] / two["cpu"],
                 "task_bound": one["task_bound"],
+                "parent_cpu_1": one["parent_cpu"],
+                "parent_cpu_2": two["parent_cpu"],
+                "serial_fraction": one["parent_cpu"] / one["cpu"],
+                "amdahl": amdahl(one["parent_cpu"] / one["cpu"]),
+                "predicted": one["cpu"]
+                / (two["parent_cpu"] + (two["cpu"] - two["parent_cpu"]) / 2.0),
                 "cores_available": statistics.mean(
                     (one["cores_available"], two["cores_available"])
                 ),
             }
         )
-    keys = ("speedup", "cpu_overhead", "cpu_bound_speedup", "task_bound", "cores_available")
+    keys = (
+        "speedup",
+        "cpu_overhead",
+        "cpu_bound_speedup",
+        "task_bound",
+        "parent_cpu_1",
+        "serial_fraction",
+        "amdahl",
+        "predicted",
+        "cores_available",
+    )
     result = {
         "category": args.category,
         "protocols": args.protocols,
@@ -229,12 +304,17 @@ def main() -> None:
         return
     print(f"{args.category} --quick, {n_rows} rows; CSVs identical but {WALL_CLOCK_COLUMNS}")
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}")
-    print("mode  wall1   wall2  speedup   cpu1    cpu2  cpu2/cpu1  2*cpu1/cpu2  task bound  cores")
+    print(
+        "mode  wall1   wall2  speedup   cpu1    cpu2  cpu2/cpu1  2*cpu1/cpu2  task bound  "
+        "serial1  s      Amdahl  predicted  cores"
+    )
     for p in pairs:
         print(
             f"{p['mode']:>4} {p['wall_1']:6.1f}  {p['wall_2']:6.1f}  {p['speedup']:6.2f}x "
             f"{p['cpu_1']:6.1f}  {p['cpu_2']:6.1f}  {p['cpu_overhead']:8.2f}  "
             f"{p['cpu_bound_speedup']:10.2f}x  {p['task_bound']:9.2f}x  "
+            f"{p['parent_cpu_1']:6.2f}  {p['serial_fraction']:5.3f}  {p['amdahl']:5.2f}x  "
+            f"{p['predicted']:8.2f}x  "
             f"{p['cores_available']:5.2f}"
         )
     for mode in modes:
@@ -242,6 +322,8 @@ def main() -> None:
         print(
             f"median {mode:>4}        {m['speedup']:6.2f}x                 "
             f"{m['cpu_overhead']:8.2f}  {m['cpu_bound_speedup']:10.2f}x  {m['task_bound']:9.2f}x  "
+            f"{m['parent_cpu_1']:6.2f}  {m['serial_fraction']:5.3f}  {m['amdahl']:5.2f}x  "
+            f"{m['predicted']:8.2f}x  "
             f"{m['cores_available']:5.2f}"
         )
 

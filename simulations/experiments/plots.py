@@ -10,7 +10,7 @@ from typing import Any
 
 from .plan import ExperimentPlan, Row, analyzer_time, default_rows, ok_rows, runs_text
 
-__all__ = ["plot_category"]
+__all__ = ["draw_figure", "figure_name", "figures", "plot_category"]
 
 _SWEEP_LABEL = {
     "epsilon": "ε_c",
@@ -101,72 +101,123 @@ def plot_category(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path) -> l
     Returns:
         The PNGs' paths, the sweeps' in the plan's order, then the overview.
     """
+    paths = []
+    for figure in figures(plan):
+        path = out_dir / figure_name(plan, figure)
+        path.write_bytes(draw_figure(rows, plan, figure))
+        paths.append(path)
+    return paths
+
+
+def figures(plan: ExperimentPlan) -> list[str]:
+    """The figures of a run of ``plan``: its sweeps in order, then ``"overview"``.
+
+    Args:
+        plan: the grid.
+
+    Returns:
+        The figure names :func:`draw_figure` takes.
+    """
+    return [*plan.sweeps, "overview"]
+
+
+def figure_name(plan: ExperimentPlan, figure: str) -> str:
+    """The PNG file name of one of :func:`figures` (``<category>_<figure>.png``).
+
+    Args:
+        plan: the grid.
+        figure: a sweep, or ``"overview"``.
+
+    Returns:
+        The file name.
+    """
+    return f"{plan.category}_{figure}.png"
+
+
+def draw_figure(rows: Sequence[Row], plan: ExperimentPlan, figure: str) -> bytes:
+    """One figure of :func:`plot_category` as PNG bytes: a task that runs anywhere alike
+    (this process or a pool worker), each figure independent of the others.
+
+    Args:
+        rows: the run's rows (all of them: the styles, the timing column and the error
+            bars' caption are the run's, not the sweep's).
+        plan: the grid the rows are of.
+        figure: a sweep of ``plan``, or ``"overview"``.
+
+    Returns:
+        The PNG file's bytes.
+    """
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    fig = _overview(rows, plan, plt) if figure == "overview" else _sweep(rows, plan, figure, plt)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _sweep(rows: Sequence[Row], plan: ExperimentPlan, sweep: str, plt: Any) -> Any:
+    """The figure of one sweep: RMSE, analyzer time and messages per user against it."""
     import matplotlib.ticker
 
-    paths: list[Path] = []
     methods = list(dict.fromkeys(r.method for r in rows))
     styles = _styles(rows, methods)
     unit = _RMSE_UNIT.get(plan.category, "")
     time_column, time_title, time_label = _timing(rows)
     rmse_title = _rmse_title(rows, unit, plan)
-    for sweep in plan.sweeps:
-        fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
-        floor = _floor(rows, sweep)
-        for method in methods:
-            mine = [r for r in rows if r.sweep == sweep and r.method == method]
-            pts = sorted((r for r in mine if r.status == "ok"), key=lambda r: r.value)
-            if pts:
-                xs = [r.value for r in pts]
-                rmse = [r.rmse for r in pts]
-                err = [se if math.isfinite(se := _se(r)) else 0.0 for r in pts]
-                axes[0].errorbar(xs, rmse, yerr=err, capsize=3, label=method, **styles[method])
-                axes[1].plot(xs, [getattr(r, time_column) for r in pts], **styles[method])
-                axes[2].plot(xs, [r.messages_per_user for r in pts], **styles[method])
-                weak = [r for r in pts if _weaker(r)]
-                if weak:
-                    axes[0].plot([r.value for r in weak], [r.rmse for r in weak], **_WEAKER_MARK)
-            skipped = [r.value for r in mine if r.status != "ok"]
-            if skipped and floor is not None:
-                axes[0].plot(
-                    skipped,
-                    [floor] * len(skipped),
-                    linestyle="none",
-                    marker="v",
-                    markersize=7,
-                    color=styles[method]["color"],
-                    # named here when no line of it names it in the legend
-                    label=None if pts else f"{method} (refused throughout)",
-                )
-        xlabel = _skew_label(plan.category) if sweep == "skew" else _SWEEP_LABEL[sweep]
-        titles = (rmse_title, time_title, "messages per user")
-        ylabels = (f"RMSE ({unit})", time_label, "messages per user")
-        for ax, title, ylabel in zip(axes, titles, ylabels, strict=True):
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-            ax.set_title(title, fontsize=9)
-            if sweep in ("n", "domain"):
-                ax.set_xscale("log")
-                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-                ax.set_xticks(list(plan.sweeps[sweep]))
-                ax.set_xticklabels([f"{v:g}" for v in plan.sweeps[sweep]])
-            ax.grid(True, alpha=0.3)
-            ax.set_yscale("log")
-        handles, labels = axes[0].get_legend_handles_labels()
-        handles += _marker_handles()
-        labels += [_SKIPPED_LABEL, _WEAKER_LABEL]
-        fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8, frameon=False)
-        fig.suptitle(f"{plan.category}: varying {xlabel} ({_fixed(plan, sweep)})", fontsize=10)
-        fig.tight_layout(rect=(0, 0.16, 1, 1))
-        path = out_dir / f"{plan.category}_{sweep}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
-    paths.append(_plot_overview(rows, plan, out_dir, plt))
-    return paths
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
+    floor = _floor(rows, sweep)
+    for method in methods:
+        mine = [r for r in rows if r.sweep == sweep and r.method == method]
+        pts = sorted((r for r in mine if r.status == "ok"), key=lambda r: r.value)
+        if pts:
+            xs = [r.value for r in pts]
+            rmse = [r.rmse for r in pts]
+            err = [se if math.isfinite(se := _se(r)) else 0.0 for r in pts]
+            axes[0].errorbar(xs, rmse, yerr=err, capsize=3, label=method, **styles[method])
+            axes[1].plot(xs, [getattr(r, time_column) for r in pts], **styles[method])
+            axes[2].plot(xs, [r.messages_per_user for r in pts], **styles[method])
+            weak = [r for r in pts if _weaker(r)]
+            if weak:
+                axes[0].plot([r.value for r in weak], [r.rmse for r in weak], **_WEAKER_MARK)
+        skipped = [r.value for r in mine if r.status != "ok"]
+        if skipped and floor is not None:
+            axes[0].plot(
+                skipped,
+                [floor] * len(skipped),
+                linestyle="none",
+                marker="v",
+                markersize=7,
+                color=styles[method]["color"],
+                # named here when no line of it names it in the legend
+                label=None if pts else f"{method} (refused throughout)",
+            )
+    xlabel = _skew_label(plan.category) if sweep == "skew" else _SWEEP_LABEL[sweep]
+    titles = (rmse_title, time_title, "messages per user")
+    ylabels = (f"RMSE ({unit})", time_label, "messages per user")
+    for ax, title, ylabel in zip(axes, titles, ylabels, strict=True):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        if sweep in ("n", "domain"):
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_xticks(list(plan.sweeps[sweep]))
+            ax.set_xticklabels([f"{v:g}" for v in plan.sweeps[sweep]])
+        ax.grid(True, alpha=0.3)
+        ax.set_yscale("log")
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += _marker_handles()
+    labels += [_SKIPPED_LABEL, _WEAKER_LABEL]
+    fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8, frameon=False)
+    fig.suptitle(f"{plan.category}: varying {xlabel} ({_fixed(plan, sweep)})", fontsize=10)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    return fig
 
 
 # Matplotlib's default cycle without its gray, which marks the LDP baselines.
@@ -202,7 +253,7 @@ def _fixed(plan: ExperimentPlan, sweep: str) -> str:
 _SHORT = {"epsilon": "ε_c", "n": "n=", "domain": "d=", "skew": "skew"}
 
 
-def _plot_overview(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path, plt: Any) -> Path:
+def _overview(rows: Sequence[Row], plan: ExperimentPlan, plt: Any) -> Any:
     """Bars per method at the default point: RMSE (with its error bar), analyzer time and
     messages per user, each labelled with its value; a refused method keeps its slot, marked
     so; a method that proves a larger ε_c than requested is hatched red and says its ε_c."""
@@ -266,7 +317,4 @@ def _plot_overview(rows: Sequence[Row], plan: ExperimentPlan, out_dir: Path, plt
     )  # fmt: skip
     fig.suptitle(f"{plan.category} at the default point ({_fixed(plan, '')})", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    path = out_dir / f"{plan.category}_overview.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return fig

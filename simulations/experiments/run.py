@@ -24,6 +24,7 @@ import numpy.typing as npt
 import esa
 from protocols import KRR, OLH, Harmony, ParameterError, build_protocol, laplace
 
+from . import plots as _plots
 from .csv import ExperimentsCSVError, check_grid, csv_repeats, read_csv, write_csv
 from .plan import (
     ExperimentPlan,
@@ -37,7 +38,7 @@ from .plan import (
     point_seed,
     point_spec,
 )
-from .plots import plot_category
+from .plots import draw_figure, figure_name, figures, plot_category
 from .summary import write_summary
 
 __all__ = ["generate", "rebuild_experiments", "run_experiments"]
@@ -155,8 +156,10 @@ def run_experiments(
         progress: a rich Progress (or stand-in) from :func:`simulations._common.progress`.
         log: called with one line per skipped point or protocol.
         plan: run this grid instead of :func:`make_plan`'s (tests use a tiny one).
-        workers: run the tasks on this many local processes (default, with no
-            ``cluster``: one after the other in this process).
+        workers: run the tasks on this many local processes, the longest first (by an
+            estimate of their cost; those that build the same protocol together), then
+            draw the figures there, one task each (default, with no ``cluster``: one after
+            the other in this process).
         cluster: run the tasks on a Dask cluster (a scheduler address such as
             ``"tcp://host:8786"`` or a ``distributed.Client``) or on any
             :class:`~concurrent.futures.Executor` (:func:`esa.resolve_executor`).
@@ -200,24 +203,42 @@ def run_experiments(
         if progress is not None:
             progress.advance(task)
 
+    csv_path = out_dir / f"{category}.csv"
     if workers is None and cluster is None:  # in this process, one task after the other
         for t in tasks:
             collect(_run_task(t))
+        write_csv(rows, csv_path)
+        plots = plot_category(rows, plan, out_dir)
     else:
         if cluster is None:
             _preload()
         with esa.resolve_executor(workers, cluster) as executor:
-            futures = [executor.submit(_run_task, t) for t in tasks]
+            # One pool task per protocol build (_batches), the longest first (an
+            # estimate), so that no long task starts last while the other workers idle;
+            # the rows are still taken in the plan's order.
+            batches = _batches(tasks)
+            futures = [
+                executor.submit(_run_batch, tuple(tasks[i] for i in batch)) for batch in batches
+            ]
+            where = {i: (b, k) for b, batch in enumerate(batches) for k, i in enumerate(batch)}
+            done: dict[int, list[Row]] = {}
             try:
-                for future in futures:  # the plan's order, whichever finishes first
-                    collect(future.result())
+                for i in range(len(tasks)):
+                    b, k = where[i]
+                    if b not in done:
+                        done[b] = futures[b].result()
+                    collect(done[b][k])
             except BaseException:
                 for future in futures:
                     future.cancel()
                 raise
-    csv_path = out_dir / f"{category}.csv"
-    write_csv(rows, csv_path)
-    plots = plot_category(rows, plan, out_dir)
+            write_csv(rows, csv_path)
+            # The figures are tasks too (a local pool only: a cluster's workers need not
+            # have matplotlib, nor this machine's disk); a replaced plot_category runs here.
+            if cluster is None and plot_category is _plots.plot_category:
+                plots = _plot_on(executor, rows, plan, out_dir)
+            else:
+                plots = plot_category(rows, plan, out_dir)
     seconds = time.perf_counter() - t_start
     result = ExperimentResult(
         plan=plan,
@@ -257,6 +278,52 @@ def _preload() -> None:
     importlib.import_module("scipy.stats")
     importlib.import_module("scipy.optimize")
     importlib.import_module("scipy.signal")
+
+
+def _cost(t: _Task) -> float:
+    """A task's expected cost, to order the pool's queue (longest first): n × repeats / ε
+    for a shuffle protocol (its messages, and the noise it adds, grow as ε shrinks), 0 for
+    a baseline (one vectorized randomizer call). Only the order depends on it, never a row.
+    """
+    if t.family != "shuffle":
+        return 0.0
+    return t.point["n"] * t.plan.repeats / t.point["epsilon"]
+
+
+def _batches(tasks: Sequence[_Task]) -> list[list[int]]:
+    """The tasks' indices in the pool tasks of a parallel run, the costliest first.
+
+    The tasks of a shuffle protocol that build it alike (the same n, ε, δ and d: a point
+    that several sweeps share, a skew sweep) form one pool task, in the plan's order: its
+    calibration, cached in the process, is computed once, as in a serial run, instead of
+    once in every worker that gets one of them. A batch costs the sum of its tasks'
+    :func:`_cost`.
+    """
+    batches: dict[tuple[Any, ...], list[int]] = {}
+    for i, t in enumerate(tasks):
+        key: tuple[Any, ...] = (i,)
+        if t.family == "shuffle":
+            key = (t.method, *(t.point[k] for k in ("n", "epsilon", "delta", "domain")))
+        batches.setdefault(key, []).append(i)
+    return sorted(batches.values(), key=lambda batch: -sum(_cost(tasks[i]) for i in batch))
+
+
+def _run_batch(batch: tuple[_Task, ...]) -> list[Row]:
+    """The rows of :func:`_run_task` for each task of a batch, in one process."""
+    return [_run_task(t) for t in batch]
+
+
+def _plot_on(
+    executor: Executor, rows: list[Row], plan: ExperimentPlan, out_dir: Path
+) -> list[Path]:
+    """:func:`plot_category`'s figures drawn as tasks on ``executor`` and written here."""
+    futures = [(f, executor.submit(draw_figure, rows, plan, f)) for f in figures(plan)]
+    paths = []
+    for figure, future in futures:
+        path = out_dir / figure_name(plan, figure)
+        path.write_bytes(future.result())
+        paths.append(path)
+    return paths
 
 
 def _run_task(t: _Task) -> Row:
