@@ -364,7 +364,9 @@ class Shuffler:
             return self.codec.concat([self.codec.take(opened.forward, np.arange(0))]), counters
         # One chunk of the permuted output at a time: no joined copy of the parts.
         total = sum(self.codec.count(p) for p in parts)
-        out = self.codec.permute(parts, crypto.secure_permutation(total))
+        # Half a word per report where it fits: 0.4 GB instead of 0.8 at 10^8 reports.
+        order = crypto.secure_permutation(total, dtype=np.uint32 if total <= 2**32 else np.int64)
+        out = self.codec.permute(parts, order)
         counters.forwarded = self.codec.count(out)
         return out, counters
 

@@ -167,7 +167,7 @@ class RecordWriter:
 
 def gather(
     parts: Sequence[npt.NDArray[np.uint8]],
-    index: npt.NDArray[np.int64],
+    index: npt.NDArray[np.integer[Any]],
     *,
     budget: int = DEFAULT_MEMORY_BUDGET,
     directory: str | Path | None = None,
