@@ -33,6 +33,8 @@ DEFAULT_MEMORY_BUDGET = 64 * 2**20
 CHUNK_ROWS = 16384
 #: Bytes of a spilled batch that :func:`gather` reads at random at a time (then drops).
 WINDOW_BYTES = 64 * 2**20
+#: Bytes of output :func:`gather` builds per pass over a spilled batch's windows.
+BLOCK_BYTES = 16 * 2**20
 
 
 def chunks(rows: int, size: int = CHUNK_ROWS) -> Iterator[slice]:
@@ -206,7 +208,7 @@ def gather(
     if not spilled or total <= window:
         window, block = max(total, 1), CHUNK_ROWS
     else:
-        block = max(CHUNK_ROWS, WINDOW_BYTES // max(width, 1))  # output rows per block
+        block = max(CHUNK_ROWS, BLOCK_BYTES // max(width, 1))  # output rows per block
     windows = -(-max(total, 1) // window)
     for s in chunks(int(index.shape[0]), block):
         want = np.asarray(index[s], dtype=np.int64)
