@@ -11,6 +11,7 @@ The project keeps two kinds of randomness apart (docs/design.md, "Randomness"):
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,33 +22,39 @@ from ._errors import CryptoParameterError
 __all__ = ["csprng_generator", "secure_permutation", "secure_uniform_ints"]
 
 
-def secure_permutation(n: int) -> npt.NDArray[np.int64]:
+def secure_permutation(n: int, *, dtype: npt.DTypeLike = np.int64) -> npt.NDArray[Any]:
     """A uniformly random permutation of ``range(n)`` keyed by ``os.urandom``.
 
-    Sorts n random 64-bit keys. Conditioned on the keys being distinct, the sorting order is
-    exactly uniform; keys collide with probability < n²/2^65 (≈ 3·10^-8 at n = 10^6), and
-    then every key is redrawn, so no tie-breaking rule can bias the result.
+    A Fisher–Yates shuffle (numpy's ``Generator.shuffle``, whose every swap index is drawn
+    by rejection sampling, so exactly uniform given uniform bits) driven by a ChaCha20
+    stream keyed with 256 fresh bits from ``os.urandom`` (:func:`csprng_generator`): the
+    permutation is as unpredictable as the key. It is built in place in an array of
+    ``dtype``: at 10^8 items a ``uint32`` permutation is 0.4 GB and nothing else (sorting
+    10^8 random 64-bit keys would hold 1.6 GB and take about six times the CPU).
 
     Args:
         n: The length, an integer >= 0.
+        dtype: An integer dtype that holds n − 1 (e.g. ``np.uint32`` for n <= 2^32).
 
     Returns:
-        An ``int64`` array holding each of 0..n−1 once.
+        A ``dtype`` array (``int64`` by default) holding each of 0..n−1 once.
 
     Raises:
-        CryptoParameterError: ``n`` is not an integer >= 0.
+        CryptoParameterError: ``n`` is not an integer >= 0, or ``dtype`` is not an integer
+            dtype that holds n − 1.
     """
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise CryptoParameterError(f"n must be an integer >= 0, got {n!r}")
     n = int(n)
-    while True:
-        # Two arrays of n words at the peak (10^8 reports: 1.6 GB): the keys are sorted in
-        # place after their order is taken, and the tie check reads them sorted.
-        keys = np.frombuffer(bytearray(os.urandom(8 * n)), dtype=np.uint64)
-        order = np.argsort(keys)
-        keys.sort()
-        if n < 2 or not np.any(keys[1:] == keys[:-1]):
-            return order.astype(np.int64, copy=False)
+    try:
+        kind = np.dtype(dtype)
+    except TypeError:
+        raise CryptoParameterError(f"dtype must be an integer dtype, got {dtype!r}") from None
+    if kind.kind not in "iu" or (n > 1 and np.iinfo(kind).max < n - 1):
+        raise CryptoParameterError(f"dtype must be an integer dtype that holds {n - 1}, got {kind}")
+    out = np.arange(n, dtype=kind)
+    csprng_generator().shuffle(out)
+    return out
 
 
 def secure_uniform_ints(modulus: int, size: int | tuple[int, ...]) -> npt.NDArray[np.int64]:

@@ -138,12 +138,13 @@ class HopCodec(abc.ABC):
             width, budget=self.memory_budget, directory=self.spill_dir, expected_rows=expected_rows
         )
 
-    def permute(self, parts: Sequence[Reports], order: npt.NDArray[np.int64]) -> Reports:
+    def permute(self, parts: Sequence[Reports], order: npt.NDArray[np.integer[Any]]) -> Reports:
         """Rows ``order`` of the parts joined end to end, chunk by chunk (no joined copy).
 
         Args:
             parts: batches of this codec's records, of one width.
-            order: positions in the joined batch (a permutation of them, for a shuffler).
+            order: positions in the joined batch (a permutation of them, for a shuffler), of
+                any integer dtype (a shuffler's is ``uint32`` when the batch fits).
 
         Returns:
             The records, in the order of ``order``.
@@ -602,22 +603,27 @@ class IdealCodec(HopCodec):
         invalid += bad
         sel = np.flatnonzero(ok) if bad else None  # rows to forward (None: all of them)
         del ok
-        ids = self._ids(rows, sel)
-        ordered = np.sort(ids)
-        replayed = 0
+        # The replay keys are the ids, sorted in place: an honest batch never needs them in
+        # arrival order beside a sorted copy (a word per report, 0.8 GB at 10^8). Only a
+        # batch with a replay reads them again, in order, to drop it.
+        ordered = self._ids(rows, sel)
+        keep = None
         if seen is not None:
             assert isinstance(seen, _SortedKeyCache)
-            twins = bool(np.any(ordered[1:] == ordered[:-1]))
-            keep = first_occurrences(ids) if twins else None
             if len(seen):
-                fresh = ~seen.seen(ids)
-                keep = fresh if keep is None else keep & fresh
+                keep = ~seen.seen(ordered)
+        ordered.sort()
+        replayed = 0
+        if seen is not None:
+            if ordered.size > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+                first = first_occurrences(self._ids(rows, sel))
+                keep = first if keep is None else keep & first
             if keep is not None and not keep.all():
                 replayed = int((~keep).sum())
                 sel = np.flatnonzero(keep) if sel is None else sel[keep]
-                ids = ids[keep]
-                ordered = np.sort(ids)
-        del ids
+                ordered = self._ids(rows, sel)
+                ordered.sort()
+            del keep
         count = rows.shape[0] if sel is None else int(sel.size)
         out = self.writer(self.row_size, expected_rows=count)
         crowds = _Crowds()

@@ -439,7 +439,7 @@ def _result(
         config=config,
         n=int(x.shape[0]),
         estimate=out.estimate,
-        truth=protocol.truth(x),
+        truth=protocol.truth(widened(x)),
         hops=hops,
         analyzer_messages=out.messages,
         seconds=seconds,
@@ -715,7 +715,7 @@ def encode_users(
     seeds = rng.bit_generator.seed_seq.spawn(len(spans))  # type: ignore[attr-defined]
     writers: list[Any] = []
     jobs = (
-        (protocol, codec, routes, x[s], seed, epoch, crowd_id)
+        (protocol, codec, routes, widened(x[s]), seed, epoch, crowd_id)
         for s, seed in zip(spans, seeds, strict=True)
     )
     if executor is None:
@@ -728,6 +728,14 @@ def encode_users(
             writer.append(part)
         crypto.announce_progress(sum(p.shape[0] for p in parts))
     return [w.finish() for w in writers]
+
+
+def widened(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Integer values narrower than ``int64`` (a run's users' values kept compact,
+    :func:`esa._data.compact_values`) as ``int64``: what protocols are handed, chunk by chunk."""
+    if values.dtype.kind in "iu" and values.dtype.itemsize < 8:
+        return values.astype(np.int64)
+    return values
 
 
 def _ignore(k: int) -> None:
@@ -758,7 +766,7 @@ def _run_tally(
     clock = _Stopwatch(on_stage)
 
     with clock.stage("encode", "encode"):
-        tally: MessageTally = protocol.tally_users(x, rng=stats_rng)
+        tally: MessageTally = protocol.tally_users(widened(x), rng=stats_rng)
     sent = [tally.messages]
     hops: list[HopCounters] = []
     for i in range(m):

@@ -364,7 +364,9 @@ class Shuffler:
             return self.codec.concat([self.codec.take(opened.forward, np.arange(0))]), counters
         # One chunk of the permuted output at a time: no joined copy of the parts.
         total = sum(self.codec.count(p) for p in parts)
-        out = self.codec.permute(parts, crypto.secure_permutation(total))
+        # Half a word per report where it fits: 0.4 GB instead of 0.8 at 10^8 reports.
+        order = crypto.secure_permutation(total, dtype=np.uint32 if total <= 2**32 else np.int64)
+        out = self.codec.permute(parts, order)
         counters.forwarded = self.codec.count(out)
         return out, counters
 
@@ -520,16 +522,25 @@ class Analyzer:
         del opened  # its replay keys: a word per report
         padded, malformed = self.codec.payload_rows(forward)
         # A chunk at a time: unpadding and decoding 10^8 payloads at once would hold
-        # several copies of them.
-        parts = []
+        # several copies of them. The valid messages go straight into one array (joining
+        # the chunks' would hold them twice, a word per report each at 10^8).
+        messages: npt.NDArray[Any] | None = None
+        filled = 0
         for s in chunks(padded.shape[0], DECODE_ROWS) if padded.shape[0] else [slice(0, 0)]:
             payloads, ok = crypto.unpad_rows(padded[s], self.protocol.message_size)
             decoded, valid = self.protocol.decode(np.ascontiguousarray(payloads))
             valid = valid & ok
             malformed += int((~valid).sum())
-            parts.append(decoded[valid])
+            kept = decoded[valid]
+            if messages is None:
+                messages = np.empty((padded.shape[0], *kept.shape[1:]), dtype=kept.dtype)
+            elif kept.dtype != messages.dtype:  # as joining them would: the wider dtype
+                messages = messages.astype(np.result_type(messages, kept))
+            messages[filled : filled + kept.shape[0]] = kept
+            filled += kept.shape[0]
             release(padded)
-        messages = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        assert messages is not None
+        messages = messages[:filled]
         counters.invalid += malformed
         counters.forwarded = int(messages.shape[0])  # messages that reached the estimator
         estimate = self.protocol.estimate(messages, n=n_users, n_fakes=n_fakes)

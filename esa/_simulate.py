@@ -31,6 +31,7 @@ from ._data import (
     OutOfRange,
     PreparedData,
     as_column,
+    compact_values,
     prepare_values,
     read_column,
     synthetic_values,
@@ -356,6 +357,8 @@ def simulate(
         out_of_range=out_of_range,
         distribution=distribution,
     )
+    if prepared is None:  # synthetic users, ours alone: a byte each, not a word
+        values = compact_values(built, values)
     where = contextlib.nullcontext(None) if cluster is None else resolve_executor(workers, cluster)
     with where as executor:
         result = run_pipeline(

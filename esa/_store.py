@@ -31,6 +31,10 @@ __all__ = ["DEFAULT_MEMORY_BUDGET", "RecordWriter", "chunks", "gather", "release
 DEFAULT_MEMORY_BUDGET = 64 * 2**20
 #: Rows a hop handles at a time: a few MB of reports, ~1 s of X25519 on one core.
 CHUNK_ROWS = 16384
+#: Bytes of a spilled batch that :func:`gather` reads at random at a time (then drops).
+WINDOW_BYTES = 64 * 2**20
+#: Bytes of output :func:`gather` builds per pass over a spilled batch's windows.
+BLOCK_BYTES = 16 * 2**20
 
 
 def chunks(rows: int, size: int = CHUNK_ROWS) -> Iterator[slice]:
@@ -167,7 +171,7 @@ class RecordWriter:
 
 def gather(
     parts: Sequence[npt.NDArray[np.uint8]],
-    index: npt.NDArray[np.int64],
+    index: npt.NDArray[np.integer[Any]],
     *,
     budget: int = DEFAULT_MEMORY_BUDGET,
     directory: str | Path | None = None,
@@ -176,6 +180,13 @@ def gather(
 
     How a shuffler permutes a batch it holds as pieces (the peeled reports and its fakes):
     one chunk of the output at a time, into a :class:`RecordWriter`.
+
+    A spilled part is read one window of :data:`WINDOW_BYTES` at a time: a chunk of rows
+    drawn at random from a whole file would map nearly all of it (the kernel maps the pages
+    around each fault, and a file's page cache comes in large folios), so the output is
+    built in larger blocks whose rows are read window by window, each window's pages
+    dropped (:func:`release`) before the next: the file's resident pages stay about one
+    window, whatever its size.
 
     Args:
         parts: ``(k_i, width)`` batches of one width.
@@ -188,18 +199,49 @@ def gather(
     """
     width = parts[0].shape[1]
     starts = np.cumsum([0] + [p.shape[0] for p in parts])
+    total = int(starts[-1])
     writer = RecordWriter(
         width, budget=budget, directory=directory, expected_rows=int(index.shape[0])
     )
-    for s in chunks(int(index.shape[0])):
-        want = index[s]
+    spilled = any(_mapping(p) is not None for p in parts)
+    window = max(1, WINDOW_BYTES // max(width, 1))  # input rows per window
+    if not spilled or total <= window:
+        window, block = max(total, 1), CHUNK_ROWS
+    else:
+        block = max(CHUNK_ROWS, BLOCK_BYTES // max(width, 1))  # output rows per block
+    windows = -(-max(total, 1) // window)
+    for s in chunks(int(index.shape[0]), block):
+        want = np.asarray(index[s], dtype=np.int64)
         out = np.empty((want.shape[0], width), dtype=np.uint8)
-        which = np.searchsorted(starts, want, side="right") - 1
-        for i, part in enumerate(parts):
-            sel = which == i
-            if sel.any():
-                out[sel] = part[want[sel] - starts[i]]
+        if windows == 1:
+            _copy_rows(parts, starts, want, out, np.arange(want.shape[0]))
+        else:
+            # The block's rows grouped by input window (a stable sort of small integers
+            # is numpy's radix sort).
+            which = (want // window).astype(np.uint16 if windows <= 2**16 else np.uint32)
+            order = np.argsort(which, kind="stable")
+            bounds = np.searchsorted(which[order], np.arange(windows + 1))
+            del which
+            for w in range(windows):
+                _copy_rows(parts, starts, want, out, order[bounds[w] : bounds[w + 1]])
         writer.append(out)
-        for part in parts:
-            release(part)
     return writer.finish()
+
+
+def _copy_rows(
+    parts: Sequence[npt.NDArray[np.uint8]],
+    starts: npt.NDArray[np.int64],
+    want: npt.NDArray[np.int64],
+    out: npt.NDArray[np.uint8],
+    rows: npt.NDArray[np.intp],
+) -> None:
+    """``out[rows] = joined parts[want[rows]]``, then drop the pages the reads touched."""
+    if not rows.size:
+        return
+    src = want[rows]
+    which = np.searchsorted(starts, src, side="right") - 1
+    for i, part in enumerate(parts):
+        sel = which == i
+        if sel.any():
+            out[rows[sel]] = part[src[sel] - starts[i]]
+            release(part)

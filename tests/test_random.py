@@ -29,6 +29,23 @@ def test_secure_permutation_is_a_permutation(n: int) -> None:
     assert np.array_equal(np.sort(perm), np.arange(n))
 
 
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.uint16, np.uint8])
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 256])
+def test_secure_permutation_in_a_narrower_dtype(n: int, dtype: type[np.integer]) -> None:
+    """The permutation is built in the dtype asked for (a word per item saved at 10^8)."""
+    perm = secure_permutation(n, dtype=dtype)
+    assert perm.dtype == dtype
+    assert np.array_equal(np.sort(perm), np.arange(n))
+
+
+@pytest.mark.parametrize(("n", "dtype"), [(257, np.uint8), (2**16 + 2, np.uint16), (5, np.float64)])
+def test_secure_permutation_refuses_a_dtype_too_narrow_or_not_integer(
+    n: int, dtype: type[np.generic]
+) -> None:
+    with pytest.raises(CryptoParameterError, match="dtype"):
+        secure_permutation(n, dtype=dtype)
+
+
 def test_secure_permutation_differs_between_calls() -> None:
     # two equal permutations of 64 items: probability 1/64!, i.e. never
     assert not np.array_equal(secure_permutation(64), secure_permutation(64))
@@ -69,8 +86,12 @@ def _naive_swap_law(n: int) -> np.ndarray:
     return law
 
 
-@pytest.mark.parametrize(("n", "draws"), [(4, 48_000), (5, 60_000)])
-def test_secure_permutation_is_exactly_uniform_over_every_permutation(n: int, draws: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "draws", "dtype"), [(4, 48_000, np.int64), (5, 60_000, np.int64), (4, 48_000, np.uint32)]
+)
+def test_secure_permutation_is_exactly_uniform_over_every_permutation(
+    n: int, draws: int, dtype: type[np.integer]
+) -> None:
     """All n! permutations of a small batch (24 or 120 cells), against the exact uniform law:
     the chi-square statistic stays below its 1e-9 quantile (n! − 1 degrees of freedom).
 
@@ -78,7 +99,7 @@ def test_secure_permutation_is_exactly_uniform_over_every_permutation(n: int, dr
     noncentrality λ = draws · n! · Σ (p − 1/n!)² of about 1400 at n = 4 (the quantile is 89),
     so the same test rejects it with probability 1 − 10^-300.
     """
-    counts = _permutation_law(n, draws, lambda: secure_permutation(n).tolist())
+    counts = _permutation_law(n, draws, lambda: secure_permutation(n, dtype=dtype).tolist())
     cells = math.factorial(n)
     expected = draws / cells
     assert counts.min() > 0

@@ -77,6 +77,24 @@ def test_a_writer_past_its_budget_spills_to_an_unlinked_file(tmp_path: Path) -> 
     assert np.array_equal(gather([on_disk, rows[:300]], order, budget=0), joined[order])
 
 
+def test_gather_reads_a_spilled_batch_window_by_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With windows of 4 KiB over a 33 kB spilled part (and a part in RAM), every row of a
+    random permutation and of an index with repeats lands where it belongs."""
+    monkeypatch.setattr(esa._store, "WINDOW_BYTES", 4096)
+    rows = np.random.default_rng(2).integers(0, 256, (1000, 33), dtype=np.uint8)
+    writer = RecordWriter(33, budget=0, directory=tmp_path)
+    writer.append(rows)
+    on_disk = writer.finish()
+    joined = np.concatenate([rows, rows[:300]])
+    order = np.random.default_rng(3).permutation(1300).astype(np.uint32)
+    assert np.array_equal(gather([on_disk, rows[:300]], order, budget=0), joined[order])
+    repeats = np.random.default_rng(4).integers(0, 1300, 5000)
+    assert np.array_equal(gather([on_disk, rows[:300]], repeats, budget=0), joined[repeats])
+    assert gather([on_disk], np.zeros(0, np.int64)).shape == (0, 33)
+
+
 def test_a_spill_without_room_stops_with_a_config_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
