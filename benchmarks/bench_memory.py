@@ -15,6 +15,8 @@ reports:
 
 * ``peak_rss_mb``: the run's process peak resident set (``VmHWM``), and
   ``worker_peak_rss_mb`` the largest peak of its pool workers;
+* ``stage_peak_rss_mb``: the largest resident set sampled (every 0.1 s) in each stage of
+  the run (``encode``, ``shuffler 1/3``, …, ``analyze``), to show where the peak is;
 * ``cpu_s``: CPU seconds of the run's process and its workers together (the machine is
   shared: CPU time, not wall time, is what a ratio can rely on);
 * ``x25519_floor_over_actual`` (onion): the CPU the run's X25519 operations alone need —
@@ -35,6 +37,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,44 @@ def _peak_kb(pid: int | str) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class _StagePeaks:
+    """The largest resident set seen in each stage of a run, sampled on a thread."""
+
+    def __init__(self) -> None:
+        self.stage = "setup"
+        self.peaks: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def enter(self, name: str) -> None:
+        self._note()
+        self.stage = name
+        self._note()
+
+    def _note(self) -> None:
+        self.peaks[self.stage] = max(self.peaks.get(self.stage, 0), _rss_kb())
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.1):
+            self._note()
+
+    def __enter__(self) -> _StagePeaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._note()
 
 
 def _raw_x25519_seconds(rounds: int = 5, samples: int = 2000) -> tuple[float, float]:
@@ -82,17 +123,19 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
     me = psutil.Process()
     cpu0 = me.cpu_times()
     wall = time.perf_counter()
-    result = esa.simulate(
-        "hist_kr",
-        n=n,
-        epsilon=1.0,
-        domain=16,
-        shufflers=SHUFFLERS,
-        crypto=crypto,  # type: ignore[arg-type]
-        representation="reports",
-        workers=workers,
-        rng=0,
-    )
+    with _StagePeaks() as stages:
+        result = esa.simulate(
+            "hist_kr",
+            n=n,
+            epsilon=1.0,
+            domain=16,
+            shufflers=SHUFFLERS,
+            crypto=crypto,  # type: ignore[arg-type]
+            representation="reports",
+            workers=workers,
+            rng=0,
+            on_stage=stages.enter,
+        )
     wall = time.perf_counter() - wall
     cpu1 = me.cpu_times()
     var_after, base_after = _raw_x25519_seconds()
@@ -114,6 +157,7 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
         "reports": result.hops[0].received,
         "peak_rss_mb": _peak_kb("self") / 1024,
         "worker_peak_rss_mb": child_peak / 1024,
+        "stage_peak_rss_mb": {k: round(v / 1024, 1) for k, v in stages.peaks.items()},
         "cpu_s": own_cpu + child_cpu,
         "cpu_main_s": own_cpu,
         "wall_s": wall,

@@ -69,11 +69,13 @@ _TAG_SIZE: Final = 16
 _NONCE: Final = bytes(12)
 _PERSON: Final = b"esa-onion-key-v1"
 _EPK_END: Final = 1 + KEY_SIZE
+_VERSION_BYTE: Final = bytes((REPORT_VERSION,))
 LAYER_OVERHEAD: Final = 1 + KEY_SIZE + _TAG_SIZE + HEADER_SIZE  # 58 bytes per hop
 MAX_EPOCH: Final = 2**64 - 1
 MAX_HOP: Final = 2**16 - 1
 _MIN_PARALLEL: Final = 2048  # below this, a process pool costs more than it saves
 _PROGRESS_CHUNK: Final = 16384  # reports per chunk (~1 s of X25519 on one core)
+_BLOCK: Final = 1024  # reports whose X25519 products are computed in one tight loop
 _T = TypeVar("_T")
 
 
@@ -123,10 +125,6 @@ def ephemeral_key_of(report: bytes) -> bytes:
     return report[1:_EPK_END]
 
 
-def _layer_key(shared: bytes, epk: bytes, recipient: bytes) -> bytes:
-    return hashlib.blake2b(shared + epk + recipient, digest_size=32, person=_PERSON).digest()
-
-
 def _check_int(value: object, name: str, low: int, high: int | None) -> None:
     """Programmer misuse as a typed error quoting the value and the bound (a float or a
     negative number would otherwise surface as a bare ``struct.error``)."""
@@ -146,6 +144,51 @@ def _check_route(epoch: int, hop: int) -> None:
     _check_int(hop, "hop", 0, MAX_HOP)
 
 
+def _checked_route(route: Sequence[bytes]) -> list[bytes]:
+    """``route`` as a list, every key 32 bytes (a programmer's error otherwise)."""
+    if not route:
+        # No layer would leave the payload in the clear, and at another length.
+        raise CryptoParameterError("a route holds at least one hop's key")
+    for j, recipient in enumerate(route):
+        if not isinstance(recipient, bytes) or len(recipient) != KEY_SIZE:
+            raise CryptoParameterError(f"route key {j} must be {KEY_SIZE} bytes")
+    return list(route)
+
+
+def _seal(
+    payloads: Sequence[bytes],
+    route: Sequence[bytes],
+    ads: Sequence[bytes],
+    headers: Sequence[bytes],
+    secrets: bytes,
+) -> list[bytes]:
+    """The layers of many reports: the one place a layer is built.
+
+    ``ads[j]`` is layer j's associated data without its ephemeral key, ``headers[i]`` report
+    i's packed layer header and ``secrets`` the ephemeral secrets end to end, report by
+    report and layer by layer (32 bytes each, checked by the caller). The X25519 products of
+    all the reports come first, one tight loop per layer and kind (each loop keeps its own
+    code and tables in cache), then the layers' AEAD, innermost first. A low-order route
+    key raises ``RuntimeError`` or nacl's ``CryptoError``.
+    """
+    base, mult = bindings.crypto_scalarmult_base, bindings.crypto_scalarmult
+    blake2b, aead = hashlib.blake2b, ChaCha20Poly1305
+    hops, span = len(route), KEY_SIZE * len(route)
+    out = list(payloads)
+    for j in range(hops - 1, -1, -1):
+        recipient, ad = route[j], ads[j]
+        esks = [
+            secrets[i + j * KEY_SIZE : i + (j + 1) * KEY_SIZE] for i in range(0, len(secrets), span)
+        ]
+        epks = [base(esk) for esk in esks]
+        shared = [mult(esk, recipient) for esk in esks]
+        for i, epk in enumerate(epks):
+            key = blake2b(shared[i] + epk + recipient, digest_size=32, person=_PERSON).digest()
+            body = aead(key).encrypt(_NONCE, headers[i] + out[i], ad + epk)
+            out[i] = _VERSION_BYTE + epk + body
+    return out
+
+
 def _wrap_from_parts(
     payload: bytes,
     route: Sequence[bytes],
@@ -159,31 +202,31 @@ def _wrap_from_parts(
 
     Only for known-answer tests; reusing an ephemeral secret breaks the scheme.
     """
-    if not route:
-        # No layer would leave the payload in the clear, and at another length.
-        raise CryptoParameterError("a route holds at least one hop's key")
+    route = _checked_route(route)
     if len(ephemeral_secrets) != len(route):
         raise CryptoParameterError("one ephemeral secret per layer is required")
     _check_int(crowd_id, "crowd_id", 0, 2**64 - 1)
     _check_int(first_hop, "first_hop", 0, MAX_HOP)
     _check_route(epoch, first_hop + len(route) - 1)
-    inner = payload
-    for j in range(len(route) - 1, -1, -1):
-        recipient = route[j]
-        if not isinstance(recipient, bytes) or len(recipient) != KEY_SIZE:
-            raise CryptoParameterError(f"route key {j} must be {KEY_SIZE} bytes")
-        esk = ephemeral_secrets[j]
-        epk = bindings.crypto_scalarmult_base(esk)
+    ads = [_AD.pack(REPORT_VERSION, epoch, first_hop + j) for j in range(len(route))]
+    header = _HEADER.pack(REPORT_VERSION, crowd_id)
+    if any(len(esk) != KEY_SIZE for esk in ephemeral_secrets):
+        raise CryptoParameterError(f"every ephemeral secret must be {KEY_SIZE} bytes")
+    try:
+        return _seal([payload], route, ads, [header], b"".join(ephemeral_secrets))[0]
+    except (_NaclError, RuntimeError) as exc:
+        raise _bad_route_key(route) from exc
+
+
+def _bad_route_key(route: Sequence[bytes]) -> CryptoParameterError:
+    """The error for a route with a low-order key (X25519 with it gives the zero point)."""
+    probe = os.urandom(KEY_SIZE)
+    for j, recipient in enumerate(route):
         try:
-            shared = bindings.crypto_scalarmult(esk, recipient)
-        except (_NaclError, RuntimeError) as exc:
-            raise CryptoParameterError(f"route key {j} is not a valid X25519 key") from exc
-        ad = _AD.pack(REPORT_VERSION, epoch, first_hop + j) + epk
-        body = ChaCha20Poly1305(_layer_key(shared, epk, recipient)).encrypt(
-            _NONCE, _HEADER.pack(REPORT_VERSION, crowd_id) + inner, ad
-        )
-        inner = bytes((REPORT_VERSION,)) + epk + body
-    return inner
+            bindings.crypto_scalarmult(probe, recipient)
+        except (_NaclError, RuntimeError):
+            return CryptoParameterError(f"route key {j} is not a valid X25519 key")
+    return CryptoParameterError("a route key is not a valid X25519 key")  # pragma: no cover
 
 
 def wrap_report(
@@ -254,24 +297,50 @@ def peel_report(
         raise InvalidReport
     if expected_size is not None and len(report) != expected_size:
         raise InvalidReport
-    if len(report) < LAYER_OVERHEAD or report[0] != REPORT_VERSION:
+    if len(report) < LAYER_OVERHEAD:
         raise InvalidReport
-    epk = report[1:_EPK_END]
-    try:
-        shared = bindings.crypto_scalarmult(key.private_bytes_raw(), epk)
-    except (_NaclError, RuntimeError):  # low-order point: all-zero shared secret
-        raise InvalidReport from None
-    ad = _AD.pack(REPORT_VERSION, epoch, hop) + epk
-    try:
-        plain = ChaCha20Poly1305(_layer_key(shared, epk, key.public_key)).decrypt(
-            _NONCE, report[_EPK_END:], ad
-        )
-    except InvalidTag:
-        raise InvalidReport from None
-    version, crowd_id = _HEADER.unpack_from(plain)
-    if version != REPORT_VERSION:
+    [plain] = _open(
+        [report], key.private_bytes_raw(), key.public_key, _AD.pack(REPORT_VERSION, epoch, hop)
+    )
+    if plain is None:
         raise InvalidReport
-    return LayerHeader(crowd_id), plain[HEADER_SIZE:]
+    return LayerHeader(_HEADER.unpack_from(plain)[1]), plain[HEADER_SIZE:]
+
+
+def _open(reports: Sequence[bytes], secret: bytes, public: bytes, ad: bytes) -> list[bytes | None]:
+    """Each report's layer plaintext, ``header ‖ inner``, or None for an invalid one: the
+    one place a layer is opened.
+
+    Every report is at least :data:`LAYER_OVERHEAD` bytes (checked by the caller); ``ad``
+    is the associated data without the ephemeral key. Invalid: a wrong version (outer or
+    header), a low-order ephemeral key or a failed tag. The X25519 products come first, in
+    one tight loop, then the AEAD.
+    """
+    mult = bindings.crypto_scalarmult
+    shared: list[bytes | None] = []
+    for report in reports:
+        if report[0] != REPORT_VERSION:
+            shared.append(None)
+            continue
+        try:
+            shared.append(mult(secret, report[1:_EPK_END]))
+        except (_NaclError, RuntimeError):  # low-order point: all-zero shared secret
+            shared.append(None)
+    blake2b, aead = hashlib.blake2b, ChaCha20Poly1305
+    out: list[bytes | None] = []
+    for report, product in zip(reports, shared, strict=True):
+        if product is None:
+            out.append(None)
+            continue
+        epk = report[1:_EPK_END]
+        key = blake2b(product + epk + public, digest_size=32, person=_PERSON).digest()
+        try:
+            plain = aead(key).decrypt(_NONCE, report[_EPK_END:], ad + epk)
+        except InvalidTag:
+            out.append(None)
+            continue
+        out.append(plain if plain[0] == REPORT_VERSION else None)
+    return out
 
 
 # --- batches, on all cores ---------------------------------------------------------------
@@ -587,20 +656,31 @@ def wrap_records(
         raise CryptoParameterError("a route holds at least one hop's key")
     _check_int(first_hop, "first_hop", 0, MAX_HOP)
     _check_route(epoch, first_hop + len(route) - 1)
-    k, size = rows.shape[0], report_size(rows.shape[1], len(route))
+    keys = _checked_route(route)
+    k, width = rows.shape
+    size = report_size(width, len(keys))
+    ads = [_AD.pack(REPORT_VERSION, epoch, first_hop + j) for j in range(len(keys))]
     data = np.ascontiguousarray(rows).tobytes()
-    width = rows.shape[1]
-    sealed = b"".join(
-        wrap_report(
-            data[i * width : (i + 1) * width],
-            route,
-            epoch=epoch,
-            crowd_id=int(crowds[i]),
-            first_hop=first_hop,
-        )
-        for i in range(k)
-    )
-    return np.frombuffer(sealed, dtype=np.uint8).reshape(k, size).copy()
+    # One header per distinct crowd (usually one), checked once.
+    cache: dict[int, bytes] = {}
+    headers = []
+    for crowd in crowds.tolist():
+        header = cache.get(crowd)
+        if header is None:
+            _check_int(crowd, "crowd_id", 0, 2**64 - 1)
+            header = cache[crowd] = _HEADER.pack(REPORT_VERSION, crowd)
+        headers.append(header)
+    sealed = bytearray(k * size)
+    try:
+        for start in range(0, k, _BLOCK):
+            stop = min(start + _BLOCK, k)
+            block = [data[i * width : (i + 1) * width] for i in range(start, stop)]
+            secrets = os.urandom(KEY_SIZE * len(keys) * (stop - start))
+            reports = _seal(block, keys, ads, headers[start:stop], secrets)
+            sealed[start * size : stop * size] = b"".join(reports)
+    except (_NaclError, RuntimeError) as exc:
+        raise _bad_route_key(keys) from exc
+    return np.frombuffer(sealed, dtype=np.uint8).reshape(k, size)
 
 
 def peel_records(
@@ -633,19 +713,21 @@ def peel_records(
     k, width = rows.shape
     inner_size = width - LAYER_OVERHEAD
     data = np.ascontiguousarray(rows).tobytes()
+    secret, public, ad = (
+        key.private_bytes_raw(),
+        key.public_key,
+        _AD.pack(REPORT_VERSION, epoch, hop),
+    )
     crowds = np.zeros(k, dtype=np.uint64)
     ok = np.zeros(k, dtype=bool)
-    empty = bytes(inner_size)
-    parts: list[bytes] = []
-    for i in range(k):
-        try:
-            header, inner = peel_report(
-                data[i * width : (i + 1) * width], key, epoch=epoch, hop=hop
-            )
-        except InvalidReport:
-            parts.append(empty)
-            continue
-        crowds[i], ok[i] = header.crowd_id, True
-        parts.append(inner)
-    inner_rows = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(k, inner_size).copy()
-    return crowds, inner_rows, ok
+    inner_rows = bytearray(k * inner_size)  # an invalid row stays zero
+    view = memoryview(inner_rows)
+    for start in range(0, k, _BLOCK):
+        stop = min(start + _BLOCK, k)
+        block = [data[i * width : (i + 1) * width] for i in range(start, stop)]
+        for i, plain in enumerate(_open(block, secret, public, ad), start):
+            if plain is not None:
+                crowds[i], ok[i] = _HEADER.unpack_from(plain)[1], True
+                view[i * inner_size : (i + 1) * inner_size] = memoryview(plain)[HEADER_SIZE:]
+    inner = np.frombuffer(inner_rows, dtype=np.uint8).reshape(k, inner_size)
+    return crowds, inner, ok

@@ -340,12 +340,18 @@ _MIN_PARALLEL: Final = 2048
 def _copies(
     rows: npt.NDArray[np.uint8], keys: npt.NDArray[Any]
 ) -> tuple[npt.NDArray[np.bool_], bool]:
-    """Rows that repeat an earlier row exactly, and whether any two rows share a key: only
-    rows sharing a key can be copies, so only those are compared (an honest batch has
-    none)."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
+    """Rows that repeat an earlier row exactly, and whether any two rows may share a key.
+
+    Only rows sharing a key can be copies, and only rows whose keys share their first 8
+    bytes can share a key: those few (an honest batch has none, but for a chance tie of
+    about n²/2^65) are compared whole. Sorting the 8-byte prefixes, not the 32-byte keys,
+    is what keeps this cheap at 10^6 reports.
+    """
+    tags = keys.view(np.uint64).reshape(-1, keys.dtype.itemsize // 8)[:, 0]
+    order = np.argsort(tags, kind="stable")
+    ordered = tags[order]
     twin = ordered[1:] == ordered[:-1]
+    del ordered
     out = np.zeros(keys.shape[0], dtype=bool)
     if not twin.any():
         return out, False
@@ -353,6 +359,19 @@ def _copies(
     full = np.ascontiguousarray(rows[suspects]).view(f"V{rows.shape[1]}").reshape(-1)
     out[suspects[~first_occurrences(full)]] = True
     return out, True
+
+
+def _compact(values: npt.NDArray[Any], keep: npt.NDArray[np.bool_]) -> npt.NDArray[Any]:
+    """``values[keep]``, written over the front of ``values`` chunk by chunk (no copy of
+    the whole array); returns that front, a view."""
+    if keep.all():
+        return values
+    end = 0
+    for s in chunks(values.shape[0]):
+        part = values[s][keep[s]]  # a chunk's copy; end <= s.start, so nothing unread is hit
+        values[end : end + part.shape[0]] = part
+        end += part.shape[0]
+    return values[:end]
 
 
 class _Crowds:
@@ -471,10 +490,11 @@ class OnionCodec(HopCodec):
             replayed = int(drop.sum())
             if replayed:
                 candidates = np.flatnonzero(~drop)
+            del copies, drop
         count = rows.shape[0] if candidates is None else int(candidates.size)
         out = self.writer(rows.shape[1] - crypto.LAYER_OVERHEAD, expected_rows=count)
         crowds = _Crowds()
-        kept: list[npt.NDArray[np.int64]] = []
+        opened = np.zeros(rows.shape[0], dtype=bool)  # rows forwarded, in batch order
         pool = _executor(executor, workers, count)
 
         def jobs() -> Any:
@@ -489,13 +509,12 @@ class OnionCodec(HopCodec):
             out.append(inner[ok])
             crowds.append(crowd[ok])
             crypto.announce_progress(s.stop - s.start)
-            index = np.arange(s.start, s.stop)[ok]
-            kept.append(index if candidates is None else candidates[index])
-        positions = np.concatenate(kept) if kept else np.zeros(0, np.int64)
-        invalid += count - int(positions.size)
+            opened[s if candidates is None else candidates[s]] = ok
         forward = out.finish()
         crowd_ids = crowds.finish()
-        replay_keys = keys[positions]
+        replay_keys = _compact(keys, opened)  # in place: no second array of keys
+        invalid += count - int(replay_keys.size)
+        del keys, opened
         if seen is not None and twins:
             # Two authentic reports cannot share an ephemeral key by chance; keep the first.
             first = first_occurrences(replay_keys)
@@ -503,10 +522,11 @@ class OnionCodec(HopCodec):
                 replayed += int((~first).sum())
                 forward = self.permute([forward], np.flatnonzero(first))
                 crowd_ids, replay_keys = crowd_ids[first], replay_keys[first]
+        replay_keys.sort()  # in place
         return Opened(
             forward=forward,
             crowd_ids=crowd_ids,
-            replay_keys=np.sort(replay_keys),
+            replay_keys=replay_keys,
             invalid=invalid,
             replayed=replayed,
         )

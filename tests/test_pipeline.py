@@ -288,6 +288,39 @@ def test_first_occurrences_keeps_first_in_input_order() -> None:
     assert distinct_sorted(np.zeros(0, dtype=np.uint64)).tolist() == []
 
 
+def test_onion_copies_are_decided_on_whole_rows_not_on_key_prefixes() -> None:
+    """Rows whose keys share their first 8 bytes are only suspects: a row is a copy iff it
+    repeats an earlier row byte for byte (a prefix tie must never drop an honest row)."""
+    from esa._codec import _copies
+
+    rows = np.frombuffer(os.urandom(6 * 60), np.uint8).reshape(6, 60).copy()
+    rows[1, 1:9] = rows[0, 1:9]  # same 8-byte prefix, different key: not a copy
+    rows[3] = rows[2]  # an exact copy
+    rows[5, 1:33] = rows[4, 1:33]  # same key, different ciphertext: not a copy here
+    keys = np.ascontiguousarray(rows[:, 1:33]).view("V32").reshape(-1)
+    copies, twins = _copies(rows, keys)
+    assert copies.tolist() == [False, False, False, True, False, False]
+    assert twins
+    fresh = np.frombuffer(os.urandom(4 * 60), np.uint8).reshape(4, 60).copy()
+    fresh_keys = np.ascontiguousarray(fresh[:, 1:33]).view("V32").reshape(-1)
+    assert _copies(fresh, fresh_keys)[0].tolist() == [False] * 4
+
+
+def test_onion_compact_keeps_the_selected_keys_in_order_in_place() -> None:
+    from esa._codec import _compact
+
+    rng = np.random.default_rng(5)
+    values = np.frombuffer(rng.bytes(32 * 40_000), "V32").copy()
+    keep = rng.random(40_000) < 0.7
+    expected = values[keep].copy()
+    got = _compact(values, keep)
+    assert np.shares_memory(got, values)
+    assert got.tobytes() == expected.tobytes()
+    every = np.ones(3, dtype=bool)
+    small = np.arange(3, dtype=np.uint64)
+    assert _compact(small, every) is small
+
+
 @pytest.mark.parametrize("mode", ["onion", "ideal"])
 def test_channels_get_their_own_shuffler_chains(mode: str) -> None:
     # RSum_RM sends each precision through its own chain; every message a chain sees belongs
