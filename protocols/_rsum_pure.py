@@ -241,8 +241,8 @@ class RSumPURE(ShuffleProtocol):
     makes each exact evaluation slower). At n = 10⁶ the whole crowd (5·10⁵ same-bit users)
     is within the accountant's reach only at τ ≤ 128, so :func:`tuned_tau` leaves every
     digit at ``default_tau`` there and only the finer Δ grid and the refitted shares
-    remain, so the gain over ``"optimal"`` is smaller there (its std at n = 10⁶ is not
-    stated here: the eight calibrations take over ten CPU-minutes).
+    remain, so the gain over ``"optimal"`` is smaller there (its std at n = 10⁶ has not
+    been measured).
 
     Fewer, many-level digits, each fed to one counter as virtual users (a digit value
     v ∈ {0, …, k} as k virtual users of which v hold 1, ε_j/k per virtual user by group
