@@ -87,12 +87,14 @@ _PURE_UNIT_VARIANCE = 25.0
 #: RSum_PURE's allocations of ε over its digits (see :class:`RSumPURE`); "tuned" is the default.
 ALLOCATIONS = ("tuned", "optimal", "even", "weighted")
 
-#: τ_j of the "tuned" allocation, in units of :func:`~protocols._cnt_pure.default_tau`
-#: (n, ε_j): enough messages for a noise scale Δ < 1.5 to be certifiable.
+#: Most τ_j of the "tuned" allocation, in units of :func:`~protocols._cnt_pure.default_tau`
+#: (n, ε_j) (see :func:`tuned_tau`): enough messages for a noise scale Δ < 1.5 to be
+#: certifiable.
 TUNED_TAU_FACTOR = 4
 
-#: a and V₁ of the "tuned" digits' counters (τ ×:data:`TUNED_TAU_FACTOR`, Δ from
-#: :data:`~protocols._cnt_pure.FINE_SCALES`), fitted at n = 10⁵ (see RSumPURE).
+#: a and V₁ of the "tuned" digits' counters (τ up to :data:`TUNED_TAU_FACTOR` times
+#: ``default_tau``, Δ from :data:`~protocols._cnt_pure.FINE_SCALES`), fitted at n = 10⁵
+#: (see RSumPURE).
 TUNED_VARIANCE_EXPONENT = 2.4
 _TUNED_UNIT_VARIANCE = 16.0
 
