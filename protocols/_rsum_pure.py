@@ -1,7 +1,8 @@
 """Real summation with pure privacy: ``RSum_PURE`` (Ghazi et al., ITC'20, arXiv 2002.01919).
 
 Binary digits of the rounded value, the ``Cnt_PURE`` counter on each digit position (survey
-§4.3, table 8).
+§4.3, table 8); by default each digit's counter sends more messages than ``Cnt_PURE``'s own
+and chooses its noise scale from a finer grid (``allocation="tuned"``, see RSumPURE).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from ._base import (
     check_n,
 )
 from ._cnt_pure import (
+    CERTIFY_WORK,
+    FINE_SCALES,
+    MAX_TAU,
+    SCALES,
     PureBitCounter,
     check_tau,
     default_tau,
@@ -47,10 +52,13 @@ from ._rsum import (
 __all__ = [
     "MAX_PURE_BITS",
     "PURE_VARIANCE_EXPONENT",
+    "TUNED_TAU_FACTOR",
+    "TUNED_VARIANCE_EXPONENT",
     "RSumPURE",
     "default_precision",
     "optimal_precision",
     "optimal_shares",
+    "tuned_tau",
 ]
 
 
@@ -76,6 +84,43 @@ PURE_VARIANCE_EXPONENT = 2.5
 _PURE_UNIT_VARIANCE = 25.0
 
 
+#: RSum_PURE's allocations of ε over its digits (see :class:`RSumPURE`); "tuned" is the default.
+ALLOCATIONS = ("tuned", "optimal", "even", "weighted")
+
+#: Most τ_j of the "tuned" allocation, in units of :func:`~protocols._cnt_pure.default_tau`
+#: (n, ε_j) (see :func:`tuned_tau`): enough messages for a noise scale Δ < 1.5 to be
+#: certifiable.
+TUNED_TAU_FACTOR = 4
+
+#: a and V₁ of the "tuned" digits' counters (τ up to :data:`TUNED_TAU_FACTOR` times
+#: ``default_tau``, Δ from :data:`~protocols._cnt_pure.FINE_SCALES`), fitted at n = 10⁵
+#: (see RSumPURE).
+TUNED_VARIANCE_EXPONENT = 2.4
+_TUNED_UNIT_VARIANCE = 16.0
+
+
+def tuned_tau(n: int, epsilon: float) -> int:
+    """τ of a "tuned" digit at ε_j: f·(τ_d − 1) + 1, τ_d = :func:`~protocols._cnt_pure.default_tau`
+    (n, ε_j), f the largest factor ≤ :data:`TUNED_TAU_FACTOR` (at least 1) that keeps the
+    digit's whole crowd of ⌈(n − 1)/2⌉ same-bit users within what the exact accountant
+    convolves (:func:`~protocols._cnt_pure.certify_cap`): past it the counter is certified
+    for a capped crowd, its λ larger than the crowd needs, and more messages would cost
+    more noise than they save.
+
+    Args:
+        n: the number of users.
+        epsilon: the digit's ε_j.
+
+    Returns:
+        τ (odd).
+    """
+    base = default_tau(n, epsilon) - 1
+    crowd = max(check_n(n) // 2, 1)  # ⌈(n − 1)/2⌉
+    fits = (CERTIFY_WORK // crowd - 1) // max(base, 1)
+    factor = max(1, min(TUNED_TAU_FACTOR, fits))
+    return min(factor * base + 1, MAX_TAU)
+
+
 def optimal_shares(bits: int, a: float = PURE_VARIANCE_EXPONENT) -> tuple[float, ...]:
     """Digit j's share of ε, ∝ 4^{j/(a+1)}, summing to 1 (see RSumPURE, "optimal").
 
@@ -91,22 +136,30 @@ def optimal_shares(bits: int, a: float = PURE_VARIANCE_EXPONENT) -> tuple[float,
     return tuple(v / total for v in w)
 
 
-def optimal_precision(n: int, epsilon: float) -> int:
+def optimal_precision(
+    n: int,
+    epsilon: float,
+    *,
+    a: float = PURE_VARIANCE_EXPONENT,
+    unit_variance: float = _PURE_UNIT_VARIANCE,
+) -> int:
     """The p ≤ :func:`default_precision` minimizing the model MSE of the optimal allocation,
     V₁ ε^{−a} W_p^{a+1}/(2^p − 1)² + n/(4(2^p − 1)²), W_p = Σ_{j<p} 4^{j/(a+1)}.
 
     Args:
         n: the number of users.
         epsilon: the total ε.
+        a: the exponent of the counter's variance law V₁ ε^{−a}.
+        unit_variance: V₁, the counter's variance at ε = 1.
 
     Returns:
         The number of binary digits.
     """
-    n, eps, a = check_n(n), check_epsilon(epsilon), PURE_VARIANCE_EXPONENT
+    n, eps = check_n(n), check_epsilon(epsilon)
     best, best_p = math.inf, 1
     for p in range(1, default_precision(n) + 1):
         w = sum(4.0 ** (j / (a + 1.0)) for j in range(p))
-        mse = (_PURE_UNIT_VARIANCE * eps**-a * w ** (a + 1.0) + n / 4.0) / ((1 << p) - 1) ** 2
+        mse = (unit_variance * eps**-a * w ** (a + 1.0) + n / 4.0) / ((1 << p) - 1) ** 2
         if mse < best:
             best, best_p = mse, p
     return best_p
@@ -133,7 +186,7 @@ class RSumPURE(ShuffleProtocol):
     central ε of the same-digit crowd). At large n it runs as a tally with ``--crypto
     ideal`` (per position: messages and ones).
 
-    Allocation of ε over the digits (``allocation``). ``"optimal"`` (the default) gives
+    Allocation of ε over the digits (``allocation``). ``"optimal"`` gives
     digit j the share ε_j = ε·4^{j/(a+1)}/Σ_k 4^{k/(a+1)}, a = :data:`PURE_VARIANCE_EXPONENT`
     = 2.5, and, unless ``precision`` is set, the number of digits p minimizing the model MSE
     (:func:`optimal_precision`): the Lagrange condition of min Σ_j 4^j V(ε_j) under
@@ -146,29 +199,69 @@ class RSumPURE(ShuffleProtocol):
     Measured (ε = 1, seeded tallies, exact std in brackets): the optimal allocation's std is
     12.1 (12.0) at n = 10⁴ over 2 000 runs, 2.5× the ``Cnt_PURE`` counter (4.8), and 14.6
     (14.8) at n = 10⁵ over 1 000 runs, 2.95× the counter (5.0); the even split's is 38.3
-    and 49.4 there (8× and 9.8×), growing with n.
+    and 49.4 there (8× and 9.8×), growing with n. With these digit counters (τ_j =
+    ``default_tau``, Δ ∈ :data:`~protocols._cnt_pure.SCALES`) no split of ε and no p
+    reaches 2× at n = 10⁵: the best split is 3.0× for the model and for the counter's
+    variance interpolated between its measured points (ε = 0.12 … 1); 2× would need a
+    variance falling no faster than ε^{−1.93} at the same V₁.
 
-    It does not reach 2× the counter at n = 10⁵ (ε = 1), and with these digit counters no
-    split of ε and no p can. The guarantee is pure (δ = 0), where composing the digits loses
-    nothing: the privacy losses of independent digits add, and the others' digits at every
-    position can be chosen at once, so the digits' worst cases coincide. The best split for
-    the model is 3.0× (p = 5), and for the counter's variance interpolated between its
-    measured points (ε = 0.12 … 1) it is 3.0× as well (shares 0.07 … 0.39): the top digit
-    (weight ≈ ½) shares ε with the lower ones, and at n = 10⁵ the rounding's n/(4(2^p − 1)²)
-    is under 4V₁ only from p = 5 on. Reaching 2× would need a per-digit counter whose
-    variance falls no faster than ε^{−1.93} at the same V₁ (a Laplace-like ε^{−2} gives
-    2.1×): a different counter, not a better split. More messages per digit come closest:
-    with each τ_j 8× the default (``messages`` sets one τ for all digits) every digit's
-    calibration reaches the narrower noise scale Δ = 1, and the exact std at n = 10⁵
-    (uniform values) falls from 14.8 to 11.1, 2.2× the counter, at 9 085 messages per user
-    instead of 1 135 and 301 s of calibration CPU (3× gives no gain there, Δ stays 1.5; at n
-    = 10⁴ it already does: 9.2 against 12.0). So it is not the default; shares and p
-    re-fitted to that counter's variance law are not tried here. The optimal allocation
-    costs one calibration per digit, but fewer digits (n = 2 000, side by side: 2.0 s of CPU
-    against 1.9 s for the even split and 28.7 s for ``"weighted"``; 153 s of wall time at n
-    = 10⁵ on a loaded machine). Whatever the allocation, the collusion audit's lower bound
-    at δ (:meth:`honest_users_lower`) is the exact ε(δ) of the product of the digits' pairs
-    (up to p·10⁻³).
+    ``"tuned"`` (the default) changes the digits' counters, not the composition: each digit
+    sends more messages, τ_j = :func:`tuned_tau` (up to :data:`TUNED_TAU_FACTOR` = 4 times
+    ``default_tau`` (n, ε_j), as far as the accountant still certifies the digit's whole
+    crowd), and its calibration chooses the noise scale Δ from the finer grid
+    :data:`~protocols._cnt_pure.FINE_SCALES` (1, 1.1, 1.2, 1.3, 1.5, 2, 3). With ω stretched
+    over more values a Δ near 1 becomes certifiable, and the counter's noise falls: at
+    n = 10⁵, std 3.98 (Δ = 1.1) at ε = 1, 8.95 at 0.5, 20.8 at 0.25, against 5.0, 12.3 and
+    28.8 (Δ = 1.5) with ``default_tau`` (whose τ, even doubled or quadrupled, leaves Δ = 1.5
+    the best of :data:`~protocols._cnt_pure.SCALES`). The shares and p are the Lagrange
+    optimum above refitted to that law, a = :data:`TUNED_VARIANCE_EXPONENT` = 2.4 and
+    V₁ = 16 (the slopes 2.34 and 2.43 between those three points; the fit is this
+    project's). Every digit's central ε is still the exact computation of
+    :mod:`protocols._cnt_pure` for its own (λ, τ, Δ), so the guarantee is the same basic
+    composition Σ_j ε_j = ε, δ = 0: nothing is claimed beyond what the accountant computes.
+    Measured (ε = 1, uniform values, seeded tallies, exact std in brackets): at n = 10⁴,
+    p = 4, 2 100 messages per user, std 8.94 (8.85) over 200 runs, 1.84× the counter (4.8),
+    against 12.0 for ``"optimal"`` (60 s of calibration CPU, against ≈ 5 s); at n = 2 000,
+    exact 7.41 against 10.24 (899 messages per user against 96). At n = 10⁵, p = 6 and 4 606
+    messages per user: exact std 11.30, measured 11.97 over 40 seeded tallies (mean error
+    2.5, its standard error 1.9), 2.26× the counter (5.0), against 14.8 for ``"optimal"``
+    (1 135 messages) and 11.1 for ``"optimal"`` with every τ_j 8× ``default_tau`` (9 085
+    messages); 249 s of calibration CPU on a loaded machine.
+
+    It does not reach 2× the counter at n = 10⁵, and in the variance model no split and no
+    p can with these counters: the model's minimum for a = 2.4, V₁ = 16 is 11.5 (the exact
+    11.3 above), and 10 (2×) needs V₁ ≤ 12.0 at a = 2.4 (a counter std ≤ 3.46 at ε = 1) or
+    a ≤ 2.22 at V₁ = 16. The counter's noise has a floor there: more messages only let
+    the calibration reach Δ = 1 (τ 8× ``default_tau``: std 3.93 at ε = 1, 8.24 at 0.5,
+    18.8 at 0.25, slopes 2.13 and 2.38), and a Δ < 1 cannot be certified at small λ: ω's
+    moment generating function then stays bounded on (ε, ε/Δ), so ε_∞(λ) ≤ ε (module doc
+    of :mod:`protocols._cnt_pure`) needs λ bounded below, an error Θ(√n). The composition
+    loses nothing (δ = 0: the privacy losses of independent digits add, and the digits'
+    worst cases coincide), so 2× needs a different counter, not a better split.
+
+    It costs messages (τ_j ∝ 1/ε_j, times up to 4) and calibration time (a larger τ
+    makes each exact evaluation slower). At n = 10⁶ the whole crowd (5·10⁵ same-bit users)
+    is within the accountant's reach only at τ ≤ 128, so :func:`tuned_tau` leaves every
+    digit at ``default_tau`` there and only the finer Δ grid and the refitted shares
+    remain, so the gain over ``"optimal"`` is smaller there (its std at n = 10⁶ has not
+    been measured: its eight calibrations take over 19 CPU-minutes).
+
+    Fewer, many-level digits, each fed to one counter as virtual users (a digit value
+    v ∈ {0, …, k} as k virtual users of which v hold 1, ε_j/k per virtual user by group
+    privacy), look better in the variance model: one unary digit of k levels costs
+    V₁ k^a (ε_j)^{−a} in count units against the binary digits' split, and at default τ the
+    model's best two digits of 6 or 7 levels reach 11.7 at n = 10⁵ against 15.0 for binary
+    digits. They are not offered, because the accountant cannot certify their crowd: a
+    k-level digit has n·k virtual users at ε_j/k, hence τ ≈ k·``default_tau`` and a crowd of
+    nk/2 same-bit users, k² times the work of a binary digit, beyond
+    :func:`~protocols._cnt_pure.certify_cap` from n ≈ 10⁵ on (k = 6, ε_j/k = 0.125:
+    τ = 293, crowd 1.5·10⁵ certified whole, std 65.7 per virtual count, so 11 in value
+    units for that digit alone; at n·k = 8·10⁵ the crowd is capped at 2·10⁵ and the std is
+    91.7); certified for a capped crowd, λ is larger than the crowd needs and the noise
+    variance grows like nk/cap. With the tuned binary counters above, the model's gain of
+    unary digits also shrinks (their Δ would need τ beyond the cap). Whatever the
+    allocation, the collusion audit's lower bound at δ (:meth:`honest_users_lower`) is the
+    exact ε(δ) of the product of the digits' pairs (up to p·10⁻³).
 
     ``"weighted"`` gives digit j the share ε_j = ε·2^{2j/3}/Σ_k 2^{2k/3}: the estimate's
     variance is Σ_j 4^j Var_j(ε_j)/(2^p − 1)², and if Var_j(ε_j) = C/ε_j² (the law
@@ -191,19 +284,26 @@ class RSumPURE(ShuffleProtocol):
         n: int,
         precision: int | None = None,
         messages: int | None = None,
-        allocation: str = "optimal",
+        allocation: str = "tuned",
     ) -> None:
         self._eps = check_epsilon(epsilon)
-        if allocation not in ("even", "weighted", "optimal"):
+        if allocation not in ALLOCATIONS:
             raise ParameterError(
-                f"rsum_pure: allocation must be 'even', 'weighted' or 'optimal', got {allocation!r}"
+                "rsum_pure: allocation must be one of "
+                f"{', '.join(repr(a) for a in ALLOCATIONS)}, got {allocation!r}"
             )
         self.allocation = allocation
         self._n = n = check_n(n)
+        tuned = allocation == "tuned"
+        law = (
+            (TUNED_VARIANCE_EXPONENT, _TUNED_UNIT_VARIANCE)
+            if tuned
+            else (PURE_VARIANCE_EXPONENT, _PURE_UNIT_VARIANCE)
+        )
         if precision is not None:
             bits = precision
-        elif allocation == "optimal":
-            bits = optimal_precision(n, self._eps)
+        elif allocation in ("optimal", "tuned"):
+            bits = optimal_precision(n, self._eps, a=law[0], unit_variance=law[1])
         else:
             bits = default_precision(n)
         self.bits = check_n(bits, "precision (binary digits)", 1)
@@ -214,18 +314,26 @@ class RSumPURE(ShuffleProtocol):
         self.scale = (1 << self.bits) - 1
         if allocation == "even":
             shares = [1.0] * self.bits
-        elif allocation == "optimal":
-            shares = list(optimal_shares(self.bits))
+        elif allocation in ("optimal", "tuned"):
+            shares = list(optimal_shares(self.bits, law[0]))
         else:
             shares = [2.0 ** (2.0 * j / 3.0) for j in range(self.bits)]
         total = sum(shares)
         #: ε_j of each digit position j (Σ_j ε_j = ε: basic composition).
         self.digit_epsilons: tuple[float, ...] = tuple(self._eps * w / total for w in shares)
         self._taus = tuple(
-            check_tau(default_tau(n, e) if messages is None else messages)
+            check_tau(
+                messages
+                if messages is not None
+                else tuned_tau(n, e)
+                if tuned
+                else default_tau(n, e)
+            )
             for e in self.digit_epsilons
         )
         self._tau = self._taus[-1]
+        #: The noise scales Δ each digit's calibration chooses from.
+        self.scales: tuple[float, ...] = FINE_SCALES if tuned else SCALES
 
     @functools.cached_property
     def counters(self) -> tuple[PureBitCounter, ...]:
@@ -236,7 +344,9 @@ class RSumPURE(ShuffleProtocol):
         out = []
         for e, t in zip(self.digit_epsilons, self._taus, strict=True):
             if (e, t) not in made:
-                made[(e, t)] = PureBitCounter.derive(epsilon=e, tau=t, honest_users=self._n)
+                made[(e, t)] = PureBitCounter.derive(
+                    epsilon=e, tau=t, honest_users=self._n, scales=self.scales
+                )
             out.append(made[(e, t)])
         return tuple(out)
 
@@ -499,5 +609,5 @@ def _build_rsum_pure(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         precision=_opt_int(spec, "precision"),
         messages=_opt_int(spec, "messages"),
-        allocation=str(spec.options.get("allocation", "optimal")),
+        allocation=str(spec.options.get("allocation", "tuned")),
     )

@@ -157,8 +157,8 @@ def test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated() -> None:
     from scipy import stats
 
     n = 2000
-    even, best = RSumPURE(epsilon=1.0, n=n, allocation="even"), RSumPURE(epsilon=1.0, n=n)
-    assert best.allocation == "optimal"  # the default
+    even = RSumPURE(epsilon=1.0, n=n, allocation="even")
+    best = RSumPURE(epsilon=1.0, n=n, allocation="optimal")
     assert sum(best.digit_epsilons) == pytest.approx(1.0)
     assert best.privacy.epsilon_central == 1.0
     assert best.privacy.delta == 0.0
@@ -176,6 +176,81 @@ def test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated() -> None:
     assert abs(errs.mean()) < 5 * math.sqrt(v_best / reps)
     slack = n / 4 / best.scale**2
     assert 0.95 * v_best < stated.mean() < 1.05 * (v_best + slack)
+
+
+@pytest.mark.slow
+def test_rsum_pure_tuned_default_beats_the_optimal_allocation_as_stated() -> None:
+    """n = 2 000, ε = 1: the default ("tuned": τ_j up to 4× default_tau, Δ from the finer
+    grid, shares for a = 2.4) keeps the guarantee (Σ ε_j = ε, δ = 0, each digit's counter
+    certified for its whole crowd) and its exact std is below 0.76× the "optimal"
+    allocation's (7.41 against 10.24); its std measured over 400 seeded tallies lies inside
+    the chi-square interval (false alarm 10⁻⁶) of the exact variance, the stated std between
+    the exact std and the rounding bound's, and the audit's lower bound at δ below its upper
+    bound."""
+    from scipy import stats
+
+    from protocols._cnt_pure import FINE_SCALES, default_tau
+    from protocols._rsum_pure import TUNED_TAU_FACTOR, tuned_tau
+
+    n = 2000
+    tuned = RSumPURE(epsilon=1.0, n=n)
+    old = RSumPURE(epsilon=1.0, n=n, allocation="optimal")
+    assert tuned.allocation == "tuned"
+    assert tuned.scales == FINE_SCALES
+    assert sum(tuned.digit_epsilons) == pytest.approx(1.0)
+    assert tuned.privacy.epsilon_central == 1.0
+    assert tuned.privacy.delta == 0.0
+    for e, c in zip(tuned.digit_epsilons, tuned.counters, strict=True):
+        assert c.tau == tuned_tau(n, e) == TUNED_TAU_FACTOR * (default_tau(n, e) - 1) + 1
+        assert c.certified_users == n // 2  # the whole same-bit crowd
+        assert c.epsilon_certified <= e
+    x = np.random.default_rng(15).random(n)
+    v = tuned.variance(x)
+    assert math.sqrt(v) < 0.76 * math.sqrt(old.variance(x)), (v, old.variance(x))
+    rng = np.random.default_rng(16)
+    reps, truth = 400, float(x.sum())
+    errs, stated = np.empty(reps), np.empty(reps)
+    for i in range(reps):
+        est = tuned.estimate_tally(tuned.tally_users(x, rng=rng), n=n, n_fakes=0)
+        errs[i], stated[i] = est.values[0] - truth, est.expected_std[0] ** 2
+    lo, hi = stats.chi2.ppf([0.5e-6, 1 - 0.5e-6], reps - 1) / (reps - 1)
+    assert lo * v < errs.var(ddof=1) < hi * v, (errs.var(ddof=1), v)
+    assert abs(errs.mean()) < 5 * math.sqrt(v / reps)
+    slack = n / 4 / tuned.scale**2
+    assert 0.95 * v < stated.mean() < 1.05 * (v + slack)
+    up = tuned.honest_users_bound(n - 1)
+    low = tuned.honest_users_lower(n - 1, delta=1e-6)
+    assert up is not None
+    assert low is not None
+    assert 0.0 < low[0] <= up.epsilon_upper <= 1.0 + 1e-9
+
+
+def test_pure_counter_refuses_a_noise_scale_below_one() -> None:
+    from protocols._cnt_pure import PureBitCounter
+
+    for scales in ((), (0.5, 1.5), (float("nan"),)):
+        with pytest.raises(ValueError, match="scales"):
+            PureBitCounter.derive(epsilon=1.0, tau=9, honest_users=20, scales=scales)
+
+
+def test_tuned_tau_keeps_the_crowd_within_the_accountants_reach() -> None:
+    """τ of a tuned digit: 4× default_tau's spread where the whole crowd of ⌈(n − 1)/2⌉ fits
+    under certify_cap(τ), the largest factor that fits otherwise, never below default_tau."""
+    from protocols._cnt_pure import certify_cap, default_tau
+    from protocols._rsum_pure import tuned_tau
+
+    for n in (9, 2000, 10**5, 10**6, 10**7):
+        for e in (0.02, 0.1, 0.37, 1.0, 3.0):
+            t, d = tuned_tau(n, e), default_tau(n, e)
+            assert t % 2 == 1
+            assert d <= t <= 4 * (d - 1) + 1
+            if t > d:
+                assert certify_cap(t) >= n // 2, (n, e, t)
+            bigger = (t - 1) // (d - 1) + 1
+            if bigger <= 4 and t < 8191:
+                assert certify_cap(bigger * (d - 1) + 1) < n // 2, (n, e, t)
+    assert tuned_tau(2000, 0.5) == 4 * (default_tau(2000, 0.5) - 1) + 1
+    assert tuned_tau(10**6, 0.35) == default_tau(10**6, 0.35)
 
 
 @pytest.mark.slow
