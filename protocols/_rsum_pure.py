@@ -1,8 +1,9 @@
 """Real summation with pure privacy: ``RSum_PURE`` (Ghazi et al., ITC'20, arXiv 2002.01919).
 
 Binary digits of the rounded value, the ``Cnt_PURE`` counter on each digit position (survey
-§4.3, table 8); by default each digit's counter sends more messages than ``Cnt_PURE``'s own
-and chooses its noise scale from a finer grid (``allocation="tuned"``, see RSumPURE).
+§4.3, table 8). By default ε is split over the digits by a Lagrange optimum
+(``allocation="optimal"``); ``allocation="tuned"`` also lets each digit's counter send more
+messages and choose its noise scale from a finer grid (see RSumPURE).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ PURE_VARIANCE_EXPONENT = 2.5
 _PURE_UNIT_VARIANCE = 25.0
 
 
-#: RSum_PURE's allocations of ε over its digits (see :class:`RSumPURE`); "tuned" is the default.
+#: RSum_PURE's allocations of ε over its digits (see :class:`RSumPURE`); "optimal" is the default.
 ALLOCATIONS = ("tuned", "optimal", "even", "weighted")
 
 #: Most τ_j of the "tuned" allocation, in units of :func:`~protocols._cnt_pure.default_tau`
@@ -205,7 +206,7 @@ class RSumPURE(ShuffleProtocol):
     variance interpolated between its measured points (ε = 0.12 … 1); 2× would need a
     variance falling no faster than ε^{−1.93} at the same V₁.
 
-    ``"tuned"`` (the default) changes the digits' counters, not the composition: each digit
+    ``"tuned"`` (opt-in) changes the digits' counters, not the composition: each digit
     sends more messages, τ_j = :func:`tuned_tau` (up to :data:`TUNED_TAU_FACTOR` = 4 times
     ``default_tau`` (n, ε_j), as far as the accountant still certifies the digit's whole
     crowd), and its calibration chooses the noise scale Δ from the finer grid
@@ -284,7 +285,7 @@ class RSumPURE(ShuffleProtocol):
         n: int,
         precision: int | None = None,
         messages: int | None = None,
-        allocation: str = "tuned",
+        allocation: str = "optimal",
     ) -> None:
         self._eps = check_epsilon(epsilon)
         if allocation not in ALLOCATIONS:
@@ -609,5 +610,5 @@ def _build_rsum_pure(spec: ProtocolSpec) -> ShuffleProtocol:
         n=spec.n,
         precision=_opt_int(spec, "precision"),
         messages=_opt_int(spec, "messages"),
-        allocation=str(spec.options.get("allocation", "tuned")),
+        allocation=str(spec.options.get("allocation", "optimal")),
     )

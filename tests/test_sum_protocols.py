@@ -354,7 +354,7 @@ def test_pipeline_ideal_one_million_users(name):
 
 
 def test_rsum_pure_digits_and_parameters():
-    assert RSumPURE(epsilon=1.0, n=1000).allocation == "tuned"  # the default
+    assert RSumPURE(epsilon=1.0, n=1000).allocation == "optimal"  # the default
     p = RSumPURE(epsilon=1.0, n=1000, allocation="even")
     assert p.bits == math.ceil(math.log2(1000) / 2) + 1  # 2^p − 1 ≥ √n: rounding std ≤ ½
     assert p.bit.epsilon == pytest.approx(1.0 / p.bits)

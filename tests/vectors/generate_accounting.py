@@ -60,7 +60,7 @@ EXTRA_OPTIONS: dict[str, list[dict[str, float | str]]] = {
     "cnt_sgm": [{"gamma": 0.5}, {"encoding": "splitmix"}, {"encoding": "splitmix", "gamma": 0.5}],
     "put": [{"encoding": "splitmix"}],
     "aut": [{"gamma": 0.5}],
-    "rsum_pure": [{"allocation": "even"}, {"allocation": "optimal"}],  # the default is "tuned"
+    "rsum_pure": [{"allocation": "even"}, {"allocation": "tuned"}],  # the default is "optimal"
 }
 MURS_FAKES = 300  # MURS refuses to run without fakes
 SLOW_AT_LARGE_N = {"rsum_pure"}  # its calibration takes ~20 s at n = 2·10^5
