@@ -149,12 +149,32 @@ def test_rsum_pure_optimal_shares_meet_the_lagrange_condition() -> None:
     assert (optimal_precision(10**4, 1.0), optimal_precision(10**5, 1.0)) == (3, 5)
 
 
+def _assert_tallies_match_the_exact_variance(
+    proto: RSumPURE, x: np.ndarray, v: float, *, reps: int, seed: int
+) -> None:
+    """Seeded tallies of ``x``: the error's variance lies inside the chi-square interval
+    (false alarm 10⁻⁶) of the exact variance v, its mean within 5 standard errors of 0, and
+    the stated variance between v and v plus the rounding bound (±5 %)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    n, truth = len(x), float(x.sum())
+    errs, stated = np.empty(reps), np.empty(reps)
+    for i in range(reps):
+        est = proto.estimate_tally(proto.tally_users(x, rng=rng), n=n, n_fakes=0)
+        errs[i], stated[i] = est.values[0] - truth, est.expected_std[0] ** 2
+    lo, hi = stats.chi2.ppf([0.5e-6, 1 - 0.5e-6], reps - 1) / (reps - 1)
+    assert lo * v < errs.var(ddof=1) < hi * v, (errs.var(ddof=1), v)
+    assert abs(errs.mean()) < 5 * math.sqrt(v / reps)
+    slack = n / 4 / proto.scale**2
+    assert 0.95 * v < stated.mean() < 1.05 * (v + slack)
+
+
 def test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated() -> None:
     """n = 2 000, ε = 1: the optimal allocation's exact std at most 0.45× the even split's
     (10.2 against 25.0), its guarantee the same (Σ ε_j = ε, δ = 0), and its std measured over
     600 seeded tallies inside the chi-square interval (false alarm 10⁻⁶) of the exact
     variance; the stated std lies between the exact std and the rounding bound's."""
-    from scipy import stats
 
     n = 2000
     even = RSumPURE(epsilon=1.0, n=n, allocation="even")
@@ -165,17 +185,7 @@ def test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated() -> None:
     x = np.random.default_rng(5).random(n)
     v_best = best.variance(x)
     assert math.sqrt(v_best) < 0.45 * math.sqrt(even.variance(x))
-    rng = np.random.default_rng(6)
-    reps, truth = 600, float(x.sum())
-    errs, stated = np.empty(reps), np.empty(reps)
-    for i in range(reps):
-        est = best.estimate_tally(best.tally_users(x, rng=rng), n=n, n_fakes=0)
-        errs[i], stated[i] = est.values[0] - truth, est.expected_std[0] ** 2
-    lo, hi = stats.chi2.ppf([0.5e-6, 1 - 0.5e-6], reps - 1) / (reps - 1)
-    assert lo * v_best < errs.var(ddof=1) < hi * v_best, (errs.var(ddof=1), v_best)
-    assert abs(errs.mean()) < 5 * math.sqrt(v_best / reps)
-    slack = n / 4 / best.scale**2
-    assert 0.95 * v_best < stated.mean() < 1.05 * (v_best + slack)
+    _assert_tallies_match_the_exact_variance(best, x, v_best, reps=600, seed=6)
 
 
 @pytest.mark.slow
@@ -187,7 +197,6 @@ def test_rsum_pure_tuned_allocation_beats_the_optimal_allocation_as_stated() -> 
     the chi-square interval (false alarm 10⁻⁶) of the exact variance, the stated std between
     the exact std and the rounding bound's, and the audit's lower bound at δ below its upper
     bound."""
-    from scipy import stats
 
     from protocols._cnt_pure import FINE_SCALES, default_tau
     from protocols._rsum_pure import TUNED_TAU_FACTOR, tuned_tau
@@ -207,17 +216,7 @@ def test_rsum_pure_tuned_allocation_beats_the_optimal_allocation_as_stated() -> 
     x = np.random.default_rng(15).random(n)
     v = tuned.variance(x)
     assert math.sqrt(v) < 0.76 * math.sqrt(old.variance(x)), (v, old.variance(x))
-    rng = np.random.default_rng(16)
-    reps, truth = 400, float(x.sum())
-    errs, stated = np.empty(reps), np.empty(reps)
-    for i in range(reps):
-        est = tuned.estimate_tally(tuned.tally_users(x, rng=rng), n=n, n_fakes=0)
-        errs[i], stated[i] = est.values[0] - truth, est.expected_std[0] ** 2
-    lo, hi = stats.chi2.ppf([0.5e-6, 1 - 0.5e-6], reps - 1) / (reps - 1)
-    assert lo * v < errs.var(ddof=1) < hi * v, (errs.var(ddof=1), v)
-    assert abs(errs.mean()) < 5 * math.sqrt(v / reps)
-    slack = n / 4 / tuned.scale**2
-    assert 0.95 * v < stated.mean() < 1.05 * (v + slack)
+    _assert_tallies_match_the_exact_variance(tuned, x, v, reps=400, seed=16)
     up = tuned.honest_users_bound(n - 1)
     low = tuned.honest_users_lower(n - 1, delta=1e-6)
     assert up is not None
