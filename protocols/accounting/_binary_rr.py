@@ -138,14 +138,20 @@ def _binary_rr_law(p: float, q: float, ones: int, zeros: int, n_fakes: int) -> F
     return w
 
 
-def _threshold_values(s_prev: FloatArray, s_here: FloatArray, r: float, delta: float) -> FloatArray:
-    """log((A − δ)/B) with A = (1−r)·s_prev + r·s_here, B = r·s_prev + (1−r)·s_here; −inf
-    where A ≤ δ (such a set is no constraint at any ε ≥ 0)."""
+def _threshold_ratios(s_prev: FloatArray, s_here: FloatArray, r: float, delta: float) -> FloatArray:
+    """(A − δ)/B with A = (1−r)·s_prev + r·s_here, B = r·s_prev + (1−r)·s_here; 0 where
+    A ≤ δ (such a set is no constraint at any ε ≥ 0). B → 0 gives +inf (a loss beyond any
+    ε0: the callers cap at ε0)."""
     big_a = (1.0 - r) * s_prev + r * s_here
     big_b = r * s_prev + (1.0 - r) * s_here
-    # B → 0 gives +inf (a loss beyond any ε0: the caller caps at ε0).
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.where(big_a > delta, np.log((big_a - delta) / big_b), -np.inf)
+        return np.where(big_a > delta, (big_a - delta) / big_b, 0.0)
+
+
+def _threshold_values(s_prev: FloatArray, s_here: FloatArray, r: float, delta: float) -> FloatArray:
+    """log of :func:`_threshold_ratios`: −inf where A ≤ δ."""
+    with np.errstate(divide="ignore"):
+        return np.log(_threshold_ratios(s_prev, s_here, r, delta))
 
 
 def _binary_rr_law_epsilon(
@@ -546,13 +552,8 @@ def _binary_rr_one_fft(eps0: float, ones: int, zeros: int, n_fakes: int, delta: 
 
 
 def _threshold_ratio(s_prev: FloatArray, s_here: FloatArray, r: float, delta: float) -> float:
-    """max over the sets of (A − δ)/B (see :func:`_threshold_values`, its logarithm); 0 if
-    no set has A > δ."""
-    big_a = (1.0 - r) * s_prev + r * s_here
-    big_b = r * s_prev + (1.0 - r) * s_here
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.where(big_a > delta, (big_a - delta) / big_b, 0.0)
-    return float(np.max(ratio))
+    """max over the sets of :func:`_threshold_ratios`; 0 if no set has A > δ."""
+    return float(np.max(_threshold_ratios(s_prev, s_here, r, delta)))
 
 
 @functools.lru_cache(maxsize=256)
