@@ -81,6 +81,7 @@ from ._uniformity import uniformity_min_samples as uniformity_min_samples
 from .accounting import BOUNDS as BOUNDS
 from .accounting import KRR_BLANKET_BOUND as KRR_BLANKET_BOUND
 from .accounting import AmplificationBound as AmplificationBound
+from .accounting import BoundMethod as BoundMethod
 from .accounting import CollusionConfig as CollusionConfig
 from .accounting import ComposedGuarantee as ComposedGuarantee
 from .accounting import CompositionMethod as CompositionMethod

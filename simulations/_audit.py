@@ -13,6 +13,8 @@ from typing import Any
 
 import esa
 from protocols import (
+    BOUNDS,
+    BoundMethod,
     CollusionConfig,
     ParameterError,
     ProtocolSpec,
@@ -209,7 +211,11 @@ def audit(
         "fake_reports_per_shuffler": fake_reports,
         "colluding_users": ku,
         "colluding_shufflers": colluding_shufflers,
-        "protocol_claim": {"epsilon_central": privacy.epsilon_central, "bound": privacy.bound},
+        "protocol_claim": {
+            "epsilon_central": privacy.epsilon_central,
+            "bound": privacy.bound,
+            **_method_fields(privacy.bound, n),
+        },
         "epsilon_requested": epsilon,
         "privacy_warning": privacy_shortfall(protocol_name, epsilon, privacy.epsilon_central),
         "measured": measure,
@@ -228,6 +234,14 @@ def audit(
         ),
         "scenarios": rows,
     }
+
+
+def _method_fields(bound: str, n: int) -> dict[str, BoundMethod | float | None]:
+    """``bound_method`` and ``bound_tolerance`` of a value a registered bound gave at n users
+    (:meth:`protocols.AmplificationBound.method_at`); null for any other accountant's."""
+    known = BOUNDS.get(bound)
+    method, tolerance = known.method_at(n) if known is not None else (None, None)
+    return {"bound_method": method, "bound_tolerance": tolerance}
 
 
 def _row(
@@ -258,6 +272,8 @@ def _row(
         "honest_fakes": sc.honest_fakes,
         "epsilon_upper": sc.epsilon_upper,
         "bound": sc.bound,
+        # The scenario's victim is hidden among its honest users: the bound's n counts them.
+        **_method_fields(sc.bound, sc.honest_users + 1),
         "epsilon_lower": lower,
         "epsilon_lower_exact": sc.epsilon_lower,
         "epsilon_lower_measured": measured,

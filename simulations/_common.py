@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import re
 import sys
 import threading
@@ -32,6 +33,7 @@ __all__ = [
     "invocation",
     "is_misuse",
     "json_metadata",
+    "method_label",
     "parameter_errors",
     "parse_options",
     "plain_text",
@@ -594,3 +596,25 @@ class _NoProgress:
 
     def reset(self, *_: Any, **__: Any) -> None:
         pass
+
+
+def method_label(method: str | None, tolerance: float | None) -> str:
+    """What a table says of how a bound's value relates to the exact ε (``esa amplify``'s
+    method column, and the report's).
+
+    Args:
+        method: the row's ``method`` (:meth:`~protocols.AmplificationBound.method_at`).
+        tolerance: the row's ``tolerance``; None or NaN if unknown.
+
+    Returns:
+        ``"exact"``; ``"certified ≤ +0.1 %"`` for a proven upper bound at most that far
+        above the exact value (``"certified"`` if the tolerance is unknown); ``""`` for a
+        theorem's bound or no value.
+    """
+    if method == "exact":
+        return "exact"
+    if method == "certified":
+        if tolerance is None or not math.isfinite(tolerance):
+            return "certified"
+        return f"certified ≤ +{100 * tolerance:g} %"
+    return ""

@@ -111,7 +111,12 @@ def test_amplify_at_delta_zero(capsys: pytest.CaptureFixture[str]) -> None:
         if name != "local_dp":
             assert row["value"] is None
             assert row["reason"] == f"{name} needs delta > 0: it is an approximate-DP bound"
-    assert out["tightest"]["generic"] == {"bound": "local_dp", "value": 1.0}
+    assert out["tightest"]["generic"] == {
+        "bound": "local_dp",
+        "value": 1.0,
+        "method": "bound",
+        "tolerance": None,
+    }
 
 
 def test_simulate_refuses_delta_zero_for_hist_kr(capsys: pytest.CaptureFixture[str]) -> None:

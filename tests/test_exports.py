@@ -75,6 +75,7 @@ CRYPTO_PUBLIC = [
 PROTOCOLS_CORE = [
     "AmplificationBound",
     "BOUNDS",
+    "BoundMethod",
     "BoundNotApplicable",
     "CntRR",
     "Estimate",

@@ -23,6 +23,7 @@ This sub-package imports only the shared base modules of :mod:`protocols` (``_ba
 
 from ._amplification import BOUNDS as BOUNDS
 from ._amplification import AmplificationBound as AmplificationBound
+from ._amplification import BoundMethod as BoundMethod
 from ._amplification import available_bounds as available_bounds
 from ._amplification import krr_epsilon_from_lambda as krr_epsilon_from_lambda
 from ._amplification import krr_lambda as krr_lambda

@@ -18,6 +18,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from .._base import MAX_EPSILON, check_delta, check_epsilon, check_n
 from .._errors import BoundNotApplicable, ParameterError
@@ -25,6 +26,7 @@ from .._errors import BoundNotApplicable, ParameterError
 __all__ = [
     "BOUNDS",
     "AmplificationBound",
+    "BoundMethod",
     "available_bounds",
     "krr_epsilon_from_lambda",
     "krr_lambda",
@@ -76,6 +78,13 @@ def krr_epsilon_from_lambda(lam: float, k: int) -> float:
     return math.log1p(k * (1.0 - lam) / lam)
 
 
+#: How a bound's value relates to the exact ε of the shuffled mechanism (the worst case over
+#: the other users' data), as :meth:`AmplificationBound.method_at` states it: ``"exact"``
+#: (that ε itself), ``"certified"`` (a proven upper bound at most a stated relative tolerance
+#: above it) or ``"bound"`` (a proven upper bound; nothing is claimed about its slack).
+BoundMethod = Literal["exact", "certified", "bound"]
+
+
 @dataclass(frozen=True, slots=True)
 class AmplificationBound:
     """An amplification theorem as a pair of maps, with the randomizers it covers.
@@ -89,6 +98,10 @@ class AmplificationBound:
         pure: the bound is proven at δ = 0 (pure DP), so δ = 0 is a valid request; every
             other bound refuses δ = 0 with :class:`~protocols.NeedsPositiveDelta` (a
             BoundNotApplicable) naming itself. Only ``local_dp`` is pure.
+        exact_up_to: up to this many users (victim included) ``forward`` is the exact ε of
+            the shuffled mechanism, not only a bound on it; None for a theorem's bound.
+        certified_tolerance: past ``exact_up_to`` users, ``forward`` is a proven upper bound
+            at most this much (relative) above the exact ε; None if nothing is claimed there.
     """
 
     name: str
@@ -97,6 +110,33 @@ class AmplificationBound:
     forward: Callable[[float, int, float, int], float]
     inverse: Callable[[float, int, float, int], float]
     pure: bool = False
+    exact_up_to: int | None = None
+    certified_tolerance: float | None = None
+
+    def method_at(self, n: int) -> tuple[BoundMethod, float | None]:
+        """How this bound's value at n users relates to the exact ε of the mechanism.
+
+        The forward value is the exact ε (``"exact"``), a proven upper bound at most the
+        tolerance (relative) above it (``"certified"``), or a proven upper bound of unstated
+        slack (``"bound"``: every theorem). In the inverse direction the ε_l returned is the
+        largest whose forward value meets the target, found to the same standard: for
+        ``"certified"``, a proven ε_l within about the tolerance below the largest exact one.
+
+        Args:
+            n: number of users, the victim included.
+
+        Returns:
+            ``("exact", 0.0)``, ``("certified", tolerance)`` or ``("bound", None)``.
+
+        Raises:
+            ParameterError: n is not an integer >= 1.
+        """
+        n = check_n(n)
+        if self.exact_up_to is not None and n <= self.exact_up_to:
+            return "exact", 0.0
+        if self.certified_tolerance is not None:
+            return "certified", self.certified_tolerance
+        return "bound", None
 
     def applies_to(self, family: str) -> bool:
         """Whether the theorem covers randomizers of ``family``.

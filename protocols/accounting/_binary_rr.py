@@ -608,6 +608,7 @@ def binary_rr_epsilon(
     that it is a certified upper bound on it, at most 10^-3 relative above it: a branch and
     bound that covers every dataset with a proven bound but stops refining once every bound
     is within 10^-3 of the best exact value it evaluated (module docstring).
+    ``BOUNDS["binary_rr_exact"].method_at(n_others + 1)`` says which of the two it is.
 
     Args:
         epsilon_local: ε0 of the binary randomized response.
@@ -717,5 +718,7 @@ register_bound(
         "cf. Koskela, Heikkilä, Honkela, arXiv 2106.00477",
         forward=_bin_forward,
         inverse=_bin_inverse,
+        exact_up_to=_BINARY_MAX_OTHERS + 1,  # the victim and 2^28 others
+        certified_tolerance=_BINARY_TOLERANCE,
     )
 )

@@ -8,7 +8,15 @@ from typing import Any
 from esa import json_document
 from protocols import BOUNDS, AmplificationBound, BoundNotApplicable
 
-from .._common import UsageError, emit_json, invocation, print_table, status, users
+from .._common import (
+    UsageError,
+    emit_json,
+    invocation,
+    method_label,
+    print_table,
+    status,
+    users,
+)
 from .simulate import add_report_argument, check_report, write_report_option
 
 __all__ = ["all_bounds", "amplify_table", "register"]
@@ -28,7 +36,13 @@ def amplify_table(
     domain: int,
     bound: str = "all",
 ) -> dict[str, Any]:
-    """The JSON object ``esa amplify`` prints (one row per bound, ``null`` + reason if none)."""
+    """The JSON object ``esa amplify`` prints (one row per bound, ``null`` + reason if none).
+
+    Each row with a value says how it relates to the exact ε of the shuffle
+    (:meth:`~protocols.AmplificationBound.method_at`): ``method`` ``"exact"``,
+    ``"certified"`` (a proven upper bound at most ``tolerance``, relative, above the exact
+    value) or ``"bound"``; both are ``null`` where the bound gives no value.
+    """
     if (epsilon_local is None) == (epsilon_central is None):
         raise UsageError("give exactly one of --epsilon-local and --epsilon-central")
     bounds = all_bounds()
@@ -51,11 +65,14 @@ def amplify_table(
                 value = b.epsilon_local(epsilon_central=epsilon_central, n=n, delta=delta, k=domain)
         except BoundNotApplicable as exc:
             value, reason = None, str(exc)
+        method, tolerance = b.method_at(n) if value is not None else (None, None)
         rows.append(
             {
                 "bound": b.name,
                 "families": sorted(b.families),
                 "value": value,
+                "method": method,
+                "tolerance": tolerance,
                 "reason": reason,
                 "citation": b.citation,
             }
@@ -69,7 +86,7 @@ def amplify_table(
         ]
         if ok:
             pick = (min if forward else max)(ok, key=lambda r: r["value"])
-            best[family] = {"bound": pick["bound"], "value": pick["value"]}
+            best[family] = {k: pick[k] for k in ("bound", "value", "method", "tolerance")}
         else:
             best[family] = None
     return {
@@ -118,6 +135,23 @@ def _fmt(v: float | None) -> str:
     return f"{v:.6g}" if math.isfinite(v) else str(v)
 
 
+def _legend(rows: list[dict[str, Any]], *, forward: bool) -> str:
+    """What the method labels mean, if any row has one."""
+    if not any(method_label(r["method"], r["tolerance"]) for r in rows):
+        return ""
+    if forward:
+        return (
+            "\nexact: the shuffle's exact ε_c (worst case over the other users' data); "
+            "certified ≤ +x %: a proven upper bound at most x % above it; blank: a theorem's "
+            "proven upper bound"
+        )
+    return (
+        "\nexact: the largest ε_l whose exact ε_c (worst case over the other users' data) "
+        "meets the target; certified ≤ +x %: an ε_l proven by an upper bound on its ε_c at "
+        "most x % above the exact one; blank: the largest ε_l a theorem proves"
+    )
+
+
 def run(args: Any) -> int:
     if args.n < 1:
         raise UsageError(f"--n must be >= 1, got {args.n}")
@@ -140,7 +174,12 @@ def run(args: Any) -> int:
         return 0
     col = "ε_c" if args.epsilon_local is not None else "ε_l"
     rows = [
-        [r["bound"], ",".join(r["families"]), _fmt(r["value"]), r["reason"] or ""]
+        [
+            r["bound"],
+            ",".join(r["families"]),
+            _fmt(r["value"]),
+            r["reason"] or method_label(r["method"], r["tolerance"]),
+        ]
         for r in out["bounds"]
     ]
     given = (
@@ -149,13 +188,17 @@ def run(args: Any) -> int:
         else f"ε_c={args.epsilon_central:g}"
     )
     best = "; ".join(
-        f"{fam}: {b['bound']} ({_fmt(b['value'])})" if b else f"{fam}: none"
+        f"{fam}: {b['bound']} ({_fmt(b['value'])}"
+        + (f", {label})" if (label := method_label(b["method"], b["tolerance"])) else ")")
+        if b
+        else f"{fam}: none"
         for fam, b in out["tightest"].items()
     )
     print_table(
         f"amplification, {given}, n={args.n}, δ={args.delta:g}, k={args.domain}",
-        ["bound", "families", col, "why not"],
+        ["bound", "families", col, "method, or why not"],
         rows,
-        caption=f"tightest — {best}",
+        caption=f"tightest — {best}"
+        + _legend(out["bounds"], forward=args.epsilon_local is not None),
     )
     return 0

@@ -225,4 +225,10 @@ def amplification_curve(
             if eps not in values:
                 values[eps] = at(eps)
         curve.series[b.name] = [values.get(eps, math.nan) for eps in full]
+        method, tolerance = b.method_at(n)
+        if method == "certified" and any(math.isfinite(v) for v in values.values()):
+            curve.notes.append(
+                f"{b.name}: at n={n:,} a certified upper bound, at most {tolerance:.1%} above "
+                "the exact ε_c"
+            )
     return curve

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._common import method_label
 from . import _plots
 from ._compute import amplification_curve, audit_of_run
 from ._values import decode, detect_kind, fmt, num, nums
@@ -470,7 +471,9 @@ def _privacy_scenarios(page: _Page, audit: Mapping[str, Any], intro: str) -> Non
                 (
                     s.get("scenario"),
                     s.get("epsilon_upper"),
-                    s.get("bound"),
+                    f"{s.get('bound')}*"
+                    if s.get("bound_method") == "certified"
+                    else s.get("bound"),
                     s.get("epsilon_lower"),
                     s.get("epsilon_lower_exact"),
                     s.get("epsilon_lower_measured"),
@@ -482,6 +485,13 @@ def _privacy_scenarios(page: _Page, audit: Mapping[str, Any], intro: str) -> Non
             ],
         )
     )
+    certified = [s for s in scenarios if s.get("bound_method") == "certified"]
+    if certified:
+        parts.append(
+            '<p class="note">*: certified, a proven upper bound at most '
+            f"{fmt(100 * num(certified[0].get('bound_tolerance')))} % above the exact ε "
+            "(more honest users than the exact search takes).</p>"
+        )
     if audit.get("measured"):
         parts.append(
             f'<p class="note">Measured lower bounds: {fmt(audit.get("trials"))} runs per '
@@ -794,13 +804,13 @@ def _amplify(page: _Page, result: Mapping[str, Any], compute: bool) -> None:
     n, delta = int(num(result.get("n"))), num(result.get("delta"))
     k = int(num(result.get("domain")) if math.isfinite(num(result.get("domain"))) else 2)
     table = _table(
-        ["bound", "families", "ε_c" if forward else "ε_l", "why not", "citation"],
+        ["bound", "families", "ε_c" if forward else "ε_l", "method, or why not", "citation"],
         [
             (
                 b.get("bound"),
                 ", ".join(map(str, b.get("families") or [])),
                 b.get("value"),
-                b.get("reason") or "",
+                b.get("reason") or method_label(b.get("method"), num(b.get("tolerance"))),
                 b.get("citation") or "",
             )
             for b in bounds
@@ -848,16 +858,18 @@ def _amplify(page: _Page, result: Mapping[str, Any], compute: bool) -> None:
     for fam, best in tight.items():
         if isinstance(best, Mapping):
             v = num(best.get("value"))
+            label = method_label(best.get("method"), num(best.get("tolerance")))
+            how = f" ({label})" if label else ""
             if forward:
                 page.reading.append(
                     f"{fam} randomizers: the tightest bound is {best.get('bound')}, ε_c = "
-                    f"{fmt(v)} from ε_l = {fmt(center)} "
+                    f"{fmt(v)}{how} from ε_l = {fmt(center)} "
                     f"({fmt(center / v, 3) if v > 0 else '—'}× amplification)."
                 )
             else:
                 page.reading.append(
                     f"{fam} randomizers: the largest ε_l for ε_c = {fmt(target)} is "
-                    f"{fmt(v)} ({best.get('bound')})."
+                    f"{fmt(v)} ({best.get('bound')}{', ' + label if label else ''})."
                 )
         else:
             page.reading.append(f"{fam} randomizers: no bound applies at these parameters.")
