@@ -18,13 +18,20 @@ reports:
 * ``stage_peak_rss_mb``: the largest resident set sampled (every 0.1 s) in each stage of
   the run (``encode``, ``shuffler 1/3``, …, ``analyze``), to show where the peak is;
 * ``cpu_s``: CPU seconds of the run's process and its workers together (the machine is
-  shared: CPU time, not wall time, is what a ratio can rely on);
+  shared: CPU time, not wall time, is what a ratio can rely on); ``cpu_by_process_s``
+  splits it into the run's process (``main``), the pool's ``forkserver`` (its start-up
+  imports), its ``worker`` processes and the ``resource_tracker``, and ``stage_cpu_s``
+  into the stages (``setup`` is the protocol's calibration and the users' data);
 * ``x25519_floor_over_actual`` (onion): the CPU the run's X25519 operations alone need —
   one variable-base multiplication per layer peeled, one base and one variable-base per
   layer wrapped (users' reports and fakes), each timed as raw libsodium calls in the same
   process, best of 5 rounds before and 5 after the run — over the run's CPU. 1.0 would be
   a run that does nothing but its scalar multiplications; on a loaded machine the CPU clock
   of every process is inflated alike, and the ratio drifts by several percent.
+  ``stage_floor_over_actual`` is the same ratio per stage, and
+  ``x25519_pool_floor_over_actual`` the ratio with the raw calls timed on every pool worker
+  at once after the run (``x25519_pool_var_us``, ``x25519_pool_base_us``: the slowest
+  worker's best), i.e. with every core busy, as during the run.
 
 The defaults: onion hist_kr at 10^5 and 10^6 users and ideal hist_kr at 10^7 and 10^8
 reports, 3 shufflers, no fakes, ε = 1, domain 16 (``esa simulate --protocol hist_kr``).
@@ -33,12 +40,14 @@ reports, 3 shufflers, no fakes, ε = 1, domain 16 (``esa simulate --protocol his
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,18 +70,28 @@ def _rss_kb() -> int:
 
 
 class _StagePeaks:
-    """The largest resident set seen in each stage of a run, sampled on a thread."""
+    """The largest resident set seen in each stage of a run, sampled on a thread, and the
+    CPU seconds each stage took (this process and its pool, read at the stage's bounds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpu: Callable[[], float]) -> None:
         self.stage = "setup"
         self.peaks: dict[str, int] = {}
+        self.cpu: dict[str, float] = {}
+        self._read_cpu = cpu
+        self._cpu_at = cpu()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def enter(self, name: str) -> None:
         self._note()
+        self._close_cpu()
         self.stage = name
         self._note()
+
+    def _close_cpu(self) -> None:
+        now = self._read_cpu()
+        self.cpu[self.stage] = self.cpu.get(self.stage, 0.0) + now - self._cpu_at
+        self._cpu_at = now
 
     def _note(self) -> None:
         self.peaks[self.stage] = max(self.peaks.get(self.stage, 0), _rss_kb())
@@ -89,6 +108,7 @@ class _StagePeaks:
         self._stop.set()
         self._thread.join()
         self._note()
+        self._close_cpu()
 
 
 def _raw_x25519_seconds(rounds: int = 5, samples: int = 2000) -> tuple[float, float]:
@@ -113,17 +133,83 @@ def _raw_x25519_seconds(rounds: int = 5, samples: int = 2000) -> tuple[float, fl
     return var, base
 
 
+class _CpuClock:
+    """CPU seconds of this process and every process under it (the pool's fork server
+    and workers), each child's last reading kept should it exit."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._me = psutil.Process()
+        self._children: dict[int, tuple[str, float]] = {}
+
+    def _own(self) -> float:
+        t = self._me.cpu_times()
+        return float(t.user + t.system)
+
+    def read(self) -> float:
+        for c in self._me.children(recursive=True):
+            try:
+                t = c.cpu_times()
+                role = self._children.get(c.pid, ("", 0.0))[0] or _role(c)
+                self._children[c.pid] = (role, float(t.user + t.system))
+            except self._psutil.Error:
+                pass
+        return self._own() + sum(cpu for _, cpu in self._children.values())
+
+    def children_peak_kb(self) -> int:
+        """The largest peak resident set (``VmHWM``) of the children still running."""
+        peak = 0
+        for c in self._me.children(recursive=True):
+            with contextlib.suppress(OSError):
+                peak = max(peak, _peak_kb(c.pid))
+        return peak
+
+    def by_role(self) -> dict[str, float]:
+        out: dict[str, float] = {"main": self._own()}
+        for role, cpu in self._children.values():
+            out[role] = out.get(role, 0.0) + cpu
+        return out
+
+
+def _role(proc: Any) -> str:
+    """``worker`` for a pool worker (a child of the fork server, whose command line it
+    shares), else what the child is (``forkserver``, ``resource_tracker``)."""
+    if proc.ppid() != os.getpid():
+        return "worker"
+    text = " ".join(proc.cmdline())
+    if "forkserver" in text:
+        return "forkserver"
+    if "resource_tracker" in text:
+        return "resource_tracker"
+    return "worker"
+
+
+def _pool_x25519_seconds(workers: int | None) -> tuple[float, float] | None:
+    """:func:`_raw_x25519_seconds` on every worker of the run's pool at once (every core
+    busy), the slowest worker's figures; None when the run had no pool."""
+    from esa._executor import available_cores, local_pool
+
+    count = available_cores() if workers is None else workers
+    if count < 2:
+        return None
+    pool = local_pool(count)
+    futures = [pool.submit(_raw_x25519_seconds) for _ in range(count)]
+    results = [f.result() for f in futures]
+    return max(r[0] for r in results), max(r[1] for r in results)
+
+
 def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
     """One case, in this process (the child's side)."""
-    import psutil
-
     import esa
 
     var, base = _raw_x25519_seconds()
-    me = psutil.Process()
-    cpu0 = me.cpu_times()
+    clock = _CpuClock()
+    cpu0 = clock.read()
+    main0 = clock.by_role()["main"]
     wall = time.perf_counter()
-    with _StagePeaks() as stages:
+    with _StagePeaks(clock.read) as stages:
         result = esa.simulate(
             "hist_kr",
             n=n,
@@ -137,20 +223,12 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
             on_stage=stages.enter,
         )
     wall = time.perf_counter() - wall
-    cpu1 = me.cpu_times()
+    cpu = clock.read() - cpu0
+    roles = clock.by_role()
+    roles["main"] -= main0
     var_after, base_after = _raw_x25519_seconds()
     var, base = min(var, var_after), min(base, base_after)
-    children = me.children(recursive=True)
-    child_cpu = 0.0
-    child_peak = 0
-    for c in children:
-        try:
-            t = c.cpu_times()
-            child_cpu += t.user + t.system
-            child_peak = max(child_peak, _peak_kb(c.pid))
-        except psutil.Error:
-            pass
-    own_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    child_peak = clock.children_peak_kb()
     out: dict[str, Any] = {
         "crypto": crypto,
         "n": n,
@@ -158,8 +236,10 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
         "peak_rss_mb": _peak_kb("self") / 1024,
         "worker_peak_rss_mb": child_peak / 1024,
         "stage_peak_rss_mb": {k: round(v / 1024, 1) for k, v in stages.peaks.items()},
-        "cpu_s": own_cpu + child_cpu,
-        "cpu_main_s": own_cpu,
+        "cpu_s": cpu,
+        "cpu_main_s": roles["main"],
+        "cpu_by_process_s": {k: round(v, 2) for k, v in roles.items()},
+        "stage_cpu_s": {k: round(v, 2) for k, v in stages.cpu.items()},
         "wall_s": wall,
         "seconds": result.seconds,
         "max_abs_error": result.max_abs_error,
@@ -167,12 +247,28 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
     if crypto == "onion":
         layers = SHUFFLERS + 1
         sent = result.hops[0].received
-        peeled = sum(h.received for h in result.hops)
-        fakes = sum(h.fakes_added * (layers - 1 - h.hop) for h in result.hops[:-1])
-        floor = peeled * var + (sent * layers + fakes) * (var + base)
+        # X25519 operations of each stage: (variable-base, base) multiplications.
+        ops = {"encode": (sent * layers, sent * layers)}
+        for h in result.hops:
+            wrapped = h.fakes_added * (layers - 1 - h.hop) if h.role == "shuffler" else 0
+            name = f"shuffler {h.hop + 1}/{SHUFFLERS}" if h.role == "shuffler" else "analyze"
+            ops[name] = (h.received + wrapped, wrapped)
+        floors = {k: v * var + b * base for k, (v, b) in ops.items()}
+        floor = sum(floors.values())
         out["x25519_var_us"], out["x25519_base_us"] = var * 1e6, base * 1e6
         out["x25519_floor_s"] = floor
-        out["x25519_floor_over_actual"] = floor / out["cpu_s"]
+        out["x25519_floor_over_actual"] = floor / cpu
+        out["stage_floor_over_actual"] = {
+            k: round(floors[k] / stages.cpu[k], 3) for k in floors if stages.cpu.get(k)
+        }
+        pool = _pool_x25519_seconds(workers)
+        if pool is not None:
+            # The same raw calls on every pool worker at once: what a multiplication costs
+            # with every core busy, as in the run (the floor above has one core busy).
+            pvar, pbase = pool
+            pfloor = sum(v * pvar + b * pbase for v, b in ops.values())
+            out["x25519_pool_var_us"], out["x25519_pool_base_us"] = pvar * 1e6, pbase * 1e6
+            out["x25519_pool_floor_over_actual"] = pfloor / cpu
     return out
 
 
