@@ -35,10 +35,16 @@ reports:
   process, best of 5 rounds before and 5 after the run — over the run's CPU. 1.0 would be
   a run that does nothing but its scalar multiplications; on a loaded machine the CPU clock
   of every process is inflated alike, and the ratio drifts by several percent.
-  ``stage_floor_over_actual`` is the same ratio per stage, and
+  ``stage_floor_over_actual`` is the same ratio per stage (the stages' CPU includes a
+  probe's, below: 100 calls of each kind a second, about 0.6 % of a core), and
   ``x25519_pool_floor_over_actual`` the ratio with the raw calls timed on every pool worker
   at once after the run (``x25519_pool_var_us``, ``x25519_pool_base_us``: the slowest
-  worker's best), i.e. with every core busy, as during the run.
+  worker's best), i.e. with every core busy, as during the run;
+  ``x25519_during_run_floor_over_actual`` the ratio at the median cost of the same raw
+  calls timed by a thread of the run's process, 100 of each kind every second, during
+  the run (``x25519_during_run_var_us``, ``x25519_during_run_base_us``; the probe's CPU
+  is left out of ``cpu_s``): a run that only multiplied would be at 1.0 by it, whatever
+  else the machine ran.
 
 The defaults: onion hist_kr at 10^5 and 10^6 users and ideal hist_kr at 10^7 and 10^8
 reports, 3 shufflers, no fakes, ε = 1, domain 16 (``esa simulate --protocol hist_kr``).
@@ -50,6 +56,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -193,6 +200,48 @@ def _role(proc: Any) -> str:
     return "worker"
 
 
+class _X25519Probe:
+    """Times a few raw X25519 calls on a thread of this process every ``period`` seconds
+    while the run goes on: what a multiplication costs under the run's own conditions
+    (every core busy with its workers, whatever else the machine runs), by the thread's
+    CPU clock. Its own CPU is counted, for the caller to take out of the run's."""
+
+    def __init__(self, period: float = 1.0, calls: int = 100) -> None:
+        from nacl import bindings
+
+        self._bindings = bindings
+        self._period, self._calls = period, calls
+        self.var: list[float] = []
+        self.base: list[float] = []
+        self.cpu = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        mult, base = self._bindings.crypto_scalarmult, self._bindings.crypto_scalarmult_base
+        secrets = [os.urandom(32) for _ in range(self._calls)]
+        points = [base(s) for s in secrets]
+        while not self._stop.wait(self._period):
+            t0 = time.thread_time()
+            for p in points:
+                mult(secrets[0], p)
+            t1 = time.thread_time()
+            for s in secrets:
+                base(s)
+            t2 = time.thread_time()
+            self.var.append((t1 - t0) / self._calls)
+            self.base.append((t2 - t1) / self._calls)
+            self.cpu += time.thread_time() - t0
+
+    def __enter__(self) -> _X25519Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _pool_x25519_seconds(workers: int | None) -> tuple[float, float] | None:
     """:func:`_raw_x25519_seconds` on every worker of the run's pool at once (every core
     busy), the slowest worker's figures; None when the run had no pool."""
@@ -216,7 +265,7 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
     cpu0 = clock.read()
     main0 = clock.by_role()["main"]
     wall = time.perf_counter()
-    with _StagePeaks(clock.read) as stages:
+    with _StagePeaks(clock.read) as stages, _X25519Probe() as probe:
         result = esa.simulate(
             "hist_kr",
             n=n,
@@ -230,9 +279,9 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
             on_stage=stages.enter,
         )
     wall = time.perf_counter() - wall
-    cpu = clock.read() - cpu0
+    cpu = clock.read() - cpu0 - probe.cpu
     roles = clock.by_role()
-    roles["main"] -= main0
+    roles["main"] -= main0 + probe.cpu
     var_after, base_after = _raw_x25519_seconds()
     var, base = min(var, var_after), min(base, base_after)
     child_peak = clock.children_peak_kb()
@@ -268,6 +317,15 @@ def run_one(crypto: str, n: int, workers: int | None) -> dict[str, Any]:
         out["stage_floor_over_actual"] = {
             k: round(floors[k] / stages.cpu[k], 3) for k in floors if stages.cpu.get(k)
         }
+        if probe.var:
+            # The floor at the median cost of the multiplications timed during the run.
+            mvar, mbase = statistics.median(probe.var), statistics.median(probe.base)
+            out["x25519_during_run_var_us"] = mvar * 1e6
+            out["x25519_during_run_base_us"] = mbase * 1e6
+            out["x25519_during_run_probes"] = len(probe.var)
+            out["x25519_during_run_floor_over_actual"] = (
+                sum(v * mvar + b * mbase for v, b in ops.values()) / cpu
+            )
         pool = _pool_x25519_seconds(workers)
         if pool is not None:
             # The same raw calls on every pool worker at once: what a multiplication costs
