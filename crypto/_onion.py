@@ -70,6 +70,9 @@ _NONCE: Final = bytes(12)
 _PERSON: Final = b"esa-onion-key-v1"
 _EPK_END: Final = 1 + KEY_SIZE
 _VERSION_BYTE: Final = bytes((REPORT_VERSION,))
+# The layer KDF with its parameters set, copied for each key: 0.35 µs a key, where a new
+# hash object built from keyword arguments takes 0.63 µs. Never updated itself.
+_KDF: Final = hashlib.blake2b(digest_size=32, person=_PERSON)
 LAYER_OVERHEAD: Final = 1 + KEY_SIZE + _TAG_SIZE + HEADER_SIZE  # 58 bytes per hop
 MAX_EPOCH: Final = 2**64 - 1
 MAX_HOP: Final = 2**16 - 1
@@ -172,20 +175,23 @@ def _seal(
     key raises ``RuntimeError`` or nacl's ``CryptoError``.
     """
     base, mult = bindings.crypto_scalarmult_base, bindings.crypto_scalarmult
-    blake2b, aead = hashlib.blake2b, ChaCha20Poly1305
-    hops, span = len(route), KEY_SIZE * len(route)
+    kdf, aead = _KDF.copy, ChaCha20Poly1305
+    starts = range(0, len(secrets), KEY_SIZE * len(route))
     out = list(payloads)
-    for j in range(hops - 1, -1, -1):
-        recipient, ad = route[j], ads[j]
-        esks = [
-            secrets[i + j * KEY_SIZE : i + (j + 1) * KEY_SIZE] for i in range(0, len(secrets), span)
-        ]
-        epks = [base(esk) for esk in esks]
+    for j in range(len(route) - 1, -1, -1):
+        recipient, ad, at = route[j], ads[j], j * KEY_SIZE
+        esks = [secrets[i + at : i + at + KEY_SIZE] for i in starts]
+        epks = list(map(base, esks))
         shared = [mult(esk, recipient) for esk in esks]
-        for i, epk in enumerate(epks):
-            key = blake2b(shared[i] + epk + recipient, digest_size=32, person=_PERSON).digest()
-            body = aead(key).encrypt(_NONCE, headers[i] + out[i], ad + epk)
-            out[i] = _VERSION_BYTE + epk + body
+        sealed = []
+        for epk, product, header, inner in zip(epks, shared, headers, out, strict=True):
+            h = kdf()
+            h.update(product)
+            h.update(epk)
+            h.update(recipient)
+            body = aead(h.digest()).encrypt(_NONCE, header + inner, ad + epk)
+            sealed.append(_VERSION_BYTE + epk + body)
+        out = sealed
     return out
 
 
@@ -317,25 +323,28 @@ def _open(reports: Sequence[bytes], secret: bytes, public: bytes, ad: bytes) -> 
     one tight loop, then the AEAD.
     """
     mult = bindings.crypto_scalarmult
+    epks = [report[1:_EPK_END] for report in reports]
     shared: list[bytes | None] = []
-    for report in reports:
+    for report, epk in zip(reports, epks, strict=True):
         if report[0] != REPORT_VERSION:
             shared.append(None)
             continue
         try:
-            shared.append(mult(secret, report[1:_EPK_END]))
+            shared.append(mult(secret, epk))
         except (_NaclError, RuntimeError):  # low-order point: all-zero shared secret
             shared.append(None)
-    blake2b, aead = hashlib.blake2b, ChaCha20Poly1305
+    kdf, aead = _KDF.copy, ChaCha20Poly1305
     out: list[bytes | None] = []
-    for report, product in zip(reports, shared, strict=True):
+    for report, epk, product in zip(reports, epks, shared, strict=True):
         if product is None:
             out.append(None)
             continue
-        epk = report[1:_EPK_END]
-        key = blake2b(product + epk + public, digest_size=32, person=_PERSON).digest()
+        h = kdf()
+        h.update(product)
+        h.update(epk)
+        h.update(public)
         try:
-            plain = aead(key).decrypt(_NONCE, report[_EPK_END:], ad + epk)
+            plain = aead(h.digest()).decrypt(_NONCE, report[_EPK_END:], ad + epk)
         except InvalidTag:
             out.append(None)
             continue
@@ -711,23 +720,27 @@ def peel_records(
             f"records must be (k, L >= {LAYER_OVERHEAD}) uint8, got shape {rows.shape}"
         )
     k, width = rows.shape
-    inner_size = width - LAYER_OVERHEAD
+    plain_size = width - LAYER_OVERHEAD + HEADER_SIZE  # header ‖ inner
     data = np.ascontiguousarray(rows).tobytes()
     secret, public, ad = (
         key.private_bytes_raw(),
         key.public_key,
         _AD.pack(REPORT_VERSION, epoch, hop),
     )
-    crowds = np.zeros(k, dtype=np.uint64)
-    ok = np.zeros(k, dtype=bool)
-    inner_rows = bytearray(k * inner_size)  # an invalid row stays zero
-    view = memoryview(inner_rows)
+    # Each plaintext goes whole into its row, and the headers are read as one column
+    # afterwards: per report, one copy and no parsing in Python.
+    plains = bytearray(k * plain_size)  # an invalid row stays zero
+    view = memoryview(plains)
+    opened: list[int] = []
     for start in range(0, k, _BLOCK):
         stop = min(start + _BLOCK, k)
         block = [data[i * width : (i + 1) * width] for i in range(start, stop)]
         for i, plain in enumerate(_open(block, secret, public, ad), start):
             if plain is not None:
-                crowds[i], ok[i] = _HEADER.unpack_from(plain)[1], True
-                view[i * inner_size : (i + 1) * inner_size] = memoryview(plain)[HEADER_SIZE:]
-    inner = np.frombuffer(inner_rows, dtype=np.uint8).reshape(k, inner_size)
-    return crowds, inner, ok
+                view[i * plain_size : (i + 1) * plain_size] = plain
+                opened.append(i)
+    table = np.frombuffer(plains, dtype=np.uint8).reshape(k, plain_size)
+    ok = np.zeros(k, dtype=bool)
+    ok[opened] = True
+    crowds = table[:, 1:HEADER_SIZE].copy().view(">u8").reshape(k).astype(np.uint64)
+    return crowds, np.ascontiguousarray(table[:, HEADER_SIZE:]), ok

@@ -59,6 +59,37 @@ def test_records_are_the_reports_of_the_per_report_functions() -> None:
         crypto.wrap_records(payloads, route, epoch=EPOCH, crowd_ids=crowds[:4])
 
 
+def test_records_across_blocks_open_as_the_per_report_function_does() -> None:
+    # 2100 rows: three of peel_records' 1024-row blocks; tampered rows on both sides of
+    # each block boundary, crowd ids that use all 64 bits.
+    keys = _keys(1)
+    rng = np.random.default_rng(5)
+    payloads = rng.integers(0, 256, size=(2100, 4), dtype=np.uint8)
+    crowds = rng.integers(0, 2**64, size=2100, dtype=np.uint64)
+    records = crypto.wrap_records(payloads, [keys[0].public_key], epoch=EPOCH, crowd_ids=crowds)
+    bad = [0, 1023, 1024, 2047, 2048, 2099]
+    records[bad, 60] ^= 0x80
+    records[5, 0] = 2  # a wrong version byte: invalid before any X25519
+    got_crowds, inner, ok = crypto.peel_records(records, keys[0], epoch=EPOCH, hop=0)
+    assert inner.shape == (2100, 4)
+    assert inner.flags.c_contiguous
+    assert got_crowds.dtype == np.uint64
+    for i, row in enumerate(records):
+        try:
+            header, payload = crypto.peel_report(row.tobytes(), keys[0], epoch=EPOCH, hop=0)
+        except crypto.InvalidReport:
+            assert not ok[i]
+            assert got_crowds[i] == 0
+            assert not inner[i].any()
+        else:
+            assert ok[i]
+            assert got_crowds[i] == header.crowd_id == crowds[i]
+            assert inner[i].tobytes() == payload == payloads[i].tobytes()
+    assert np.flatnonzero(~ok).tolist() == sorted([*bad, 5])
+    empty = crypto.peel_records(records[:0], keys[0], epoch=EPOCH, hop=0)
+    assert [a.shape for a in empty] == [(0,), (0, 4), (0,)]
+
+
 def test_a_writer_past_its_budget_spills_to_an_unlinked_file(tmp_path: Path) -> None:
     rows = np.random.default_rng(0).integers(0, 256, (1000, 33), dtype=np.uint8)
     in_ram = RecordWriter(33, budget=10**6, directory=tmp_path)
