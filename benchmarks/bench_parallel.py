@@ -26,7 +26,14 @@ figures a loaded machine does not distort as much:
 
 ``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out);
 ``grid-cold`` the same without the parent's import of scipy before its workers fork
-(``_preload``), the previous behaviour.
+(``_preload``), the previous behaviour; ``grid-malloc`` the same with the workers' allocator
+left at glibc's defaults (``crypto.keep_freed_memory`` disabled: freed arrays go back to
+the OS and are page-faulted in again), the previous behaviour too.
+
+Per run the script also splits the CPU time into user and system time and counts the
+minor page faults of the command and its workers (``ru_minflt``): system time and faults
+are what a worker's allocator costs; the second worker's extra user time (``user2/user1``)
+is what it costs to share the machine's caches and memory.
 ``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
 --workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
 computed (n/a).
@@ -44,6 +51,7 @@ and every audit's JSON the first audit's but for the record of the invocation (`
     python benchmarks/bench_parallel.py --category counting               # 2 pairs
     python benchmarks/bench_parallel.py --category counting --protocols cnt_rr,cnt_bn --pairs 3
     python benchmarks/bench_parallel.py --modes full,audit --pairs 2
+    python benchmarks/bench_parallel.py --category sum --modes grid,grid-malloc --pairs 3
 """
 
 from __future__ import annotations
@@ -86,6 +94,10 @@ GRID = PARENT_CPU + (
 #: The grid alone as before the parent imported scipy for its forked workers (``_preload``
 #: disabled): each worker imports it itself.
 GRID_COLD = GRID.replace("r.plot_category =", "r._preload = lambda: None; r.plot_category =")
+#: The grid alone with the workers' malloc at glibc's defaults (their initializer a no-op).
+GRID_MALLOC = GRID.replace(
+    "r.plot_category =", "import crypto; crypto.keep_freed_memory = lambda: None; r.plot_category ="
+)
 WALL_CLOCK_COLUMNS = (  # the timing columns: wall and CPU seconds
     "analyzer_seconds",
     "total_seconds",
@@ -109,8 +121,8 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         out.mkdir(parents=True)
         cmd = [sys.executable, "-c", MAIN, *AUDIT, "--workers", str(workers)]
         stdout = (out / "audit.json").open("w")
-    elif mode in ("grid", "grid-cold"):
-        code = GRID if mode == "grid" else GRID_COLD
+    elif mode in ("grid", "grid-cold", "grid-malloc"):
+        code = {"grid": GRID, "grid-cold": GRID_COLD, "grid-malloc": GRID_MALLOC}[mode]
         cmd = [sys.executable, "-c", code, category, str(out), str(workers), protocols or ""]
     else:
         cmd = [sys.executable, "-c", MAIN, "experiments", category, "--quick"]
@@ -130,7 +142,8 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    cpu = user + system
     lines = [line.split() for line in parent_file.read_text().splitlines()]
     (parent,) = [float(cpu) for pid, cpu in lines if int(pid) == proc.pid]
     return {
@@ -138,6 +151,9 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         "workers": workers,
         "wall": wall,
         "cpu": cpu,
+        "user": user,
+        "system": system,
+        "minor_faults": after.ru_minflt - before.ru_minflt,
         "parent_cpu": parent,
         "load_at_start": load,
     }
@@ -210,7 +226,7 @@ def main() -> None:
     parser.add_argument("--protocols", default=None, help="comma-separated subset")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument(
-        "--modes", default="full,grid", help="full (the command), grid (no plots), or both"
+        "--modes", default="full,grid", help="any of full, grid, grid-cold, grid-malloc, audit"
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -261,6 +277,13 @@ def main() -> None:
                 "cpu_2": two["cpu"],
                 "speedup": one["wall"] / two["wall"],
                 "cpu_overhead": two["cpu"] / one["cpu"],
+                "user_1": one["user"],
+                "user_2": two["user"],
+                "system_1": one["system"],
+                "system_2": two["system"],
+                "faults_1": one["minor_faults"],
+                "faults_2": two["minor_faults"],
+                "user_overhead": two["user"] / one["user"],
                 "cpu_bound_speedup": 2.0 * one["cpu"] / two["cpu"],
                 "task_bound": one["task_bound"],
                 "parent_cpu_1": one["parent_cpu"],
@@ -277,6 +300,11 @@ def main() -> None:
     keys = (
         "speedup",
         "cpu_overhead",
+        "user_overhead",
+        "system_1",
+        "system_2",
+        "faults_1",
+        "faults_2",
         "cpu_bound_speedup",
         "task_bound",
         "parent_cpu_1",
@@ -316,6 +344,12 @@ def main() -> None:
             f"{p['parent_cpu_1']:6.2f}  {p['serial_fraction']:5.3f}  {p['amdahl']:5.2f}x  "
             f"{p['predicted']:8.2f}x  "
             f"{p['cores_available']:5.2f}"
+        )
+    print("mode  user1   user2  user2/user1  sys1   sys2   faults1   faults2")
+    for p in pairs:
+        print(
+            f"{p['mode']:>4} {p['user_1']:6.1f}  {p['user_2']:6.1f}  {p['user_overhead']:10.3f}  "
+            f"{p['system_1']:5.2f}  {p['system_2']:5.2f}  {p['faults_1']:8d}  {p['faults_2']:8d}"
         )
     for mode in modes:
         m = result["median"][mode]
