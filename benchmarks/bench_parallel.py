@@ -52,6 +52,11 @@ and every audit's JSON the first audit's but for the record of the invocation (`
     python benchmarks/bench_parallel.py --category counting --protocols cnt_rr,cnt_bn --pairs 3
     python benchmarks/bench_parallel.py --modes full,audit --pairs 2
     python benchmarks/bench_parallel.py --category sum --modes grid,grid-malloc --pairs 3
+    python benchmarks/bench_parallel.py --contention 3
+
+``--contention REPS`` runs no grid: it times small kernels (:data:`KERNELS`: X25519, numpy
+on arrays in L2 and in DRAM, fresh arrays, the FFTs of a calibration) alone and two copies
+at once, alternately, to tell what the second busy core costs each kind of work.
 """
 
 from __future__ import annotations
@@ -159,6 +164,65 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     }
 
 
+_FFT = (  # the median transform of rsum_pure's calibration: 2 rows, length 17280
+    "import numpy as np\nfrom scipy import fft\n"
+    "q = np.random.default_rng(0).random((2, 8641))\n"
+    "for _ in range(2_500): f = fft.rfft(q, 17280, axis=1); fft.irfft(f * f, 17280, axis=1)"
+)
+#: ``--contention``: kernels of ≈ 1–3 s of CPU, from what barely touches memory to what
+#: streams it: (whether its allocator is a pool worker's, ``crypto.keep_freed_memory``;
+#: its code). Each prints its own user and system seconds.
+KERNELS = {
+    "x25519 (registers)": (
+        True,
+        "from nacl import bindings\n"
+        "sk = bytes(range(32)); pk = bindings.crypto_scalarmult_base(sk)\n"
+        "for _ in range(40_000): bindings.crypto_scalarmult(sk, pk)",
+    ),
+    "numpy 128 KiB (in L2)": (
+        True,
+        "import numpy as np\n"
+        "a = np.ones(2**14); b = np.empty_like(a)\n"
+        "for _ in range(61_440): np.multiply(a, 2.0, out=b)",
+    ),
+    "FFT 2 x 17280 (calibration)": (True, _FFT),
+    "numpy 128 MiB (in DRAM)": (
+        True,
+        "import numpy as np\n"
+        "a = np.ones(2**24); b = np.empty_like(a)\n"
+        "for _ in range(60): np.multiply(a, 2.0, out=b)",
+    ),
+    "the FFT, glibc's default malloc": (False, _FFT),
+}
+
+
+def contention(reps: int) -> None:
+    """Each kernel alone, then two copies at once (``reps`` times, interleaved): the median
+    user and system seconds of one copy, and what the second copy adds to them."""
+    timed = (
+        "import resource, sys, crypto\n"
+        "if sys.argv[2] == 'pool': crypto.keep_freed_memory()\n"
+        "u = resource.getrusage(resource.RUSAGE_SELF)\nexec(sys.argv[1])\n"
+        "v = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(v.ru_utime - u.ru_utime, v.ru_stime - u.ru_stime)"
+    )
+    print(f"load average before {os.getloadavg()[0]:.2f}; median seconds of one copy")
+    print(f"{'kernel':32} {'user 1':>7} {'user 2':>7} {'ratio':>6} {'sys 1':>6} {'sys 2':>6}")
+    for name, (pool, code) in KERNELS.items():
+        cmd = [sys.executable, "-c", timed, code, "pool" if pool else "default"]
+        times: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+        for _ in range(reps):
+            for copies in (1, 2):
+                procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE) for _ in range(copies)]
+                for p in procs:
+                    user, system = map(float, p.communicate()[0].split())
+                    times[copies].append((user, system))
+        u1, u2 = (statistics.median(u for u, _ in times[c]) for c in (1, 2))
+        s1, s2 = (statistics.median(s for _, s in times[c]) for c in (1, 2))
+        print(f"{name:32} {u1:7.2f} {u2:7.2f} {u2 / u1:6.3f} {s1:6.2f} {s2:6.2f}", flush=True)
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+
+
 def amdahl(serial_fraction: float, workers: int = 2) -> float:
     """Amdahl's speedup on ``workers`` of a job whose ``serial_fraction`` cannot be shared."""
     return 1.0 / (serial_fraction + (1.0 - serial_fraction) / workers)
@@ -229,7 +293,16 @@ def main() -> None:
         "--modes", default="full,grid", help="any of full, grid, grid-cold, grid-malloc, audit"
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--contention",
+        type=int,
+        metavar="REPS",
+        help="instead: CPU of kernels run alone and two at once, REPS times each",
+    )
     args = parser.parse_args()
+    if args.contention:
+        contention(args.contention)
+        return
     modes = args.modes.split(",")
 
     load0 = os.getloadavg()

@@ -417,12 +417,12 @@ def keep_freed_memory() -> None:
     pools). glibc's malloc takes every block below 256 MiB from the process's heap instead
     of mapping it afresh, and gives the heap's free top back to the OS only beyond 256 MiB.
     Its defaults start both thresholds at 128 KiB (the mmap one rising with the blocks
-    freed, to 32 MiB at most), so a task's arrays were unmapped or trimmed when freed and
-    the next task's page-faulted in again: about 10⁵ faults and 0.5–1 s of system time in
+    freed, to 32 MiB at most): a task's arrays are unmapped or trimmed when freed and the
+    next task's page-faulted in again, about 10⁵ faults and 0.5–1 s of system time in
     a task of 1.5 s of user time (``cnt_pure`` at n = 5·10⁴ in the counting grid), and
-    more with two workers faulting at once (``benchmarks/bench_parallel.py``). A grid
-    worker's peak memory grows by a few per cent at most; between tasks it keeps up to
-    256 MiB that it no longer uses.
+    more with two workers faulting at once (``benchmarks/bench_parallel.py``). The grids'
+    workers peak about 5 % higher; between tasks a worker keeps up to 256 MiB it no
+    longer uses.
 
     glibc only; elsewhere, or where the C library refuses a value, the allocator stays as
     it was. Only speed depends on it, never a result.
