@@ -29,14 +29,14 @@ figures a loaded machine does not distort as much:
 (``_preload``), the previous behaviour; ``grid-malloc`` the same with the workers' allocator
 left at glibc's defaults (``crypto.keep_freed_memory`` disabled: freed arrays go back to
 the OS and are page-faulted in again), the previous behaviour too.
+``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
+--workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
+computed (n/a). ``audit-malloc`` is the audit with glibc's default allocator.
 
 Per run the script also splits the CPU time into user and system time and counts the
 minor page faults of the command and its workers (``ru_minflt``): system time and faults
 are what a worker's allocator costs; the second worker's extra user time (``user2/user1``)
 is what it costs to share the machine's caches and memory.
-``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
---workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
-computed (n/a).
 
 A run that is 1.8× faster on 2 workers needs s ≤ 1/9 even with a perfect balance:
 the serial part (≈ 1.7 s of start-up and scipy imports for a grid, its ≈ 1.3 s plus the
@@ -55,8 +55,9 @@ and every audit's JSON the first audit's but for the record of the invocation (`
     python benchmarks/bench_parallel.py --contention 3
 
 ``--contention REPS`` runs no grid: it times small kernels (:data:`KERNELS`: X25519, numpy
-on arrays in L2 and in DRAM, fresh arrays, the FFTs of a calibration) alone and two copies
-at once, alternately, to tell what the second busy core costs each kind of work.
+on arrays in L2 and in DRAM, the FFTs of a calibration with and without the pool workers'
+allocator setting) alone and two copies at once, alternately, to tell what the second
+busy core costs each kind of work.
 """
 
 from __future__ import annotations
@@ -99,7 +100,11 @@ GRID = PARENT_CPU + (
 #: The grid alone as before the parent imported scipy for its forked workers (``_preload``
 #: disabled): each worker imports it itself.
 GRID_COLD = GRID.replace("r.plot_category =", "r._preload = lambda: None; r.plot_category =")
-#: The grid alone with the workers' malloc at glibc's defaults (their initializer a no-op).
+#: The command with its workers' malloc at glibc's defaults (their initializer a no-op).
+MAIN_MALLOC = MAIN.replace(
+    "import sys;", "import sys, crypto; crypto.keep_freed_memory = lambda: None;"
+)
+#: The grid alone with the workers' malloc at glibc's defaults.
 GRID_MALLOC = GRID.replace(
     "r.plot_category =", "import crypto; crypto.keep_freed_memory = lambda: None; r.plot_category ="
 )
@@ -122,9 +127,10 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     """One run (``full``: the ``esa experiments`` command; ``grid``: its grid without the
     plots): wall and CPU seconds of the process and its workers."""
     stdout: Any = subprocess.DEVNULL
-    if mode == "audit":
+    if mode in ("audit", "audit-malloc"):
         out.mkdir(parents=True)
-        cmd = [sys.executable, "-c", MAIN, *AUDIT, "--workers", str(workers)]
+        code = MAIN if mode == "audit" else MAIN_MALLOC
+        cmd = [sys.executable, "-c", code, *AUDIT, "--workers", str(workers)]
         stdout = (out / "audit.json").open("w")
     elif mode in ("grid", "grid-cold", "grid-malloc"):
         code = {"grid": GRID, "grid-cold": GRID_COLD, "grid-malloc": GRID_MALLOC}[mode]
@@ -290,7 +296,9 @@ def main() -> None:
     parser.add_argument("--protocols", default=None, help="comma-separated subset")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument(
-        "--modes", default="full,grid", help="any of full, grid, grid-cold, grid-malloc, audit"
+        "--modes",
+        default="full,grid",
+        help="any of full, grid, grid-cold, grid-malloc, audit, audit-malloc",
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -314,7 +322,7 @@ def main() -> None:
             for mode, workers in [(m, w) for m in modes for w in (1, 2)]:
                 out = Path(tmp) / f"pair{i}_{mode}_w{workers}"
                 r = run(mode, args.category, workers, out, args.protocols)
-                if mode == "audit":
+                if mode.startswith("audit"):
                     document = json.loads((out / "audit.json").read_text())
                     del document["command"], document["parameters"]  # the invocation
                     audit_reference = audit_reference or document
