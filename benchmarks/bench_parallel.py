@@ -26,10 +26,17 @@ figures a loaded machine does not distort as much:
 
 ``--modes grid`` runs the grid alone (``run_experiments`` with the plotting stubbed out);
 ``grid-cold`` the same without the parent's import of scipy before its workers fork
-(``_preload``), the previous behaviour.
+(``_preload``), the previous behaviour; ``grid-malloc`` the same with the workers' allocator
+left at glibc's defaults (``crypto.keep_freed_memory`` disabled: freed arrays go back to
+the OS and are page-faulted in again), the previous behaviour too.
 ``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
 --workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
-computed (n/a).
+computed (n/a). ``audit-malloc`` is the audit with glibc's default allocator.
+
+Per run the script also splits the CPU time into user and system time and counts the
+minor page faults of the command and its workers (``ru_minflt``): system time and faults
+are what a worker's allocator costs; the second worker's extra user time (``user2/user1``)
+is what it costs to share the machine's caches and memory.
 
 A run that is 1.8× faster on 2 workers needs s ≤ 1/9 even with a perfect balance:
 the serial part (≈ 1.7 s of start-up and scipy imports for a grid, its ≈ 1.3 s plus the
@@ -44,6 +51,13 @@ and every audit's JSON the first audit's but for the record of the invocation (`
     python benchmarks/bench_parallel.py --category counting               # 2 pairs
     python benchmarks/bench_parallel.py --category counting --protocols cnt_rr,cnt_bn --pairs 3
     python benchmarks/bench_parallel.py --modes full,audit --pairs 2
+    python benchmarks/bench_parallel.py --category sum --modes grid,grid-malloc --pairs 3
+    python benchmarks/bench_parallel.py --contention 3
+
+``--contention REPS`` runs no grid: it times small kernels (:data:`KERNELS`: X25519, numpy
+on arrays in L2 and in DRAM, the FFTs of a calibration with and without the pool workers'
+allocator setting) alone and two copies at once, alternately, to tell what the second
+busy core costs each kind of work.
 """
 
 from __future__ import annotations
@@ -86,6 +100,14 @@ GRID = PARENT_CPU + (
 #: The grid alone as before the parent imported scipy for its forked workers (``_preload``
 #: disabled): each worker imports it itself.
 GRID_COLD = GRID.replace("r.plot_category =", "r._preload = lambda: None; r.plot_category =")
+#: The command with its workers' malloc at glibc's defaults (their initializer a no-op).
+MAIN_MALLOC = MAIN.replace(
+    "import sys;", "import sys, crypto; crypto.keep_freed_memory = lambda: None;"
+)
+#: The grid alone with the workers' malloc at glibc's defaults.
+GRID_MALLOC = GRID.replace(
+    "r.plot_category =", "import crypto; crypto.keep_freed_memory = lambda: None; r.plot_category ="
+)
 WALL_CLOCK_COLUMNS = (  # the timing columns: wall and CPU seconds
     "analyzer_seconds",
     "total_seconds",
@@ -105,12 +127,13 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     """One run (``full``: the ``esa experiments`` command; ``grid``: its grid without the
     plots): wall and CPU seconds of the process and its workers."""
     stdout: Any = subprocess.DEVNULL
-    if mode == "audit":
+    if mode in ("audit", "audit-malloc"):
         out.mkdir(parents=True)
-        cmd = [sys.executable, "-c", MAIN, *AUDIT, "--workers", str(workers)]
+        code = MAIN if mode == "audit" else MAIN_MALLOC
+        cmd = [sys.executable, "-c", code, *AUDIT, "--workers", str(workers)]
         stdout = (out / "audit.json").open("w")
-    elif mode in ("grid", "grid-cold"):
-        code = GRID if mode == "grid" else GRID_COLD
+    elif mode in ("grid", "grid-cold", "grid-malloc"):
+        code = {"grid": GRID, "grid-cold": GRID_COLD, "grid-malloc": GRID_MALLOC}[mode]
         cmd = [sys.executable, "-c", code, category, str(out), str(workers), protocols or ""]
     else:
         cmd = [sys.executable, "-c", MAIN, "experiments", category, "--quick"]
@@ -130,7 +153,8 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    cpu = user + system
     lines = [line.split() for line in parent_file.read_text().splitlines()]
     (parent,) = [float(cpu) for pid, cpu in lines if int(pid) == proc.pid]
     return {
@@ -138,9 +162,71 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         "workers": workers,
         "wall": wall,
         "cpu": cpu,
+        "user": user,
+        "system": system,
+        "minor_faults": after.ru_minflt - before.ru_minflt,
         "parent_cpu": parent,
         "load_at_start": load,
     }
+
+
+_FFT = (  # the median transform of rsum_pure's calibration: 2 rows, length 17280
+    "import numpy as np\nfrom scipy import fft\n"
+    "q = np.random.default_rng(0).random((2, 8641))\n"
+    "for _ in range(2_500): f = fft.rfft(q, 17280, axis=1); fft.irfft(f * f, 17280, axis=1)"
+)
+#: ``--contention``: kernels of ≈ 1–3 s of CPU, from what barely touches memory to what
+#: streams it: (whether its allocator is a pool worker's, ``crypto.keep_freed_memory``;
+#: its code). Each prints its own user and system seconds.
+KERNELS = {
+    "x25519 (registers)": (
+        True,
+        "from nacl import bindings\n"
+        "sk = bytes(range(32)); pk = bindings.crypto_scalarmult_base(sk)\n"
+        "for _ in range(40_000): bindings.crypto_scalarmult(sk, pk)",
+    ),
+    "numpy 128 KiB (in L2)": (
+        True,
+        "import numpy as np\n"
+        "a = np.ones(2**14); b = np.empty_like(a)\n"
+        "for _ in range(61_440): np.multiply(a, 2.0, out=b)",
+    ),
+    "FFT 2 x 17280 (calibration)": (True, _FFT),
+    "numpy 128 MiB (in DRAM)": (
+        True,
+        "import numpy as np\n"
+        "a = np.ones(2**24); b = np.empty_like(a)\n"
+        "for _ in range(60): np.multiply(a, 2.0, out=b)",
+    ),
+    "the FFT, glibc's default malloc": (False, _FFT),
+}
+
+
+def contention(reps: int) -> None:
+    """Each kernel alone, then two copies at once (``reps`` times, interleaved): the median
+    user and system seconds of one copy, and what the second copy adds to them."""
+    timed = (
+        "import resource, sys, crypto\n"
+        "if sys.argv[2] == 'pool': crypto.keep_freed_memory()\n"
+        "u = resource.getrusage(resource.RUSAGE_SELF)\nexec(sys.argv[1])\n"
+        "v = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(v.ru_utime - u.ru_utime, v.ru_stime - u.ru_stime)"
+    )
+    print(f"load average before {os.getloadavg()[0]:.2f}; median seconds of one copy")
+    print(f"{'kernel':32} {'user 1':>7} {'user 2':>7} {'ratio':>6} {'sys 1':>6} {'sys 2':>6}")
+    for name, (pool, code) in KERNELS.items():
+        cmd = [sys.executable, "-c", timed, code, "pool" if pool else "default"]
+        times: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+        for _ in range(reps):
+            for copies in (1, 2):
+                procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE) for _ in range(copies)]
+                for p in procs:
+                    user, system = map(float, p.communicate()[0].split())
+                    times[copies].append((user, system))
+        u1, u2 = (statistics.median(u for u, _ in times[c]) for c in (1, 2))
+        s1, s2 = (statistics.median(s for _, s in times[c]) for c in (1, 2))
+        print(f"{name:32} {u1:7.2f} {u2:7.2f} {u2 / u1:6.3f} {s1:6.2f} {s2:6.2f}", flush=True)
+    print(f"load average after {os.getloadavg()[0]:.2f}")
 
 
 def amdahl(serial_fraction: float, workers: int = 2) -> float:
@@ -210,10 +296,21 @@ def main() -> None:
     parser.add_argument("--protocols", default=None, help="comma-separated subset")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument(
-        "--modes", default="full,grid", help="full (the command), grid (no plots), or both"
+        "--modes",
+        default="full,grid",
+        help="any of full, grid, grid-cold, grid-malloc, audit, audit-malloc",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--contention",
+        type=int,
+        metavar="REPS",
+        help="instead: CPU of kernels run alone and two at once, REPS times each",
+    )
     args = parser.parse_args()
+    if args.contention:
+        contention(args.contention)
+        return
     modes = args.modes.split(",")
 
     load0 = os.getloadavg()
@@ -225,7 +322,7 @@ def main() -> None:
             for mode, workers in [(m, w) for m in modes for w in (1, 2)]:
                 out = Path(tmp) / f"pair{i}_{mode}_w{workers}"
                 r = run(mode, args.category, workers, out, args.protocols)
-                if mode == "audit":
+                if mode.startswith("audit"):
                     document = json.loads((out / "audit.json").read_text())
                     del document["command"], document["parameters"]  # the invocation
                     audit_reference = audit_reference or document
@@ -261,6 +358,13 @@ def main() -> None:
                 "cpu_2": two["cpu"],
                 "speedup": one["wall"] / two["wall"],
                 "cpu_overhead": two["cpu"] / one["cpu"],
+                "user_1": one["user"],
+                "user_2": two["user"],
+                "system_1": one["system"],
+                "system_2": two["system"],
+                "faults_1": one["minor_faults"],
+                "faults_2": two["minor_faults"],
+                "user_overhead": two["user"] / one["user"],
                 "cpu_bound_speedup": 2.0 * one["cpu"] / two["cpu"],
                 "task_bound": one["task_bound"],
                 "parent_cpu_1": one["parent_cpu"],
@@ -277,6 +381,11 @@ def main() -> None:
     keys = (
         "speedup",
         "cpu_overhead",
+        "user_overhead",
+        "system_1",
+        "system_2",
+        "faults_1",
+        "faults_2",
         "cpu_bound_speedup",
         "task_bound",
         "parent_cpu_1",
@@ -316,6 +425,12 @@ def main() -> None:
             f"{p['parent_cpu_1']:6.2f}  {p['serial_fraction']:5.3f}  {p['amdahl']:5.2f}x  "
             f"{p['predicted']:8.2f}x  "
             f"{p['cores_available']:5.2f}"
+        )
+    print("mode  user1   user2  user2/user1  sys1   sys2   faults1   faults2")
+    for p in pairs:
+        print(
+            f"{p['mode']:>4} {p['user_1']:6.1f}  {p['user_2']:6.1f}  {p['user_overhead']:10.3f}  "
+            f"{p['system_1']:5.2f}  {p['system_2']:5.2f}  {p['faults_1']:8d}  {p['faults_2']:8d}"
         )
     for mode in modes:
         m = result["median"][mode]

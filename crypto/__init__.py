@@ -25,6 +25,7 @@ from ._onion import REPORT_VERSION as REPORT_VERSION
 from ._onion import LayerHeader as LayerHeader
 from ._onion import announce_progress as announce_progress
 from ._onion import ephemeral_key_of as ephemeral_key_of
+from ._onion import keep_freed_memory as keep_freed_memory
 from ._onion import peel_batch as peel_batch
 from ._onion import peel_records as peel_records
 from ._onion import peel_report as peel_report

@@ -12,7 +12,8 @@ manager that yields an executor and shuts down what it started:
 
 A task submitted to any of them must be a picklable module-level function whose result
 depends on its arguments only (no global state), so that where it runs never changes what
-it returns.
+it returns. A local pool's workers keep the memory they free for their next task
+(:func:`crypto.keep_freed_memory`) instead of page-faulting it in again.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ def resolve_executor(
     """The executor for ``workers`` local processes or a Dask ``cluster``.
 
     Args:
-        workers: local worker processes (default: :func:`available_cores`); with a
-            ``cluster`` it is ignored (the cluster's workers decide).
+        workers: local worker processes (default: :func:`available_cores`), each keeping
+            the memory it frees for its next task; with a ``cluster`` it is ignored (the
+            cluster's workers decide).
         cluster: None (local processes), a Dask scheduler address such as
             ``"tcp://10.0.0.5:8786"``, a ``distributed.Client``, or any
             :class:`~concurrent.futures.Executor` (used as given, left running).
@@ -78,7 +80,8 @@ def resolve_executor(
         yield cluster
         return
     if cluster is None:
-        with ProcessPoolExecutor(max_workers=workers or available_cores()) as pool:
+        count = workers or available_cores()
+        with ProcessPoolExecutor(count, initializer=crypto.keep_freed_memory) as pool:
             yield pool
         return
     try:  # untyped: the calls below are Any
@@ -139,7 +142,7 @@ def local_pool(workers: int | None = None) -> Executor:
     parent's ``__main__`` again, which costs seconds on a loaded machine, more than many
     batches. It is :func:`crypto.process_pool` (one registry per process, shared with the
     crypto's own batch functions); the fork server preloads the crypto, the protocols and
-    the chunk tasks, so workers start warm.
+    the chunk tasks, so workers start warm, and each keeps the memory it frees.
 
     Args:
         workers: processes (default: :func:`available_cores`).

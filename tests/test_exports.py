@@ -49,6 +49,7 @@ CRYPTO_PUBLIC = [
     "csprng_generator",
     "ephemeral_key_of",
     "is_weak_verify_key",
+    "keep_freed_memory",
     "is_valid_signature",
     "pad",
     "pad_rows",
