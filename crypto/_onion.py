@@ -442,8 +442,9 @@ def keep_freed_memory() -> None:
     if not sys.platform.startswith("linux"):  # pragma: no cover - macOS, Windows
         return
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's (musl's ignores it)
-    if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, _KEPT_FREED_MEMORY)
+    # The trim threshold only with the mmap one: setting either freezes glibc's dynamic
+    # mmap threshold, and frozen at its 128 KiB start it would fault more, not less.
+    if mallopt is not None and mallopt(_M_MMAP_THRESHOLD, _KEPT_FREED_MEMORY):
         mallopt(_M_TRIM_THRESHOLD, _KEPT_FREED_MEMORY)
 
 
