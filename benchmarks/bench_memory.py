@@ -63,7 +63,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 DEFAULT_CASES = ("onion:1e5", "onion:1e6", "ideal:1e7", "ideal:1e8")
 SHUFFLERS = 3
@@ -83,18 +83,46 @@ def _rss_kb() -> int:
     return 0
 
 
-class _StagePeaks:
+class _Periodic:
+    """A thread that calls ``_tick`` every ``period`` seconds while the ``with`` block
+    runs, and ``_final`` once on leaving it (after the thread has stopped)."""
+
+    def __init__(self, period: float) -> None:
+        self._period = period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._period):
+            self._tick()
+
+    def _tick(self) -> None:
+        raise NotImplementedError
+
+    def _final(self) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._final()
+
+
+class _StagePeaks(_Periodic):
     """The largest resident set seen in each stage of a run, sampled on a thread, and the
     CPU seconds each stage took (this process and its pool, read at the stage's bounds)."""
 
     def __init__(self, cpu: Callable[[], float]) -> None:
+        super().__init__(0.1)
         self.stage = "setup"
         self.peaks: dict[str, int] = {}
         self.cpu: dict[str, float] = {}
         self._read_cpu = cpu
         self._cpu_at = cpu()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def enter(self, name: str) -> None:
         self._note()
@@ -110,17 +138,10 @@ class _StagePeaks:
     def _note(self) -> None:
         self.peaks[self.stage] = max(self.peaks.get(self.stage, 0), _rss_kb())
 
-    def _sample(self) -> None:
-        while not self._stop.wait(0.1):
-            self._note()
+    def _tick(self) -> None:
+        self._note()
 
-    def __enter__(self) -> _StagePeaks:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def _final(self) -> None:
         self._note()
         self._close_cpu()
 
@@ -200,7 +221,7 @@ def _role(proc: Any) -> str:
     return "worker"
 
 
-class _X25519Probe:
+class _X25519Probe(_Periodic):
     """Times a few raw X25519 calls on a thread of this process every ``period`` seconds
     while the run goes on: what a multiplication costs under the run's own conditions
     (every core busy with its workers, whatever else the machine runs), by the thread's
@@ -209,37 +230,27 @@ class _X25519Probe:
     def __init__(self, period: float = 1.0, calls: int = 100) -> None:
         from nacl import bindings
 
-        self._bindings = bindings
-        self._period, self._calls = period, calls
+        super().__init__(period)
+        self._mult, self._base = bindings.crypto_scalarmult, bindings.crypto_scalarmult_base
+        self._calls = calls
+        self._secrets = [os.urandom(32) for _ in range(calls)]
+        self._points = [self._base(s) for s in self._secrets]
         self.var: list[float] = []
         self.base: list[float] = []
         self.cpu = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        mult, base = self._bindings.crypto_scalarmult, self._bindings.crypto_scalarmult_base
-        secrets = [os.urandom(32) for _ in range(self._calls)]
-        points = [base(s) for s in secrets]
-        while not self._stop.wait(self._period):
-            t0 = time.thread_time()
-            for p in points:
-                mult(secrets[0], p)
-            t1 = time.thread_time()
-            for s in secrets:
-                base(s)
-            t2 = time.thread_time()
-            self.var.append((t1 - t0) / self._calls)
-            self.base.append((t2 - t1) / self._calls)
-            self.cpu += time.thread_time() - t0
-
-    def __enter__(self) -> _X25519Probe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def _tick(self) -> None:
+        mult, base = self._mult, self._base
+        t0 = time.thread_time()
+        for p in self._points:
+            mult(self._secrets[0], p)
+        t1 = time.thread_time()
+        for s in self._secrets:
+            base(s)
+        t2 = time.thread_time()
+        self.var.append((t1 - t0) / self._calls)
+        self.base.append((t2 - t1) / self._calls)
+        self.cpu += time.thread_time() - t0
 
 
 def _pool_x25519_seconds(workers: int | None) -> tuple[float, float] | None:
