@@ -27,6 +27,7 @@ __all__ = [
     "MAX_USERS",
     "UsageError",
     "WeakerThanRequested",
+    "certified_footnote",
     "domain",
     "emit_json",
     "error_exit",
@@ -42,6 +43,7 @@ __all__ = [
     "progress",
     "seed",
     "set_invocation",
+    "starred_bound",
     "to_jsonable",
     "users",
 ]
@@ -618,3 +620,32 @@ def method_label(method: str | None, tolerance: float | None) -> str:
             return "certified"
         return f"certified ≤ +{100 * tolerance:g} %"
     return ""
+
+
+def starred_bound(bound: Any, method: str | None) -> Any:
+    """A bound's name as an audit table shows it: starred where its value is a certified
+    upper bound rather than the exact ε (:func:`certified_footnote` explains the star).
+
+    Args:
+        bound: the scenario's ``bound``.
+        method: its ``bound_method``.
+
+    Returns:
+        ``"<bound>*"`` if ``method`` is ``"certified"``, else ``bound`` unchanged.
+    """
+    return f"{bound}*" if method == "certified" else bound
+
+
+def certified_footnote(tolerance: float) -> str:
+    """The line under an audit table that explains :func:`starred_bound`'s star.
+
+    Args:
+        tolerance: the certified bounds' relative tolerance (``bound_tolerance``).
+
+    Returns:
+        The footnote, without a trailing newline.
+    """
+    return (
+        f"*: certified, a proven upper bound at most {100 * tolerance:g} % above the exact ε "
+        "(more honest users than the exact search takes)"
+    )

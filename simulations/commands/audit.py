@@ -14,12 +14,14 @@ from esa import json_document
 
 from .._common import (
     UsageError,
+    certified_footnote,
     emit_json,
     invocation,
     parse_options,
     print_table,
     progress,
     seed,
+    starred_bound,
     status,
     users,
 )
@@ -113,11 +115,6 @@ def _fmt(v: float | None) -> str:
     return f"{v:.4g}" if math.isfinite(v) else "inf"
 
 
-def _bound_cell(bound: str, method: str | None) -> str:
-    """The bound's name, starred where its value is a certified bound, not the exact ε."""
-    return f"{bound}*" if method == "certified" else bound
-
-
 def run(args: Any) -> int:
     if args.shufflers < 1:
         raise UsageError(f"--shufflers must be >= 1, got {args.shufflers}")
@@ -186,7 +183,7 @@ def run(args: Any) -> int:
             [
                 r["scenario"],
                 _fmt(r["epsilon_upper"]),
-                _bound_cell(r["bound"], r["bound_method"]),
+                starred_bound(r["bound"], r["bound_method"]),
                 _fmt(r["epsilon_lower"]),
                 _fmt(r["murs_formula"]),
                 *([_fmt(r["epsilon_upper_epochs"])] if args.epochs is not None else []),
@@ -198,15 +195,11 @@ def run(args: Any) -> int:
         caption = (
             f"ε_l={_fmt(out['epsilon_local'])} ({out['family']}, k={out['k']}); protocol's own "
             f"claim ε_c={_fmt(claim['epsilon_central'])} by "
-            f"{_bound_cell(claim['bound'], claim['bound_method'])}"
+            f"{starred_bound(claim['bound'], claim['bound_method'])}"
         )
         certified = [r for r in [claim, *out["scenarios"]] if r["bound_method"] == "certified"]
         if certified:
-            caption += (
-                f"\n*: certified, a proven upper bound at most "
-                f"{100 * certified[0]['bound_tolerance']:g} % above the exact ε (more honest "
-                "users than the exact search takes)"
-            )
+            caption += "\n" + certified_footnote(certified[0]["bound_tolerance"])
         if out["note"]:
             caption += f"\n{out['note']}"
         caption += "\nε lower: the protocol's own exact lower bound at δ where it has one" + (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._common import method_label
+from .._common import certified_footnote, method_label, starred_bound
 from . import _plots
 from ._compute import amplification_curve, audit_of_run
 from ._values import decode, detect_kind, fmt, num, nums
@@ -471,9 +471,7 @@ def _privacy_scenarios(page: _Page, audit: Mapping[str, Any], intro: str) -> Non
                 (
                     s.get("scenario"),
                     s.get("epsilon_upper"),
-                    f"{s.get('bound')}*"
-                    if s.get("bound_method") == "certified"
-                    else s.get("bound"),
+                    starred_bound(s.get("bound"), s.get("bound_method")),
                     s.get("epsilon_lower"),
                     s.get("epsilon_lower_exact"),
                     s.get("epsilon_lower_measured"),
@@ -487,11 +485,8 @@ def _privacy_scenarios(page: _Page, audit: Mapping[str, Any], intro: str) -> Non
     )
     certified = [s for s in scenarios if s.get("bound_method") == "certified"]
     if certified:
-        parts.append(
-            '<p class="note">*: certified, a proven upper bound at most '
-            f"{fmt(100 * num(certified[0].get('bound_tolerance')))} % above the exact ε "
-            "(more honest users than the exact search takes).</p>"
-        )
+        footnote = certified_footnote(num(certified[0].get("bound_tolerance")))
+        parts.append(f'<p class="note">{footnote}.</p>')
     if audit.get("measured"):
         parts.append(
             f'<p class="note">Measured lower bounds: {fmt(audit.get("trials"))} runs per '
