@@ -52,6 +52,7 @@ from ._rsum import (
 
 __all__ = [
     "MAX_PURE_BITS",
+    "PRECISION_TOLERANCE",
     "PURE_VARIANCE_EXPONENT",
     "TUNED_TAU_FACTOR",
     "TUNED_VARIANCE_EXPONENT",
@@ -78,11 +79,11 @@ def default_precision(n: int) -> int:
 
 #: a in the planning model Var ĉ(ε) ≈ V₁ ε^{−a} of one ``Cnt_PURE`` digit counter: the
 #: least-squares slope of the calibrated counter's variance at n = 10⁵ over ε ∈ [0.12, 1]
-#: (std 5.02, 12.2, 23.3, 38.0, 69.2 at ε = 1, 0.5, 0.3, 0.2, 0.12; std ∝ ε^{−1.25}).
-PURE_VARIANCE_EXPONENT = 2.5
+#: (std 3.38, 7.05, 12.2, 18.8, 30.0 at ε = 1, 0.5, 0.3, 0.2, 0.12; std ∝ ε^{−1.04}).
+PURE_VARIANCE_EXPONENT = 2.1
 
-#: V₁ of that model: the counter's variance at ε = 1 (std 5.0; 4.8 at n = 10⁴, 6.5 at 10⁶).
-_PURE_UNIT_VARIANCE = 25.0
+#: V₁ of that model: the fit's variance at ε = 1 (11.8; the counter's own is 11.4, std 3.38).
+_PURE_UNIT_VARIANCE = 12.0
 
 
 #: RSum_PURE's allocations of ε over its digits (see :class:`RSumPURE`); "optimal" is the default.
@@ -96,8 +97,8 @@ TUNED_TAU_FACTOR = 4
 #: a and V₁ of the "tuned" digits' counters (τ up to :data:`TUNED_TAU_FACTOR` times
 #: ``default_tau``, Δ from :data:`~protocols._cnt_pure.FINE_SCALES`), fitted at n = 10⁵
 #: (see RSumPURE).
-TUNED_VARIANCE_EXPONENT = 2.4
-_TUNED_UNIT_VARIANCE = 16.0
+TUNED_VARIANCE_EXPONENT = 1.8
+_TUNED_UNIT_VARIANCE = 9.0
 
 
 def tuned_tau(n: int, epsilon: float) -> int:
@@ -137,6 +138,13 @@ def optimal_shares(bits: int, a: float = PURE_VARIANCE_EXPONENT) -> tuple[float,
     return tuple(v / total for v in w)
 
 
+#: :func:`optimal_precision` takes the fewest digits whose model MSE is within this
+#: fraction of the least (1 % in std): the MSE is flat near its minimum, while every
+#: extra digit is a counter at a smaller ε_j, with more messages (τ_j ∝ 1/ε_j) and a
+#: slower calibration.
+PRECISION_TOLERANCE = 0.02
+
+
 def optimal_precision(
     n: int,
     epsilon: float,
@@ -144,8 +152,9 @@ def optimal_precision(
     a: float = PURE_VARIANCE_EXPONENT,
     unit_variance: float = _PURE_UNIT_VARIANCE,
 ) -> int:
-    """The p ≤ :func:`default_precision` minimizing the model MSE of the optimal allocation,
-    V₁ ε^{−a} W_p^{a+1}/(2^p − 1)² + n/(4(2^p − 1)²), W_p = Σ_{j<p} 4^{j/(a+1)}.
+    """The fewest digits p ≤ :func:`default_precision` whose model MSE of the optimal
+    allocation, V₁ ε^{−a} W_p^{a+1}/(2^p − 1)² + n/(4(2^p − 1)²), W_p = Σ_{j<p} 4^{j/(a+1)},
+    is within :data:`PRECISION_TOLERANCE` of the least over p.
 
     Args:
         n: the number of users.
@@ -157,13 +166,12 @@ def optimal_precision(
         The number of binary digits.
     """
     n, eps = check_n(n), check_epsilon(epsilon)
-    best, best_p = math.inf, 1
+    mse = []
     for p in range(1, default_precision(n) + 1):
         w = sum(4.0 ** (j / (a + 1.0)) for j in range(p))
-        mse = (unit_variance * eps**-a * w ** (a + 1.0) + n / 4.0) / ((1 << p) - 1) ** 2
-        if mse < best:
-            best, best_p = mse, p
-    return best_p
+        mse.append((unit_variance * eps**-a * w ** (a + 1.0) + n / 4.0) / ((1 << p) - 1) ** 2)
+    least = min(mse)
+    return next(p for p, v in enumerate(mse, 1) if v <= (1.0 + PRECISION_TOLERANCE) * least)
 
 
 class RSumPURE(ShuffleProtocol):
@@ -441,7 +449,7 @@ class RSumPURE(ShuffleProtocol):
         d = check_delta(delta, pure=True)  # a lower bound holds at δ = 0 too
         pairs = []
         for c in self.counters:
-            laws = pure_count_laws(lam=c.lam, tau=c.tau, alpha=c.alpha, others=h, fakes=f)
+            laws = pure_count_laws(lam=c.lam, tau=c.tau, omega=c.omega, others=h, fakes=f)
             if laws is None:
                 return None
             pairs.append(laws)
