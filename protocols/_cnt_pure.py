@@ -7,8 +7,9 @@ user sends exactly τ bits (τ odd, m = (τ−1)/2):
     with probability λ:     z ones and τ − z zeros, z ~ ω          (input-independent),
 where ω is the survey's "truncated DLap(τ/2, Δ/ε)": z = clip(m + B + η, 0, τ) with
 B ~ Ber(1/2) and η ~ SG(e^{−ε/Δ}) (m + B is the integer centring at τ/2; the scale Δ is
-chosen by the calibration below), symmetric about τ/2 so E z = τ/2. The analyzer sees only
-C, the number of ones, and estimates
+chosen by the calibration below), or a mixture of it with a truncated log-series law (see
+"The noise law" below; this project's construction), symmetric about τ/2 so E z = τ/2.
+The analyzer sees only C, the number of ones, and estimates
     ĉ = (C − (1−λ) n m − λ n τ/2 − f/2) / (1 − λ),
 with f = (received bits) − nτ uniform fake bits: unbiased, with exact variance
     Var ĉ = [Σ_i Var o_i + f/4] / (1−λ)²,  E o = (1−λ)(m+x) + λτ/2,
@@ -16,8 +17,10 @@ with f = (received bits) − nτ uniform fake bits: unbiased, with exact varianc
 
 PRIVACY, AND WHERE IT DEPARTS FROM THE PAPER. The survey lost every formula of this
 protocol (τ, λ, Δ and the condition for ε-DP) and the paper's proofs were not available
-offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose central pure
-ε this module *computes exactly* for a subset of the other users, by this reduction.
+offline, so (λ, ω) are not the paper's: they are the least-variance pair whose central pure
+ε this module *computes exactly* for a subset of the other users, by this reduction. It
+holds for any ω on {0, …, τ} symmetric about τ/2 with full support, so the exact
+computation covers every shape of ω the calibration tries.
 
 * One user's output is its number of ones o, with law p_x = (1−λ)·δ_{m+x} + λ·ω. The
   analyzer sees C = o_1 + S, S the other users' ones. If S = S' + R with R independent of
@@ -46,7 +49,8 @@ offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose
   number of users in the noise branch, of a few units (≈ 2–8), so λ falls like 1/n and
   the error is O_ε(1), the paper's claim. Hence τ = 2⌈log₂ n / min(ε, 1)⌉ + 1 by default
   (:func:`default_tau`, the paper's O_ε(log n); ``messages`` overrides it).
-* The calibration (:func:`_choose`): every Δ in :data:`SCALES` = (1, 1.5, 2, 3) is
+* The calibration (:func:`_choose`): every shape of ω — the truncated DLap of every Δ in
+  :data:`SCALES` = (1, 1.5, 2, 3) and the mixtures of every w in :data:`MIX_WEIGHTS` — is
   bisected on a 2 % grid in ln λ for a pilot crowd of min(N, 256) (valid for any larger
   crowd); for a larger N, λ is predicted from λ·N and λ_∞ and certified at the full N (raised
   by 25 % on failure; lowered in 10 % steps while it passes where an evaluation is cheap).
@@ -54,27 +58,46 @@ offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose
   :func:`certify_cap` = 123·2¹⁹/τ (3·2¹⁹ users, n ≈ 3·10⁶, at τ = 41): the bound for the
   cap is valid for every larger n. An evaluation takes ~0.08 s at N·τ = 4 096·41, ~8 s at
   N·τ = 2¹⁹·41 and 20–35 s at the cap; a calibration 1–40 s, cached per (ε, τ, N).
+* The noise law (this project's construction). A few users in the noise branch must make
+  C's law ε-smooth: near its centre, where most of the mass is, and far out, where only
+  users with extreme z reach. A discrete Laplace DLap(e^{−ε}) is exactly ε-smooth, and it
+  is a compound Poisson law: the sum of a Poisson(2 ln(1/(1 − e^{−ε}))) number of jumps
+  ±K, K ~ LogSeries(e^{−ε}) (P[K = k] ∝ e^{−εk}/k). So if the crowd's noise users draw
+  z − τ/2 ≈ ±K, their sum is close to that DLap near the centre; what the log-series law
+  lacks is reach (its moment generating function is finite only below ε, so ε_∞(λ) > ε
+  at small λ, as with Δ = 1). Hence the mixture
+      ω = w·clip(m + B + η, 0, τ) + (1 − w)·clip(m + B + S·K, 0, τ),
+  η ~ SG(e^{−ε/Δ}) with Δ = :data:`MIX_SCALE` = 2 (the reach), S = ±1 fair,
+  K ~ LogSeries(e^{−ε}) (the centre), for w in :data:`MIX_WEIGHTS` (0.1, 0.03, 0.01,
+  0.003); w = 1 is the truncated DLap of the survey (:func:`noise_law`). Most of ω's mass
+  then sits within a few units of τ/2, where the truncated DLap of Δ ≥ 1.5 spreads it over
+  ≈ Δ/ε: at n = 10⁵, ε = 1 (τ = 35) the calibration certifies w = 0.1 with std 3.38,
+  against 5.02 for the best truncated DLap (Δ = 1.5); 7.05 against 12.2 at ε = 0.5.
+  The weights, Δ = 2 and the log-series centre were chosen by exploring shapes with this
+  module's accountant at n = 8 193 and 10⁵ (Δ = 1.5 or 3 for the wide part, or a centre
+  that also puts mass on z − m − B = 0, certified no smaller noise); nothing about them
+  matters to the privacy claim, which is the exact computation for the chosen ω. The
+  mixture is sampled by inverse transform of the very vector the accountant convolved.
 * Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n; or
   ε ≳ 15, where ratios beyond e^16 or underflowing λ·ω put the computation out of double
   precision's reach) the local bound is used: user 1's own law differs between x = 0 and
   1 only at o = m, m + 1, so it is ε_l = ln(1 + (1 − λ)/(λ ω(m)))-LDP, and λ_l makes
   that ε.
 
-Accuracy, measured (std of ĉ with half the users holding 1, no fakes; ``esa simulate``
-reports it), n = 10^6:
+Accuracy (the exact std of ĉ with half the users holding 1, no fakes, as ``esa simulate``
+states it), n = 10^5, the crowd of ⌈(n − 1)/2⌉ = 50 000 certified whole:
 
-    ε                  0.1     0.3     0.5     0.9     1       2
-    τ                  401     135     81      47      41      41
-    Δ                  1.5     1.5     2       2       2       1.5
-    λ                  5.0e-5  1.6e-5  8.6e-6  5.6e-6  5.1e-6  2.9e-6
-    std                150     29      17      7.5     6.5     2.1
-    std, Δ = 1 only    4 700   –       292     –       78      21   (τ = 41)
+    ε                      0.1      0.3      0.5      1        2
+    τ                      335      113      69       35       35
+    ω: w (Δ = 2)           0.03     0.1      0.1      0.1      0.003
+    λ                      1.9e-4   8.8e-5   6.7e-5   3.7e-5   1.3e-5
+    std                    35.0     12.2     7.05     3.38     1.49
+    std, truncated DLap    85.4     23.3     12.2     5.02     2.06   (Δ = 1.5, w = 1)
 
-(ε = 0.1 is capped at N = 160 816 certified users, ε = 0.3 at 477 684; the crowd of
-⌈(n − 1)/2⌉ = 500 000 is certified whole elsewhere.) At n = 10^4 the std is 85, 12, 4.8 at
-ε = 0.1, 0.5, 1; at n = 100 and ε = 1 it is 3.6. The local ε of the computed λ is large
-(≈ 14 at n = 10^6, ε = 1): an analyzer colluding with every shuffler learns far more than
-the central ε, as for every amplified protocol.
+At n = 10^4 the std is 29.8, 6.68, 3.21 at ε = 0.1, 0.5, 1 (85.4, 11.6, 4.78 with the
+truncated DLap alone); at n = 100 and ε = 1 it is 2.85 (3.56). The local ε of the
+computed λ is large (≈ 12 at n = 10^5, ε = 1): an analyzer colluding with every shuffler
+learns far more than the central ε, as for every amplified protocol.
 """
 
 from __future__ import annotations
@@ -130,10 +153,10 @@ __all__ = [
 ]
 
 #: Largest number of messages per user (τ) accepted. :func:`default_tau` asks for
-#: 2⌈log₂ n/ε⌉ + 1, which reaches ≈ 4 400 at ε = 0.009 and n = 10⁶ (RSum_PURE's digit
-#: counters at ε_c = 0.1): a cap below that keeps λ from falling like 1/n (at the former cap
-#: of 1 023 RSum_PURE's std there was 16 508, above LDP's; it is 4 133 now). The accountant's
-#: work stays bounded by :data:`CERTIFY_WORK` whatever τ.
+#: 2⌈log₂ n/ε⌉ + 1, which reaches ≈ 4 400 at ε = 0.009 and n = 10⁶ (RSum_PURE's low digit
+#: counters at ε_c = 0.1): a cap below that would keep λ from falling like 1/n there (with
+#: τ capped at 1 023 RSum_PURE's error at that point was above local DP's). The
+#: accountant's work stays bounded by :data:`CERTIFY_WORK` whatever τ.
 MAX_TAU = 8191
 
 #: Most (same-bit honest users) × τ the exact central accountant convolves (module doc):
@@ -155,10 +178,11 @@ _REFINE_WORK = 1 << 20
 #: Scales Δ of ω = truncated DLap(τ/2, Δ/ε) the calibration chooses from (module doc).
 SCALES = (1.0, 1.5, 2.0, 3.0)
 
-#: A finer grid of Δ for callers that send more messages (``RSum_PURE``'s default digits):
-#: with τ a few times :func:`default_tau` a Δ between 1 and 1.5 is certifiable and leaves
-#: less noise (n = 10⁵, ε = 1: std 4.2 at Δ = 1.2 with 2τ, 4.0 at Δ = 1.1 with 4τ, against
-#: 5.0 at Δ = 1.5 on :data:`SCALES`, whatever τ up to 4×).
+#: A finer grid of Δ for callers that send more messages (``RSum_PURE``'s "tuned" digits):
+#: with τ a few times :func:`default_tau` a truncated DLap of Δ between 1 and 1.5 is
+#: certifiable and leaves less noise than Δ = 1.5 (n = 10⁵, ε = 1, that shape alone: std
+#: 4.2 at Δ = 1.2 with 2τ, 4.0 at Δ = 1.1 with 4τ, against 5.0 at Δ = 1.5), though a mixed
+#: ω (:data:`MIX_WEIGHTS`) certifies less still (2.99 with 4τ).
 FINE_SCALES = (1.0, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0)
 
 #: Scale Δ of the wide part of a mixed ω (module doc, "The noise law").
