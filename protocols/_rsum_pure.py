@@ -204,10 +204,11 @@ class RSumPURE(ShuffleProtocol):
     W_p = Σ_{j<p} 4^{j/(a+1)}. Fewer digits help: the rounding adds only
     n/(4(2^p − 1)²), while each digit takes a share of ε (p = 4 at n = 10⁴ and 6 at
     n = 10⁵, ε = 1, against 8 and 10 for the even split). ``"even"`` gives every digit ε/p.
-    Exact std at ε = 1, uniform values (:meth:`variance`; seeded tallies agree, see the
-    tests and the experiment grids): the optimal allocation's is 6.59 at n = 10⁴
-    (550 one-bit messages per user), 2.05× the ``Cnt_PURE`` counter's (3.21), and 7.70
-    at n = 10⁵ (2 086 messages, ≈ 90 s of calibration CPU), 2.28× the counter's (3.38)
+    Exact std at ε = 1, uniform values (:meth:`variance`): the optimal allocation's is
+    6.59 at n = 10⁴ (550 one-bit messages per user; 6.51 measured over 2 000 seeded
+    tallies), 2.05× the ``Cnt_PURE`` counter's (3.21), and 7.70 at n = 10⁵ (2 086
+    messages, ≈ 90 s of calibration CPU; 7.88 measured over 1 000 seeded tallies, mean
+    error −0.3 ± 0.25), 2.28× the counter's (3.38)
     and 1.53× the counter's with the truncated DLap alone (5.02). With these digit
     counters (τ_j = ``default_tau``) no split of ε and no p reaches 2× the counter at
     n = 10⁵: the best is 2.3× for the model and for the counter's variance interpolated
