@@ -304,9 +304,9 @@ def _batches(tasks: Sequence[_Task]) -> list[list[int]]:
     calibration, cached in the process, is computed once, as in a serial run, instead of
     once in every worker that gets one of them. A batch costs the sum of its tasks'
     :func:`_cost`. The baselines come first (each a pool task of its own, nearly free, and
-    every figure needs some), then the shuffle protocols' batches, the costliest first: as
-    those cost about the same for every protocol at a point, the points are done one after
-    the other, and a figure's rows are in long before the last row.
+    every figure needs some), then the shuffle protocols' batches, the costliest first. As
+    the estimate is the same for every protocol at a point, the points come roughly one
+    after the other, so a figure whose points are done can be drawn before the last rows.
     """
     batches: dict[tuple[Any, ...], list[int]] = {}
     for i, t in enumerate(tasks):
