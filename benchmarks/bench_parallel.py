@@ -59,7 +59,7 @@ and every audit's JSON the first audit's but for the record of the invocation (`
     python benchmarks/bench_parallel.py --modes full,audit --pairs 2
     python benchmarks/bench_parallel.py --category sum --modes grid,grid-malloc --pairs 3
     python benchmarks/bench_parallel.py --contention 3
-    python benchmarks/bench_parallel.py --category sum --profile
+    python benchmarks/bench_parallel.py --category sum --profile --modes full,full-whole
 
 ``--profile`` runs no pair: it says where the 1-worker command's time goes, in CPU
 seconds of one process (:data:`PROFILE`: the command with every pool task run in this
@@ -137,7 +137,7 @@ MAIN_WHOLE = MAIN.replace(
 #: ``--profile``: ``esa experiments <category> --quick --workers 1`` in one process, its
 #: pool tasks run here in the pool's order (``_drive`` replaced), each timed in CPU
 #: seconds; prints JSON: the serial segments, then every task with what it needs and its
-#: rank. argv: category out protocols.
+#: rank. argv: category out protocols mode (``full``, or ``full-whole``).
 PROFILE = """
 import json, resource, sys, time
 def cpu():
@@ -184,6 +184,8 @@ def drive(executor, jobs, capacity):
         jobs_out.append({"id": index[id(job)], "label": label(job, args), "cpu": spent,
                          "needs": [index[id(n)] for n in job.needs], "rank": list(job.rank)})
 r._drive = drive
+if sys.argv[4] == "full-whole":
+    r._SPLIT_CALIBRATIONS = frozenset()
 r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, workers=1,
                   only=sys.argv[3].split(",") if sys.argv[3] else None)
 segments["total"] = cpu()
@@ -335,12 +337,13 @@ def schedule(jobs: list[dict[str, Any]], workers: int = 2) -> float:
     return max(ends.values(), default=0.0)
 
 
-def profile(category: str, protocols: str | None) -> dict[str, Any]:
+def profile(category: str, protocols: str | None, mode: str = "full") -> dict[str, Any]:
     """``--profile``: the 1-worker command's CPU seconds by segment and by pool task, the
-    pool's task bound on 2 workers and the wall speedup it allows with the serial part."""
+    pool's task bound on 2 workers and the wall speedup it allows with the serial part
+    (``mode`` ``full-whole``: with rsum_pure's calibrations in the batch that builds it)."""
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench_profile_") as tmp:
-        cmd = [sys.executable, "-c", PROFILE, category, tmp, protocols or ""]
+        cmd = [sys.executable, "-c", PROFILE, category, tmp, protocols or "", mode]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"profile failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -354,6 +357,7 @@ def profile(category: str, protocols: str | None) -> dict[str, Any]:
         kind = j["label"].split()[0]
         kinds[kind] = kinds.get(kind, 0.0) + j["cpu"]
     out.update(
+        mode=mode,
         load_average=(load, os.getloadavg()),
         pool_cpu=pool,
         pool_cpu_by_kind=kinds,
@@ -441,7 +445,8 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="instead: the 1-worker command's CPU by segment and task, and its task bound",
+        help="instead: the 1-worker command's CPU by segment and task, and its task bound "
+        "(of --modes full and/or full-whole)",
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -455,23 +460,29 @@ def main() -> None:
         contention(args.contention)
         return
     if args.profile:
-        result = profile(args.category, args.protocols)
+        modes = [m for m in args.modes.split(",") if m in ("full", "full-whole")] or ["full"]
+        results = [profile(args.category, args.protocols, mode) for mode in modes]
         if args.json:
-            print(json.dumps(result, indent=2))
+            print(json.dumps(results, indent=2))
             return
-        before, after = result["load_average"]
-        print(f"{args.category} --quick, 1 worker, CPU s; load {before[0]:.2f} -> {after[0]:.2f}")
-        for name, seconds in result["segments"].items():
-            print(f"  {name:34} {seconds:7.2f}")
-        for kind, seconds in result["pool_cpu_by_kind"].items():
-            print(f"  pool: {kind:28} {seconds:7.2f}")
-        for j in sorted(result["jobs"], key=lambda j: -j["cpu"]):
-            print(f"    {j['label']:52} {j['cpu']:6.2f}")
-        print(
-            f"serial {result['serial_cpu']:.2f} s, pool {result['pool_cpu']:.2f} s, "
-            f"2-worker makespan {result['makespan_2']:.2f} s: task bound "
-            f"{result['task_bound']:.2f}x, predicted wall speedup {result['predicted_wall']:.2f}x"
-        )
+        for result in results:
+            before, after = result["load_average"]
+            print(
+                f"{args.category} --quick ({result['mode']}), 1 worker, CPU s; "
+                f"load {before[0]:.2f} -> {after[0]:.2f}"
+            )
+            for name, seconds in result["segments"].items():
+                print(f"  {name:34} {seconds:7.2f}")
+            for kind, seconds in result["pool_cpu_by_kind"].items():
+                print(f"  pool: {kind:28} {seconds:7.2f}")
+            for j in sorted(result["jobs"], key=lambda j: -j["cpu"]):
+                print(f"    {j['label']:52} {j['cpu']:6.2f}")
+            print(
+                f"serial {result['serial_cpu']:.2f} s, pool {result['pool_cpu']:.2f} s, "
+                f"2-worker makespan {result['makespan_2']:.2f} s: task bound "
+                f"{result['task_bound']:.2f}x, predicted wall speedup "
+                f"{result['predicted_wall']:.2f}x"
+            )
         return
     modes = args.modes.split(",")
 
