@@ -181,7 +181,9 @@ def _sum_plan() -> ExperimentPlan:
     )
 
 
-class _Recording2(InlineExecutor):
+class _Calls(InlineExecutor):
+    """Runs every task here at once, noting each function submitted and its arguments."""
+
     def __init__(self) -> None:
         self.functions: list[Any] = []
 
@@ -198,7 +200,7 @@ def test_rsum_pure_calibrations_run_as_tasks_ahead_of_its_rows(
     spec = ProtocolSpec(epsilon=1.0, delta=1e-6, n=300, domain=10)
     wanted = build_protocol("rsum_pure", spec).calibrations()
     assert len(wanted) == 2  # two digits at n = 300, each its own calibration
-    recording = _Recording2()
+    recording = _Calls()
     result = run_experiments(
         "sum", out_dir=tmp_path / "c", plan=plan, only=["rsum_pure"], cluster=recording
     )
