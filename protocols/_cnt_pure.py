@@ -102,6 +102,7 @@ learns far more than the central ε, as for every amplified protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -138,6 +139,7 @@ __all__ = [
     "MIX_WEIGHTS",
     "SCALES",
     "CntPURE",
+    "CounterCalibration",
     "PureBitCounter",
     "certify_cap",
     "check_tau",
@@ -606,6 +608,126 @@ def _choose(
     return best
 
 
+#: Calibrations computed elsewhere and installed in this process
+#: (:meth:`CounterCalibration.install`), oldest first, at most :data:`_INSTALLED_MAX`.
+_INSTALLED: dict[tuple[float, int, int, tuple[float, ...], tuple[float, ...]], _Choice] = {}
+
+#: Most calibrations installed in one process (as many as :func:`_choose` caches).
+_INSTALLED_MAX = 256
+
+
+@dataclass(frozen=True, slots=True)
+class CounterCalibration:
+    """One counter's calibration (module doc) as a value that can travel between processes.
+
+    :meth:`PureBitCounter.derive` computes its calibration where it runs, cached per
+    process. A caller that builds counters on a pool of processes can instead compute each
+    calibration as a task of its own (:meth:`compute`, in any process) and :meth:`install`
+    the result in the process that builds the counter, before it does: the build then uses
+    it instead of computing it again. The counter is the same, bit for bit: the result is
+    the same deterministic computation on the same arguments, and its floats pickle exactly.
+
+    Attributes:
+        epsilon: the counter's target ε (validated).
+        tau: its τ (validated).
+        others: the same-bit crowd N its central ε is computed for (0: the local bound,
+            nothing to compute).
+        scales: the Δ of the truncated DLap shapes the calibration chooses from.
+        weights: the wide weights w of the mixed shapes it also tries.
+        choice: the result once computed (:meth:`compute`), else ``None``.
+    """
+
+    epsilon: float
+    tau: int
+    others: int
+    scales: tuple[float, ...]
+    weights: tuple[float, ...] = MIX_WEIGHTS
+    choice: _Choice | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        epsilon: float,
+        tau: int,
+        honest_users: int = 0,
+        scales: Sequence[float] = SCALES,
+        weights: Sequence[float] = MIX_WEIGHTS,
+    ) -> CounterCalibration:
+        """The calibration :meth:`PureBitCounter.derive` needs for these arguments, not yet
+        computed.
+
+        Args:
+            epsilon: the counter's target ε.
+            tau: its τ.
+            honest_users: the honest users (user 1 included), as for ``derive``.
+            scales: the Δ to choose from, as for ``derive``.
+            weights: the mixed shapes' wide weights, as for ``derive``.
+
+        Returns:
+            The calibration, its ``choice`` ``None``.
+
+        Raises:
+            ParameterError: an argument ``derive`` refuses.
+        """
+        grid = tuple(float(d) for d in scales)
+        if not grid or any(not (math.isfinite(d) and d >= 1.0) for d in grid):
+            raise ParameterError(f"scales must be finite and >= 1, got {tuple(scales)!r}")
+        mix = tuple(float(w) for w in weights)
+        if any(not 0.0 < w < 1.0 for w in mix):
+            raise ParameterError(f"weights must lie in (0, 1), got {tuple(weights)!r}")
+        eps = check_epsilon(epsilon)
+        t = check_tau(tau)
+        honest = check_n(honest_users, "honest users", 0)
+        others = min((max(honest - 1, 0) + 1) // 2, certify_cap(t))  # ⌈(honest − 1)/2⌉
+        if float(_omega(t, math.exp(-eps)).min()) <= 0.0:
+            others = 0  # ω underflows (huge ε·τ): only the local bound is exact
+        return cls(eps, t, others, grid, mix)
+
+    @property
+    def work(self) -> int:
+        """A relative cost, to order calibrations run as tasks (largest first): τ times the
+        pilot crowd, the size of the transforms that dominate a calibration."""
+        return self.tau * min(self.others, _PILOT)
+
+    def compute(self) -> CounterCalibration:
+        """This calibration with its result (:meth:`result`).
+
+        Returns:
+            A copy whose ``choice`` is set.
+        """
+        return dataclasses.replace(self, choice=self.result())
+
+    def install(self) -> None:
+        """Make this process's builds of the same counter use this result.
+
+        Raises:
+            ParameterError: it was not computed (:meth:`compute`).
+        """
+        if self.choice is None:
+            raise ParameterError("a calibration must be computed before it is installed")
+        key = (self.epsilon, self.tau, self.others, self.scales, self.weights)
+        _INSTALLED.pop(key, None)
+        _INSTALLED[key] = self.choice
+        while len(_INSTALLED) > _INSTALLED_MAX:
+            del _INSTALLED[next(iter(_INSTALLED))]
+
+    def result(self) -> _Choice:
+        """The calibration's result: ``choice`` if set, else the one installed in this
+        process, else computed here (:func:`_choose`, cached per process).
+
+        Returns:
+            The chosen (Δ, λ), the crowd it was certified for and its central ε.
+        """
+        if self.choice is not None:
+            return self.choice
+        if self.others == 0:
+            return _Choice(1.0, local_lambda(self.epsilon, self.tau), 0, self.epsilon, math.nan)
+        key = (self.epsilon, self.tau, self.others, self.scales, self.weights)
+        installed = _INSTALLED.get(key)
+        return installed if installed is not None else _choose(*key)
+
+
 @dataclass(frozen=True, slots=True)
 class PureBitCounter:
     """The per-bit mechanism of ``Cnt_PURE`` (see module doc), without any codec.
@@ -649,23 +771,14 @@ class PureBitCounter:
         calibration chooses from (:data:`SCALES`, ``Cnt_PURE``'s own; :data:`FINE_SCALES`
         with more messages); ``weights``: the wide weights w of the mixed shapes it also
         tries (:data:`MIX_WEIGHTS`; empty for the truncated DLap alone). Whatever shape is
-        chosen, the central ε is the exact computation of the module doc."""
-        grid = tuple(float(d) for d in scales)
-        if not grid or any(not (math.isfinite(d) and d >= 1.0) for d in grid):
-            raise ParameterError(f"scales must be finite and >= 1, got {tuple(scales)!r}")
-        mix = tuple(float(w) for w in weights)
-        if any(not 0.0 < w < 1.0 for w in mix):
-            raise ParameterError(f"weights must lie in (0, 1), got {tuple(weights)!r}")
-        eps = check_epsilon(epsilon)
-        t = check_tau(tau)
-        honest = check_n(honest_users, "honest users", 0)
-        others = min((max(honest - 1, 0) + 1) // 2, certify_cap(t))  # ⌈(honest − 1)/2⌉
-        if float(_omega(t, math.exp(-eps)).min()) <= 0.0:
-            others = 0  # ω underflows (huge ε·τ): only the local bound is exact
-        if others == 0:
-            choice = _Choice(1.0, local_lambda(eps, t), 0, eps, math.nan)
-        else:
-            choice = _choose(eps, t, others, grid, mix)
+        chosen, the central ε is the exact computation of the module doc. A calibration
+        computed in another process and installed in this one (:class:`CounterCalibration`)
+        is used as is."""
+        calibration = CounterCalibration.of(
+            epsilon=epsilon, tau=tau, honest_users=honest_users, scales=scales, weights=weights
+        )
+        eps, t = calibration.epsilon, calibration.tau
+        choice = calibration.result()
         alpha = math.exp(-eps / choice.scale)
         omega = tuple(float(w) for w in _noise_law(t, eps, choice.scale, choice.weight))
         return cls(

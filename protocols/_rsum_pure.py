@@ -32,6 +32,7 @@ from ._cnt_pure import (
     FINE_SCALES,
     MAX_TAU,
     SCALES,
+    CounterCalibration,
     PureBitCounter,
     check_tau,
     default_tau,
@@ -336,6 +337,28 @@ class RSumPURE(ShuffleProtocol):
                 )
             out.append(made[(e, t)])
         return tuple(out)
+
+    def calibrations(self) -> tuple[CounterCalibration, ...]:
+        """The digits' distinct counter calibrations that :attr:`counters` would compute,
+        not yet computed, the costliest first.
+
+        Each can be computed on its own, in any process (``CounterCalibration.compute``),
+        and installed (``install``) in the process that reads :attr:`counters` before it
+        first does: the counters then take those results instead of computing them one
+        after the other, and are the same, bit for bit. This lets a pool of processes share
+        one protocol's calibrations, which otherwise run in the process that builds it.
+
+        Returns:
+            One calibration per distinct digit counter that needs computing (none where
+            only the local bound applies).
+        """
+        wanted = {
+            CounterCalibration.of(epsilon=e, tau=t, honest_users=self._n, scales=self.scales)
+            for e, t in zip(self.digit_epsilons, self._taus, strict=True)
+        }
+        return tuple(
+            sorted((c for c in wanted if c.others > 0), key=lambda c: (-c.work, c.epsilon))
+        )
 
     @property
     def bit(self) -> PureBitCounter:
