@@ -11,8 +11,10 @@ figures a loaded machine does not distort as much:
 * ``cpu_bound_speedup`` = 2 · CPU(1) / CPU(2): the speedup if both cores were ours;
 * ``task_bound``: Σ task time / makespan of the 1-worker run's task times (the CSV's
   ``total_seconds`` × ``repeats``) handed to 2 workers in the order the run queues them
-  (longest estimated cost first, the tasks that build the same protocol as one), as the
-  pool does: the speedup the grid's longest tasks allow;
+  (the baselines, then the longest estimated cost first, the tasks that build the same
+  protocol as one), as the pool does: the speedup the grid's longest rows allow. The
+  CSV does not time a protocol's build nor the figures: ``--profile``'s task bound
+  counts them (calibrations, rows and figures, in the run's own queue order);
 * ``parent_cpu_1``: the CPU seconds of the command's own process in the 1-worker run
   (user + system, ``RUSAGE_SELF`` written at its exit: interpreter start, imports, setup,
   whatever it does besides waiting for its pool): the serial part;
@@ -29,6 +31,10 @@ figures a loaded machine does not distort as much:
 (``_preload``), the previous behaviour; ``grid-malloc`` the same with the workers' allocator
 left at glibc's defaults (``crypto.keep_freed_memory`` disabled: freed arrays go back to
 the OS and are page-faulted in again), the previous behaviour too.
+``full-cold`` is the command without the parent's import of matplotlib before its
+workers fork (``_preload_plotting``): each worker that draws a figure imports it itself.
+``full-whole`` is the command with ``rsum_pure``'s calibrations left in the batch that
+builds the protocol (``_SPLIT_CALIBRATIONS`` empty), as before they ran as tasks of their own.
 ``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
 --workers N``, :data:`AUDIT`: its attacks' trials are the tasks); its task bound is not
 computed (n/a). ``audit-malloc`` is the audit with glibc's default allocator.
@@ -53,6 +59,16 @@ and every audit's JSON the first audit's but for the record of the invocation (`
     python benchmarks/bench_parallel.py --modes full,audit --pairs 2
     python benchmarks/bench_parallel.py --category sum --modes grid,grid-malloc --pairs 3
     python benchmarks/bench_parallel.py --contention 3
+    python benchmarks/bench_parallel.py --category sum --profile --modes full,full-whole
+
+``--profile`` runs no pair: it says where the 1-worker command's time goes, in CPU
+seconds of one process (:data:`PROFILE`: the command with every pool task run in this
+process, one after the other, in the order the pool would take them): the interpreter's
+start and imports, the imports before the pool forks, each pool task (a calibration, a
+batch of rows, a figure), the CSV and summary. From those task times it also computes
+the ``task_bound`` of the whole pool (calibrations and figures included) and the wall
+speedup they allow on 2 workers with the serial part (``predicted_wall``), by running the
+run's own queue policy on a simulated clock (:func:`schedule`).
 
 ``--contention REPS`` runs no grid: it times small kernels (:data:`KERNELS`: X25519, numpy
 on arrays in L2 and in DRAM, the FFTs of a calibration with and without the pool workers'
@@ -108,6 +124,73 @@ MAIN_MALLOC = MAIN.replace(
 GRID_MALLOC = GRID.replace(
     "r.plot_category =", "import crypto; crypto.keep_freed_memory = lambda: None; r.plot_category ="
 )
+#: The command without matplotlib imported before the pool forks.
+MAIN_COLD = MAIN.replace(
+    "import sys;",
+    "import sys, simulations.experiments.run as r; r._preload_plotting = lambda: None;",
+)
+#: The command with rsum_pure's calibrations computed in the batch that builds it.
+MAIN_WHOLE = MAIN.replace(
+    "import sys;",
+    "import sys, simulations.experiments.run as r; r._SPLIT_CALIBRATIONS = frozenset();",
+)
+#: ``--profile``: ``esa experiments <category> --quick --workers 1`` in one process, its
+#: pool tasks run here in the pool's order (``_drive`` replaced), each timed in CPU
+#: seconds; prints JSON: the serial segments, then every task with what it needs and its
+#: rank. argv: category out protocols mode (``full``, or ``full-whole``).
+PROFILE = """
+import json, resource, sys, time
+def cpu():
+    return sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+segments = {"interpreter": cpu()}
+t = cpu()
+import simulations.cli
+simulations.cli.build_parser()
+segments["start-up imports"] = cpu() - t
+from pathlib import Path
+import simulations.experiments.run as r
+jobs_out = []
+def timed(name, fn):
+    def call(*args, **kwargs):
+        t = cpu()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            segments[name] = segments.get(name, 0.0) + cpu() - t
+    return call
+r._preload = timed("scipy imports (before fork)", r._preload)
+r._preload_plotting = timed("matplotlib import (before fork)", r._preload_plotting)
+r.write_csv = timed("csv", r.write_csv)
+r.write_summary = timed("summary", r.write_summary)
+def label(job, args):
+    if job.fn is r._run_batch:
+        t0 = args[0][0]
+        return f"rows {t0.method} n={t0.point['n']:g} eps={t0.point['epsilon']:g} x{len(args[0])}"
+    if job.fn is r.draw_figure:
+        return f"figure {args[2]}"
+    return f"calibration eps={args[0].epsilon:.4f} tau={args[0].tau}"
+def drive(executor, jobs, capacity):
+    index = {id(j): k for k, j in enumerate(jobs)}
+    waiting, finished = sorted(jobs, key=lambda j: j.rank), set()
+    while waiting:
+        job = next(j for j in waiting if all(n in finished for n in j.needs))
+        waiting.remove(job)
+        args = job.args()
+        t = cpu()
+        result = job.fn(*args)
+        spent = cpu() - t
+        job.done(result)
+        finished.add(job)
+        jobs_out.append({"id": index[id(job)], "label": label(job, args), "cpu": spent,
+                         "needs": [index[id(n)] for n in job.needs], "rank": list(job.rank)})
+r._drive = drive
+if sys.argv[4] == "full-whole":
+    r._SPLIT_CALIBRATIONS = frozenset()
+r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, workers=1,
+                  only=sys.argv[3].split(",") if sys.argv[3] else None)
+segments["total"] = cpu()
+print(json.dumps({"segments": segments, "jobs": jobs_out}))
+"""
 WALL_CLOCK_COLUMNS = (  # the timing columns: wall and CPU seconds
     "analyzer_seconds",
     "total_seconds",
@@ -136,7 +219,8 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         code = {"grid": GRID, "grid-cold": GRID_COLD, "grid-malloc": GRID_MALLOC}[mode]
         cmd = [sys.executable, "-c", code, category, str(out), str(workers), protocols or ""]
     else:
-        cmd = [sys.executable, "-c", MAIN, "experiments", category, "--quick"]
+        code = {"full": MAIN, "full-cold": MAIN_COLD, "full-whole": MAIN_WHOLE}[mode]
+        cmd = [sys.executable, "-c", code, "experiments", category, "--quick"]
         cmd += ["--out", str(out), "--workers", str(workers), "--allow-weaker"]
         if protocols:
             cmd += ["--protocols", protocols]
@@ -229,6 +313,62 @@ def contention(reps: int) -> None:
     print(f"load average after {os.getloadavg()[0]:.2f}")
 
 
+def schedule(jobs: list[dict[str, Any]], workers: int = 2) -> float:
+    """The makespan of ``jobs`` (``--profile``'s: CPU seconds, the ids of the jobs each
+    needs, its rank) on ``workers``, as the run's ``_drive`` hands them out: whenever a
+    worker is free, the ready job of lowest rank, or the worker waits for the next job to
+    end. A simulated clock: no transfer or start-up costs."""
+    by_id = {j["id"]: j for j in jobs}
+    waiting = sorted(by_id, key=lambda i: by_id[i]["rank"])
+    ends: dict[int, float] = {}
+    free = [0.0] * workers
+    while waiting:
+        now = min(free)
+        w = free.index(now)
+        ready = [
+            i for i in waiting if all(ends.get(n, float("inf")) <= now for n in by_id[i]["needs"])
+        ]
+        if not ready:
+            free[w] = min(e for e in ends.values() if e > now)
+            continue
+        i = ready[0]
+        waiting.remove(i)
+        ends[i] = free[w] = now + by_id[i]["cpu"]
+    return max(ends.values(), default=0.0)
+
+
+def profile(category: str, protocols: str | None, mode: str = "full") -> dict[str, Any]:
+    """``--profile``: the 1-worker command's CPU seconds by segment and by pool task, the
+    pool's task bound on 2 workers and the wall speedup it allows with the serial part
+    (``mode`` ``full-whole``: with rsum_pure's calibrations in the batch that builds it)."""
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench_profile_") as tmp:
+        cmd = [sys.executable, "-c", PROFILE, category, tmp, protocols or "", mode]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"profile failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    jobs = out["jobs"]
+    pool = sum(j["cpu"] for j in jobs)
+    serial = out["segments"]["total"] - pool
+    makespan = schedule(jobs)
+    kinds: dict[str, float] = {}
+    for j in jobs:
+        kind = j["label"].split()[0]
+        kinds[kind] = kinds.get(kind, 0.0) + j["cpu"]
+    out.update(
+        mode=mode,
+        load_average=(load, os.getloadavg()),
+        pool_cpu=pool,
+        pool_cpu_by_kind=kinds,
+        serial_cpu=serial,
+        makespan_2=makespan,
+        task_bound=pool / makespan,
+        predicted_wall=(serial + pool) / (serial + makespan),
+    )
+    return out
+
+
 def amdahl(serial_fraction: float, workers: int = 2) -> float:
     """Amdahl's speedup on ``workers`` of a job whose ``serial_fraction`` cannot be shared."""
     return 1.0 / (serial_fraction + (1.0 - serial_fraction) / workers)
@@ -265,8 +405,9 @@ def rows_without_wall_clock(path: Path) -> list[dict[str, str]]:
 
 def task_bound(path: Path, workers: int = 2) -> float:
     """Σ task seconds / makespan of the run's pool tasks handed to ``workers`` in the order
-    the run queues them (``simulations.experiments.run._batches``: longest estimated cost
-    first, the tasks that build the same protocol as one), the earliest free worker taking
+    the run queues them (``simulations.experiments.run._batches``: the baselines, then the
+    longest estimated cost first, the tasks that build the same protocol as one), the
+    earliest free worker taking
     the next. A task's seconds are its row's ``total_seconds`` × ``repeats`` (its pipeline
     runs; the protocol's build, calibration included, is not timed in the CSV)."""
     from simulations.experiments.run import _batches
@@ -298,7 +439,14 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         default="full,grid",
-        help="any of full, grid, grid-cold, grid-malloc, audit, audit-malloc",
+        help="any of full, full-cold, full-whole, grid, grid-cold, grid-malloc, audit, "
+        "audit-malloc",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: the 1-worker command's CPU by segment and task, and its task bound "
+        "(of --modes full and/or full-whole)",
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -310,6 +458,31 @@ def main() -> None:
     args = parser.parse_args()
     if args.contention:
         contention(args.contention)
+        return
+    if args.profile:
+        modes = [m for m in args.modes.split(",") if m in ("full", "full-whole")] or ["full"]
+        results = [profile(args.category, args.protocols, mode) for mode in modes]
+        if args.json:
+            print(json.dumps(results, indent=2))
+            return
+        for result in results:
+            before, after = result["load_average"]
+            print(
+                f"{args.category} --quick ({result['mode']}), 1 worker, CPU s; "
+                f"load {before[0]:.2f} -> {after[0]:.2f}"
+            )
+            for name, seconds in result["segments"].items():
+                print(f"  {name:34} {seconds:7.2f}")
+            for kind, seconds in result["pool_cpu_by_kind"].items():
+                print(f"  pool: {kind:28} {seconds:7.2f}")
+            for j in sorted(result["jobs"], key=lambda j: -j["cpu"]):
+                print(f"    {j['label']:52} {j['cpu']:6.2f}")
+            print(
+                f"serial {result['serial_cpu']:.2f} s, pool {result['pool_cpu']:.2f} s, "
+                f"2-worker makespan {result['makespan_2']:.2f} s: task bound "
+                f"{result['task_bound']:.2f}x, predicted wall speedup "
+                f"{result['predicted_wall']:.2f}x"
+            )
         return
     modes = args.modes.split(",")
 

@@ -9,12 +9,13 @@ numpy's FFT and complex power; restored by patching the module, so both run here
 side), and times the whole
 calibration
 (``CntPURE(...)``, which evaluates the accountant several times) for a few (ε, n). For each
-calibration it also states the std the earlier calibration gave on the same (ε, n) — ω of
-scale Δ = 1 only, τ = 2⌈log₂ n⌉ + 1, crowd capped at 4 096 — so the two are compared
-within one run.
+calibration it also states the std two simpler calibrations give on the same (ε, n) — the
+truncated DLap alone (no mixed ω: ``weights=()``), and ω of scale Δ = 1 only,
+τ = 2⌈log₂ n⌉ + 1, crowd capped at 4 096 — so they are compared within one run.
 
     python benchmarks/bench_pure_accountant.py            # N up to 800 for the direct method
     python benchmarks/bench_pure_accountant.py --quick    # N up to 200
+    python benchmarks/bench_pure_accountant.py --calibrations   # the calibrations only
 """
 
 from __future__ import annotations
@@ -102,10 +103,18 @@ def direct_epsilon(lam: float, tau: int, alpha: float, others: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller N for the direct method")
+    ap.add_argument("--calibrations", action="store_true", help="time the calibrations only")
     args = ap.parse_args()
+    if not args.calibrations:
+        accountant(quick=args.quick)
+    calibrations()
+
+
+def accountant(*, quick: bool) -> None:
+    """The accountant against direct convolution, and against its previous sweep."""
     eps, tau = 1.0, 21
     alpha = math.exp(-eps)
-    for others in (50, 200) if args.quick else (50, 200, 800):
+    for others in (50, 200) if quick else (50, 200, 800):
         lam = 16.0 / others
         direct, direct_s = timed(direct_epsilon, lam, tau, alpha, others)
         tilted, tilted_s = timed(pure_central_epsilon, lam=lam, tau=tau, alpha=alpha, others=others)
@@ -128,6 +137,10 @@ def main() -> None:
         row |= {"abs_diff_previous": abs(now - before), "tilted_s": round(now_s, 3)}
         row |= {"previous_s": round(before_s, 3), "speedup": round(before_s / now_s, 1)}
         print(json.dumps(row), flush=True)
+
+
+def calibrations() -> None:
+    """Whole calibrations, and the std of the simpler ones at the same (ε, n)."""
     for n in (10_000, 1_000_000):
         for e in (0.1, 0.5, 1.0, 2.0):
             for cache in (_calibrate, _limit_lambda, _choose):
@@ -137,8 +150,12 @@ def main() -> None:
             bit = p.bit  # calibrated on first use
             seconds = time.perf_counter() - t0
             old = delta_one_counter(e, n)
+            dlap = PureBitCounter.derive(
+                epsilon=e, tau=bit.tau, honest_users=n, weights=()
+            )  # the truncated DLap alone
             std = math.sqrt(bit.variance(n=n, count=n / 2, fakes=0))
             std_old = math.sqrt(old.variance(n=n, count=n / 2, fakes=0))
+            std_dlap = math.sqrt(dlap.variance(n=n, count=n / 2, fakes=0))
             print(
                 json.dumps(
                     {
@@ -147,10 +164,14 @@ def main() -> None:
                         "epsilon": e,
                         "tau": bit.tau,
                         "scale": bit.scale,
+                        "weight": bit.weight,
                         "lam": bit.lam,
                         "certified_users": bit.certified_users,
                         "seconds": round(seconds, 2),
                         "std": round(std, 2),
+                        "dlap_scale": dlap.scale,
+                        "dlap_lam": dlap.lam,
+                        "dlap_std": round(std_dlap, 2),
                         "delta1_tau": old.tau,
                         "delta1_lam": old.lam,
                         "delta1_std": round(std_old, 2),

@@ -7,8 +7,9 @@ user sends exactly τ bits (τ odd, m = (τ−1)/2):
     with probability λ:     z ones and τ − z zeros, z ~ ω          (input-independent),
 where ω is the survey's "truncated DLap(τ/2, Δ/ε)": z = clip(m + B + η, 0, τ) with
 B ~ Ber(1/2) and η ~ SG(e^{−ε/Δ}) (m + B is the integer centring at τ/2; the scale Δ is
-chosen by the calibration below), symmetric about τ/2 so E z = τ/2. The analyzer sees only
-C, the number of ones, and estimates
+chosen by the calibration below), or a mixture of it with a truncated log-series law (see
+"The noise law" below; this project's construction), symmetric about τ/2 so E z = τ/2.
+The analyzer sees only C, the number of ones, and estimates
     ĉ = (C − (1−λ) n m − λ n τ/2 − f/2) / (1 − λ),
 with f = (received bits) − nτ uniform fake bits: unbiased, with exact variance
     Var ĉ = [Σ_i Var o_i + f/4] / (1−λ)²,  E o = (1−λ)(m+x) + λτ/2,
@@ -16,8 +17,10 @@ with f = (received bits) − nτ uniform fake bits: unbiased, with exact varianc
 
 PRIVACY, AND WHERE IT DEPARTS FROM THE PAPER. The survey lost every formula of this
 protocol (τ, λ, Δ and the condition for ε-DP) and the paper's proofs were not available
-offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose central pure
-ε this module *computes exactly* for a subset of the other users, by this reduction.
+offline, so (λ, ω) are not the paper's: they are the least-variance pair whose central pure
+ε this module *computes exactly* for a subset of the other users, by this reduction. It
+holds for any ω on {0, …, τ} symmetric about τ/2 with full support, so the exact
+computation covers every shape of ω the calibration tries.
 
 * One user's output is its number of ones o, with law p_x = (1−λ)·δ_{m+x} + λ·ω. The
   analyzer sees C = o_1 + S, S the other users' ones. If S = S' + R with R independent of
@@ -46,7 +49,8 @@ offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose
   number of users in the noise branch, of a few units (≈ 2–8), so λ falls like 1/n and
   the error is O_ε(1), the paper's claim. Hence τ = 2⌈log₂ n / min(ε, 1)⌉ + 1 by default
   (:func:`default_tau`, the paper's O_ε(log n); ``messages`` overrides it).
-* The calibration (:func:`_choose`): every Δ in :data:`SCALES` = (1, 1.5, 2, 3) is
+* The calibration (:func:`_choose`): every shape of ω — the truncated DLap of every Δ in
+  :data:`SCALES` = (1, 1.5, 2, 3) and the mixtures of every w in :data:`MIX_WEIGHTS` — is
   bisected on a 2 % grid in ln λ for a pilot crowd of min(N, 256) (valid for any larger
   crowd); for a larger N, λ is predicted from λ·N and λ_∞ and certified at the full N (raised
   by 25 % on failure; lowered in 10 % steps while it passes where an evaluation is cheap).
@@ -54,31 +58,51 @@ offline, so (λ, Δ) are not the paper's: they are the least-variance pair whose
   :func:`certify_cap` = 123·2¹⁹/τ (3·2¹⁹ users, n ≈ 3·10⁶, at τ = 41): the bound for the
   cap is valid for every larger n. An evaluation takes ~0.08 s at N·τ = 4 096·41, ~8 s at
   N·τ = 2¹⁹·41 and 20–35 s at the cap; a calibration 1–40 s, cached per (ε, τ, N).
+* The noise law (this project's construction). A few users in the noise branch must make
+  C's law ε-smooth: near its centre, where most of the mass is, and far out, where only
+  users with extreme z reach. A discrete Laplace DLap(e^{−ε}) is exactly ε-smooth, and it
+  is a compound Poisson law: the sum of a Poisson(2 ln(1/(1 − e^{−ε}))) number of jumps
+  ±K, K ~ LogSeries(e^{−ε}) (P[K = k] ∝ e^{−εk}/k). So if the crowd's noise users draw
+  z − τ/2 ≈ ±K, their sum is close to that DLap near the centre; what the log-series law
+  lacks is reach (its moment generating function is finite only below ε, so ε_∞(λ) > ε
+  at small λ, as with Δ = 1). Hence the mixture
+      ω = w·clip(m + B + η, 0, τ) + (1 − w)·clip(m + B + S·K, 0, τ),
+  η ~ SG(e^{−ε/Δ}) with Δ = :data:`MIX_SCALE` = 2 (the reach), S = ±1 fair,
+  K ~ LogSeries(e^{−ε}) (the centre), for w in :data:`MIX_WEIGHTS` (0.1, 0.03, 0.01,
+  0.003); w = 1 is the truncated DLap of the survey (:func:`noise_law`). Most of ω's mass
+  then sits within a few units of τ/2, where the truncated DLap of Δ ≥ 1.5 spreads it over
+  ≈ Δ/ε: at n = 10⁵, ε = 1 (τ = 35) the calibration certifies w = 0.1 with std 3.38,
+  against 5.02 for the best truncated DLap (Δ = 1.5); 7.05 against 12.2 at ε = 0.5.
+  The weights, Δ = 2 and the log-series centre were chosen by exploring shapes with this
+  module's accountant at n = 8 193 and 10⁵ (Δ = 1.5 or 3 for the wide part, or a centre
+  that also puts mass on z − m − B = 0, certified no smaller noise); nothing about them
+  matters to the privacy claim, which is the exact computation for the chosen ω. The
+  mixture is sampled by inverse transform of the very vector the accountant convolved.
 * Where nothing below the local λ_l = 1/(1 + ω(m)(e^ε − 1)) is certified (tiny n; or
   ε ≳ 15, where ratios beyond e^16 or underflowing λ·ω put the computation out of double
   precision's reach) the local bound is used: user 1's own law differs between x = 0 and
   1 only at o = m, m + 1, so it is ε_l = ln(1 + (1 − λ)/(λ ω(m)))-LDP, and λ_l makes
   that ε.
 
-Accuracy, measured (std of ĉ with half the users holding 1, no fakes; ``esa simulate``
-reports it), n = 10^6:
+Accuracy (the exact std of ĉ with half the users holding 1, no fakes, as ``esa simulate``
+states it), n = 10^5, the crowd of ⌈(n − 1)/2⌉ = 50 000 certified whole:
 
-    ε                  0.1     0.3     0.5     0.9     1       2
-    τ                  401     135     81      47      41      41
-    Δ                  1.5     1.5     2       2       2       1.5
-    λ                  5.0e-5  1.6e-5  8.6e-6  5.6e-6  5.1e-6  2.9e-6
-    std                150     29      17      7.5     6.5     2.1
-    std, Δ = 1 only    4 700   –       292     –       78      21   (τ = 41)
+    ε                      0.1      0.3      0.5      1        2
+    τ                      335      113      69       35       35
+    ω: w (Δ = 2)           0.03     0.1      0.1      0.1      0.003
+    λ                      1.9e-4   8.8e-5   6.7e-5   3.7e-5   1.3e-5
+    std                    35.0     12.2     7.05     3.38     1.49
+    std, truncated DLap    85.4     23.3     12.2     5.02     2.06   (Δ = 1.5, w = 1)
 
-(ε = 0.1 is capped at N = 160 816 certified users, ε = 0.3 at 477 684; the crowd of
-⌈(n − 1)/2⌉ = 500 000 is certified whole elsewhere.) At n = 10^4 the std is 85, 12, 4.8 at
-ε = 0.1, 0.5, 1; at n = 100 and ε = 1 it is 3.6. The local ε of the computed λ is large
-(≈ 14 at n = 10^6, ε = 1): an analyzer colluding with every shuffler learns far more than
-the central ε, as for every amplified protocol.
+At n = 10^4 the std is 29.8, 6.68, 3.21 at ε = 0.1, 0.5, 1 (85.4, 11.6, 4.78 with the
+truncated DLap alone); at n = 100 and ε = 1 it is 2.85 (3.56). The local ε of the
+computed λ is large (≈ 12 at n = 10^5, ε = 1): an analyzer colluding with every shuffler
+learns far more than the central ε, as for every amplified protocol.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,14 +135,18 @@ from .accounting import binomial_window, pair_lower_epsilon
 __all__ = [
     "CERTIFY_WORK",
     "FINE_SCALES",
+    "MIX_SCALE",
+    "MIX_WEIGHTS",
     "SCALES",
     "CntPURE",
+    "CounterCalibration",
     "PureBitCounter",
     "certify_cap",
     "check_tau",
     "composed_lower_epsilon",
     "default_tau",
     "local_lambda",
+    "noise_law",
     "product_lower_epsilon",
     "pure_central_epsilon",
     "pure_count_laws",
@@ -127,10 +155,10 @@ __all__ = [
 ]
 
 #: Largest number of messages per user (τ) accepted. :func:`default_tau` asks for
-#: 2⌈log₂ n/ε⌉ + 1, which reaches ≈ 4 400 at ε = 0.009 and n = 10⁶ (RSum_PURE's digit
-#: counters at ε_c = 0.1): a cap below that keeps λ from falling like 1/n (at the former cap
-#: of 1 023 RSum_PURE's std there was 16 508, above LDP's; it is 4 133 now). The accountant's
-#: work stays bounded by :data:`CERTIFY_WORK` whatever τ.
+#: 2⌈log₂ n/ε⌉ + 1, which reaches ≈ 4 400 at ε = 0.009 and n = 10⁶ (RSum_PURE's low digit
+#: counters at ε_c = 0.1): a cap below that would keep λ from falling like 1/n there (with
+#: τ capped at 1 023 RSum_PURE's error at that point was above local DP's). The
+#: accountant's work stays bounded by :data:`CERTIFY_WORK` whatever τ.
 MAX_TAU = 8191
 
 #: Most (same-bit honest users) × τ the exact central accountant convolves (module doc):
@@ -152,11 +180,19 @@ _REFINE_WORK = 1 << 20
 #: Scales Δ of ω = truncated DLap(τ/2, Δ/ε) the calibration chooses from (module doc).
 SCALES = (1.0, 1.5, 2.0, 3.0)
 
-#: A finer grid of Δ for callers that send more messages (``RSum_PURE``'s default digits):
-#: with τ a few times :func:`default_tau` a Δ between 1 and 1.5 is certifiable and leaves
-#: less noise (n = 10⁵, ε = 1: std 4.2 at Δ = 1.2 with 2τ, 4.0 at Δ = 1.1 with 4τ, against
-#: 5.0 at Δ = 1.5 on :data:`SCALES`, whatever τ up to 4×).
+#: A finer grid of Δ for callers that send more messages (``RSum_PURE``'s "tuned" digits):
+#: with τ a few times :func:`default_tau` a truncated DLap of Δ between 1 and 1.5 is
+#: certifiable and leaves less noise than Δ = 1.5 (n = 10⁵, ε = 1, that shape alone: std
+#: 4.2 at Δ = 1.2 with 2τ, 4.0 at Δ = 1.1 with 4τ, against 5.0 at Δ = 1.5), though a mixed
+#: ω (:data:`MIX_WEIGHTS`) certifies less still (2.99 with 4τ).
 FINE_SCALES = (1.0, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0)
+
+#: Scale Δ of the wide part of a mixed ω (module doc, "The noise law").
+MIX_SCALE = 2.0
+
+#: Weights w of the wide part of a mixed ω the calibration tries (the rest, 1 − w, on the
+#: log-series part); w = 1 is the plain truncated DLap of :data:`SCALES`.
+MIX_WEIGHTS = (0.1, 0.03, 0.01, 0.003)
 
 #: A tilted FFT value is trusted only at or above this fraction of its tilt's peak: the
 #: FFT's round-off, a few 10⁻¹⁶ of the peak, is then ≲ 10⁻⁸–10⁻⁷ of the value.
@@ -194,27 +230,60 @@ def default_tau(n: int, epsilon: float = 1.0) -> int:
     return min(2 * max(1, half) + 1, MAX_TAU)
 
 
-def local_lambda(epsilon: float, tau: int, scale: float = 1.0) -> float:
-    """λ_l = 1/(1 + ω(m)(e^ε − 1)): the λ whose randomizer is ε-LDP on its own (ω of scale Δ)."""
-    omega_m = float(_omega(tau, math.exp(-epsilon / scale))[(tau - 1) // 2])
+def local_lambda(epsilon: float, tau: int, scale: float = 1.0, weight: float = 1.0) -> float:
+    """λ_l = 1/(1 + ω(m)(e^ε − 1)): the λ whose randomizer is ε-LDP on its own (ω of
+    scale Δ and wide weight w, :func:`noise_law`)."""
+    omega_m = float(_noise_law(tau, epsilon, scale, weight)[(tau - 1) // 2])
     return 1.0 / (1.0 + omega_m * math.expm1(epsilon))
 
 
-def user_laws(lam: float, tau: int, alpha: float) -> tuple[npt.NDArray[np.float64], ...]:
-    """(p_0, p_1): the law of one user's number of ones for x = 0 and x = 1."""
-    omega = _omega(tau, alpha)
+def user_laws(
+    lam: float, tau: int, alpha: float | None = None, *, omega: npt.ArrayLike | None = None
+) -> tuple[npt.NDArray[np.float64], ...]:
+    """(p_0, p_1): the law of one user's number of ones for x = 0 and x = 1.
+
+    Args:
+        lam: λ, the probability of the input-independent branch.
+        tau: τ, the number of bits each user sends.
+        alpha: ω as the truncated DLap of this α (:func:`noise_law` with w = 1), or
+        omega: ω itself, a law on {0, …, τ} symmetric about τ/2 (exactly one of the two).
+
+    Returns:
+        The two laws on {0, …, τ}.
+
+    Raises:
+        ParameterError: neither or both of ``alpha`` and ``omega``, or ω malformed.
+    """
+    law = _resolve_omega(tau, alpha, omega)
     m = (tau - 1) // 2
-    p0, p1 = lam * omega, lam * omega
+    p0, p1 = lam * law, lam * law
     p0[m] += 1.0 - lam
     p1[m + 1] += 1.0 - lam
     return p0, p1
 
 
+def _resolve_omega(
+    tau: int, alpha: float | None, omega: npt.ArrayLike | None
+) -> npt.NDArray[np.float64]:
+    """ω from exactly one of α (the truncated DLap) and ω itself, checked: a law on
+    {0, …, τ}, symmetric about τ/2 (the reduction of the module doc needs the mirror)."""
+    if (alpha is None) == (omega is None):
+        raise ParameterError("give exactly one of alpha (a truncated DLap) and omega (a law)")
+    if omega is None:
+        return _omega(tau, float(alpha))  # type: ignore[arg-type]
+    law = np.array(omega, dtype=np.float64).ravel()
+    if law.size != tau + 1 or not np.all(law >= 0.0) or abs(float(law.sum()) - 1.0) > 1e-9:
+        raise ParameterError(f"omega must be a probability vector of length tau + 1 = {tau + 1}")
+    if not np.allclose(law, law[::-1], rtol=1e-9, atol=0.0):
+        raise ParameterError("omega must be symmetric about tau/2 (omega[o] == omega[tau - o])")
+    return law
+
+
 def _log_laws(
-    lam: float, tau: int, alpha: float
+    lam: float, tau: int, omega: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
     """(ln p_0, ln p_1), or ``None`` where a probability underflows to 0 (λ·ω too small)."""
-    p0, p1 = user_laws(lam, tau, alpha)
+    p0, p1 = user_laws(lam, tau, omega=omega)
     with np.errstate(divide="ignore"):
         lq0, lq1 = np.log(p0), np.log(p1)
     if not (np.all(np.isfinite(lq0)) and np.all(np.isfinite(lq1))):
@@ -222,10 +291,18 @@ def _log_laws(
     return lq0, lq1
 
 
-def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> float:
+def pure_central_epsilon(
+    *,
+    lam: float,
+    tau: int,
+    alpha: float | None = None,
+    others: int,
+    omega: npt.ArrayLike | None = None,
+) -> float:
     """max_c |ln P[o_1 + S = c | x_1 = 0] / P[o_1 + S = c | x_1 = 1]|, S the sum of
     ``others`` i.i.d. users holding 0: the exact pure ε of the count for that crowd, and (by
     the reduction in the module doc) an upper bound for any n ≥ 2·others + 1 honest users.
+    ω is the truncated DLap of ``alpha`` or the law ``omega`` (see :func:`user_laws`).
 
     Computed with exponentially tilted FFTs: for a tilt θ the law of the N + 1 outputs,
     reweighted by e^{θc}, is concentrated near its mean, and an FFT gives it to an absolute
@@ -236,7 +313,7 @@ def pure_central_epsilon(*, lam: float, tau: int, alpha: float, others: int) -> 
     from scipy import fft as sfft
 
     others = check_n(others, "others", 0)
-    laws = _log_laws(lam, tau, alpha)
+    laws = _log_laws(lam, tau, _resolve_omega(tau, alpha, omega))
     if laws is None:
         raise ParameterError("pure_central_epsilon needs 0 < lam and a full-support noise law")
     lq0, lq1 = laws
@@ -346,7 +423,9 @@ def _tilt_for_mean(lq: npt.NDArray[np.float64], mean: float) -> float:
     return float(brentq(gap, lo, hi, xtol=1e-12))
 
 
-def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
+def pure_limit_epsilon(
+    *, lam: float, tau: int, alpha: float | None = None, omega: npt.ArrayLike | None = None
+) -> float:
     """ε_∞(λ) = max_θ |ln M_0(θ)/M_1(θ)|, M_x(θ) = Σ_o p_x(o) e^{θo}: the limit, as the
     crowd of users holding 0 grows, of :func:`pure_central_epsilon` (near c = N·E_θ[o]
     the other users' law is locally e^{θ·}-tilted, so the ratio there tends to
@@ -355,7 +434,7 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
     from scipy.optimize import minimize_scalar
     from scipy.special import logsumexp
 
-    laws = _log_laws(lam, tau, alpha)
+    laws = _log_laws(lam, tau, _resolve_omega(tau, alpha, omega))
     if laws is None:
         return math.inf  # λ·ω underflows to 0 somewhere: nothing can be certified
     lq0, lq1 = laws
@@ -374,17 +453,17 @@ def pure_limit_epsilon(*, lam: float, tau: int, alpha: float) -> float:
 
 
 @lru_cache(maxsize=256)
-def _limit_lambda(epsilon: float, tau: int, scale: float = 1.0) -> float:
-    """λ_∞: the λ with ε_∞(λ) = ε for ω of scale Δ (10⁻¹² if every λ down to 10⁻¹² has a
-    smaller ε_∞; the local λ_l if none below it has)."""
+def _limit_lambda(epsilon: float, tau: int, scale: float = 1.0, weight: float = 1.0) -> float:
+    """λ_∞: the λ with ε_∞(λ) = ε for ω of scale Δ and wide weight w (10⁻¹² if every λ
+    down to 10⁻¹² has a smaller ε_∞; the local λ_l if none below it has)."""
     from scipy.optimize import brentq
 
-    alpha = math.exp(-epsilon / scale)
-    lam_local = local_lambda(epsilon, tau, scale)
+    law = _noise_law(tau, epsilon, scale, weight)
+    lam_local = local_lambda(epsilon, tau, scale, weight)
     target = epsilon - _SLACK
 
     def gap(log_lam: float) -> float:
-        return pure_limit_epsilon(lam=math.exp(log_lam), tau=tau, alpha=alpha) - target
+        return pure_limit_epsilon(lam=math.exp(log_lam), tau=tau, omega=law) - target
 
     hi, floor = math.log(lam_local), math.log(1e-12)
     if gap(hi) >= 0.0:
@@ -394,32 +473,36 @@ def _limit_lambda(epsilon: float, tau: int, scale: float = 1.0) -> float:
     return math.exp(float(brentq(gap, floor, hi, xtol=1e-6)))
 
 
-def _certified(epsilon: float, tau: int, scale: float, others: int, lam: float) -> float:
+def _certified(
+    epsilon: float, tau: int, scale: float, others: int, lam: float, weight: float = 1.0
+) -> float:
     """The exact central ε at λ (∞ where the computation cannot reach)."""
     try:
         return pure_central_epsilon(
-            lam=lam, tau=tau, alpha=math.exp(-epsilon / scale), others=others
+            lam=lam, tau=tau, omega=_noise_law(tau, epsilon, scale, weight), others=others
         )
     except ParameterError:  # ratios or laws beyond double precision: not certified
         return math.inf
 
 
 @lru_cache(maxsize=256)
-def _calibrate(epsilon: float, tau: int, others: int, scale: float = 1.0) -> tuple[float, float]:
+def _calibrate(
+    epsilon: float, tau: int, others: int, scale: float = 1.0, weight: float = 1.0
+) -> tuple[float, float]:
     """(λ, certified central ε): the smallest λ on a 2 % grid above λ_∞ whose exact central
     ε for ``others`` same-bit users is ≤ the target, or (λ_l, ε) from the local bound when
     nothing smaller is certified."""
-    lam_local = local_lambda(epsilon, tau, scale)
+    lam_local = local_lambda(epsilon, tau, scale, weight)
     if others < 1:
         return lam_local, epsilon
     target = epsilon - _SLACK
-    floor = _limit_lambda(epsilon, tau, scale)
+    floor = _limit_lambda(epsilon, tau, scale, weight)
     if floor >= lam_local:  # the local λ is all that can be shown
         return lam_local, epsilon
     hi, lo = math.log(lam_local), math.log(floor)
 
     def certified(log_lam: float) -> float:
-        return _certified(epsilon, tau, scale, others, math.exp(log_lam))
+        return _certified(epsilon, tau, scale, others, math.exp(log_lam), weight)
 
     # The answer is often just above λ_∞ (the exact ε is within 10⁻³ of ε_∞ from a few
     # hundred users on, when λ·N is not small): try 2 % above it first, then bisect on ln λ.
@@ -441,41 +524,52 @@ def _calibrate(epsilon: float, tau: int, others: int, scale: float = 1.0) -> tup
 
 @dataclass(frozen=True, slots=True)
 class _Choice:
-    """One certified calibration: ω's scale Δ, λ, the crowd it was computed for, its ε."""
+    """One certified calibration: ω's shape (Δ, w), λ, the crowd it was computed for, its ε."""
 
     scale: float
     lam: float
     users: int
     epsilon: float
     score: float  # λ·E_ω[(z − m − ½)²], the noise variance one user adds (up to O(λ²))
+    weight: float = 1.0
 
 
-def _noise_second_moment(tau: int, alpha: float) -> float:
-    omega = _omega(tau, alpha)
+def _noise_second_moment(tau: int, omega: npt.NDArray[np.float64]) -> float:
     k = np.arange(tau + 1, dtype=np.float64) - (tau - 1) / 2.0 - 0.5
     return float(omega @ (k * k))
 
 
 @lru_cache(maxsize=256)
-def _choose(epsilon: float, tau: int, others: int, scales: tuple[float, ...] = SCALES) -> _Choice:
-    """The calibration of the module doc: the certified (Δ, λ) of least noise variance.
+def _choose(
+    epsilon: float,
+    tau: int,
+    others: int,
+    scales: tuple[float, ...] = SCALES,
+    weights: tuple[float, ...] = MIX_WEIGHTS,
+) -> _Choice:
+    """The calibration of the module doc: the certified (ω, λ) of least noise variance.
 
-    1. Every Δ in ``scales`` (:data:`SCALES` unless given) is calibrated (2 % grid) on the
-       pilot crowd min(others, ``_PILOT``); that λ is valid for any larger crowd.
+    The candidate shapes of ω are the truncated DLap of every Δ in ``scales`` and the
+    mixtures of every wide weight w in ``weights`` (:func:`noise_law`, Δ = :data:`MIX_SCALE`).
+
+    1. Every shape is calibrated (2 % grid) on the pilot crowd min(others, ``_PILOT``);
+       that λ is valid for any larger crowd.
     2. For a larger crowd, λ·N (the expected number of users in the noise branch) is
-       what the crowd needs, so λ is predicted as max(1.05·λ_∞(Δ), 1.15·λ_pilot·pilot/N)
+       what the crowd needs, so λ is predicted as max(1.05·λ_∞, 1.15·λ_pilot·pilot/N)
        and certified at the full crowd, raised by 25 % up to three times if it fails and,
        where an evaluation is cheap (N·τ ≤ ``_REFINE_WORK``), lowered by 10 % while it
-       still passes (up to eight times). A Δ is tried only while its prediction can beat
-       the best so far.
+       still passes (up to eight times). A shape is tried only while its prediction can
+       beat the best so far.
     """
     pilot = min(others, _PILOT)
-    moments = {d: _noise_second_moment(tau, math.exp(-epsilon / d)) for d in scales}
+    shapes = [(d, 1.0) for d in scales] + [(MIX_SCALE, w) for w in weights if w < 1.0]
+    moments = {sh: _noise_second_moment(tau, _noise_law(tau, epsilon, *sh)) for sh in shapes}
     choices = []
-    for scale in scales:
-        lam, eps_c = _calibrate(epsilon, tau, pilot, scale)
-        users = pilot if lam < local_lambda(epsilon, tau, scale) else 0
-        choices.append(_Choice(scale, lam, users, eps_c, lam * moments[scale]))
+    for scale, weight in shapes:
+        lam, eps_c = _calibrate(epsilon, tau, pilot, scale, weight)
+        users = pilot if lam < local_lambda(epsilon, tau, scale, weight) else 0
+        score = lam * moments[scale, weight]
+        choices.append(_Choice(scale, lam, users, eps_c, score, weight))
     best = min(choices, key=lambda c: c.score)
     if others <= pilot:
         return best
@@ -484,10 +578,11 @@ def _choose(epsilon: float, tau: int, others: int, scales: tuple[float, ...] = S
     for c in choices:
         if c.users == 0:
             continue
-        guess = max(1.05 * _limit_lambda(epsilon, tau, c.scale), 1.15 * c.lam * pilot / others)
-        predicted.append((guess * moments[c.scale], guess, c.scale))
-    for score, guess, scale in sorted(predicted):
-        moment = moments[scale]
+        floor = _limit_lambda(epsilon, tau, c.scale, c.weight)
+        guess = max(1.05 * floor, 1.15 * c.lam * pilot / others)
+        predicted.append((guess * moments[c.scale, c.weight], guess, c.scale, c.weight))
+    for score, guess, scale, weight in sorted(predicted):
+        moment = moments[scale, weight]
         if score >= best.score:
             break
         found = None
@@ -495,7 +590,7 @@ def _choose(epsilon: float, tau: int, others: int, scales: tuple[float, ...] = S
         for _ in range(4):
             if lam * moment >= best.score:
                 break
-            eps_c = _certified(epsilon, tau, scale, others, lam)
+            eps_c = _certified(epsilon, tau, scale, others, lam, weight)
             if eps_c <= target:
                 found = (lam, eps_c)
                 break
@@ -505,12 +600,132 @@ def _choose(epsilon: float, tau: int, others: int, scales: tuple[float, ...] = S
         if others * tau <= _REFINE_WORK:
             for _ in range(8):
                 lower = found[0] / 1.1
-                eps_c = _certified(epsilon, tau, scale, others, lower)
+                eps_c = _certified(epsilon, tau, scale, others, lower, weight)
                 if eps_c > target:
                     break
                 found = (lower, eps_c)
-        best = _Choice(scale, found[0], others, found[1], found[0] * moment)
+        best = _Choice(scale, found[0], others, found[1], found[0] * moment, weight)
     return best
+
+
+#: Calibrations computed elsewhere and installed in this process
+#: (:meth:`CounterCalibration.install`), oldest first, at most :data:`_INSTALLED_MAX`.
+_INSTALLED: dict[tuple[float, int, int, tuple[float, ...], tuple[float, ...]], _Choice] = {}
+
+#: Most calibrations installed in one process (as many as :func:`_choose` caches).
+_INSTALLED_MAX = 256
+
+
+@dataclass(frozen=True, slots=True)
+class CounterCalibration:
+    """One counter's calibration (module doc) as a value that can travel between processes.
+
+    :meth:`PureBitCounter.derive` computes its calibration where it runs, cached per
+    process. A caller that builds counters on a pool of processes can instead compute each
+    calibration as a task of its own (:meth:`compute`, in any process) and :meth:`install`
+    the result in the process that builds the counter, before it does: the build then uses
+    it instead of computing it again. The counter is the same, bit for bit: the result is
+    the same deterministic computation on the same arguments, and its floats pickle exactly.
+
+    Attributes:
+        epsilon: the counter's target ε (validated).
+        tau: its τ (validated).
+        others: the same-bit crowd N its central ε is computed for (0: the local bound,
+            nothing to compute).
+        scales: the Δ of the truncated DLap shapes the calibration chooses from.
+        weights: the wide weights w of the mixed shapes it also tries.
+        choice: the result once computed (:meth:`compute`), else ``None``.
+    """
+
+    epsilon: float
+    tau: int
+    others: int
+    scales: tuple[float, ...]
+    weights: tuple[float, ...] = MIX_WEIGHTS
+    choice: _Choice | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        epsilon: float,
+        tau: int,
+        honest_users: int = 0,
+        scales: Sequence[float] = SCALES,
+        weights: Sequence[float] = MIX_WEIGHTS,
+    ) -> CounterCalibration:
+        """The calibration :meth:`PureBitCounter.derive` needs for these arguments, not yet
+        computed.
+
+        Args:
+            epsilon: the counter's target ε.
+            tau: its τ.
+            honest_users: the honest users (user 1 included), as for ``derive``.
+            scales: the Δ to choose from, as for ``derive``.
+            weights: the mixed shapes' wide weights, as for ``derive``.
+
+        Returns:
+            The calibration, its ``choice`` ``None``.
+
+        Raises:
+            ParameterError: an argument ``derive`` refuses.
+        """
+        grid = tuple(float(d) for d in scales)
+        if not grid or any(not (math.isfinite(d) and d >= 1.0) for d in grid):
+            raise ParameterError(f"scales must be finite and >= 1, got {tuple(scales)!r}")
+        mix = tuple(float(w) for w in weights)
+        if any(not 0.0 < w < 1.0 for w in mix):
+            raise ParameterError(f"weights must lie in (0, 1), got {tuple(weights)!r}")
+        eps = check_epsilon(epsilon)
+        t = check_tau(tau)
+        honest = check_n(honest_users, "honest users", 0)
+        others = min((max(honest - 1, 0) + 1) // 2, certify_cap(t))  # ⌈(honest − 1)/2⌉
+        if float(_omega(t, math.exp(-eps)).min()) <= 0.0:
+            others = 0  # ω underflows (huge ε·τ): only the local bound is exact
+        return cls(eps, t, others, grid, mix)
+
+    @property
+    def work(self) -> int:
+        """A relative cost, to order calibrations run as tasks (largest first): τ times the
+        pilot crowd, the size of the transforms that dominate a calibration."""
+        return self.tau * min(self.others, _PILOT)
+
+    def compute(self) -> CounterCalibration:
+        """This calibration with its result (:meth:`result`).
+
+        Returns:
+            A copy whose ``choice`` is set.
+        """
+        return dataclasses.replace(self, choice=self.result())
+
+    def install(self) -> None:
+        """Make this process's builds of the same counter use this result.
+
+        Raises:
+            ParameterError: it was not computed (:meth:`compute`).
+        """
+        if self.choice is None:
+            raise ParameterError("a calibration must be computed before it is installed")
+        key = (self.epsilon, self.tau, self.others, self.scales, self.weights)
+        _INSTALLED.pop(key, None)
+        _INSTALLED[key] = self.choice
+        while len(_INSTALLED) > _INSTALLED_MAX:
+            del _INSTALLED[next(iter(_INSTALLED))]
+
+    def result(self) -> _Choice:
+        """The calibration's result: ``choice`` if set, else the one installed in this
+        process, else computed here (:func:`_choose`, cached per process).
+
+        Returns:
+            The chosen (Δ, λ), the crowd it was certified for and its central ε.
+        """
+        if self.choice is not None:
+            return self.choice
+        if self.others == 0:
+            return _Choice(1.0, local_lambda(self.epsilon, self.tau), 0, self.epsilon, math.nan)
+        key = (self.epsilon, self.tau, self.others, self.scales, self.weights)
+        installed = _INSTALLED.get(key)
+        return installed if installed is not None else _choose(*key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,7 +741,9 @@ class PureBitCounter:
         certified_users: N, the same-bit honest users the central ε was computed for
             (0: λ is the local calibration and the bound is local).
         epsilon_certified: the computed central ε at λ (≤ epsilon).
-        scale: Δ, ω's scale (module doc): α = e^{−ε/Δ}.
+        scale: Δ, the scale of ω's truncated DLap part (module doc): α = e^{−ε/Δ}.
+        weight: w, the weight of that part in ω (1: ω is that truncated DLap; else the
+            rest, 1 − w, is the log-series part, :func:`noise_law`).
     """
 
     epsilon: float
@@ -537,6 +754,7 @@ class PureBitCounter:
     certified_users: int = 0
     epsilon_certified: float = 0.0
     scale: float = 1.0
+    weight: float = 1.0
 
     @classmethod
     def derive(
@@ -546,27 +764,34 @@ class PureBitCounter:
         tau: int,
         honest_users: int = 0,
         scales: Sequence[float] = SCALES,
+        weights: Sequence[float] = MIX_WEIGHTS,
     ) -> PureBitCounter:
         """Calibrate λ for ``honest_users`` honest users (user 1 included); 0 or 1 gives the
-        local calibration. ``scales``: the Δ the calibration chooses from (:data:`SCALES`,
-        ``Cnt_PURE``'s own; :data:`FINE_SCALES` with more messages). Whatever Δ is chosen,
-        the central ε is the exact computation of the module doc."""
-        grid = tuple(float(d) for d in scales)
-        if not grid or any(not (math.isfinite(d) and d >= 1.0) for d in grid):
-            raise ParameterError(f"scales must be finite and >= 1, got {tuple(scales)!r}")
-        eps = check_epsilon(epsilon)
-        t = check_tau(tau)
-        honest = check_n(honest_users, "honest users", 0)
-        others = min((max(honest - 1, 0) + 1) // 2, certify_cap(t))  # ⌈(honest − 1)/2⌉
-        if float(_omega(t, math.exp(-eps)).min()) <= 0.0:
-            others = 0  # ω underflows (huge ε·τ): only the local bound is exact
-        if others == 0:
-            choice = _Choice(1.0, local_lambda(eps, t), 0, eps, math.nan)
-        else:
-            choice = _choose(eps, t, others, grid)
+        local calibration. ``scales``: the Δ of the truncated DLap shapes of ω the
+        calibration chooses from (:data:`SCALES`, ``Cnt_PURE``'s own; :data:`FINE_SCALES`
+        with more messages); ``weights``: the wide weights w of the mixed shapes it also
+        tries (:data:`MIX_WEIGHTS`; empty for the truncated DLap alone). Whatever shape is
+        chosen, the central ε is the exact computation of the module doc. A calibration
+        computed in another process and installed in this one (:class:`CounterCalibration`)
+        is used as is."""
+        calibration = CounterCalibration.of(
+            epsilon=epsilon, tau=tau, honest_users=honest_users, scales=scales, weights=weights
+        )
+        eps, t = calibration.epsilon, calibration.tau
+        choice = calibration.result()
         alpha = math.exp(-eps / choice.scale)
-        omega = tuple(float(w) for w in _omega(t, alpha))
-        return cls(eps, t, choice.lam, alpha, omega, choice.users, choice.epsilon, choice.scale)
+        omega = tuple(float(w) for w in _noise_law(t, eps, choice.scale, choice.weight))
+        return cls(
+            eps,
+            t,
+            choice.lam,
+            alpha,
+            omega,
+            choice.users,
+            choice.epsilon,
+            choice.scale,
+            choice.weight,
+        )
 
     def honest_users_bound(self, honest_others: int, *, digits: int = 1) -> HonestUsersBound | None:
         """The exact accountant for one user among ``honest_others`` other honest users,
@@ -584,7 +809,7 @@ class PureBitCounter:
             upper = (
                 self.epsilon_certified  # the calibration computed exactly this (up to ~35 s)
                 if n_up == self.certified_users
-                else pure_central_epsilon(lam=self.lam, tau=self.tau, alpha=self.alpha, others=n_up)
+                else pure_central_epsilon(lam=self.lam, tau=self.tau, omega=self.omega, others=n_up)
             )
         except ParameterError:  # beyond double precision (BoundNotApplicable included)
             return None
@@ -610,7 +835,7 @@ class PureBitCounter:
         h = check_n(honest_others, "honest others", 0)
         f = check_n(fakes, "fakes", 0)
         d = check_delta(delta, pure=True)  # a lower bound holds at δ = 0 too
-        laws = pure_count_laws(lam=self.lam, tau=self.tau, alpha=self.alpha, others=h, fakes=f)
+        laws = pure_count_laws(lam=self.lam, tau=self.tau, omega=self.omega, others=h, fakes=f)
         if laws is None:
             return None
         crowd = f"all {h} honest others hold 0" if h else "no honest other user"
@@ -639,9 +864,12 @@ class PureBitCounter:
         rng = as_generator(rng)
         o = self.m + np.asarray(x, dtype=np.int64)
         noisy = np.flatnonzero(rng.random(o.shape[0]) < self.lam)
-        b = (rng.random(noisy.size) < 0.5).astype(np.int64)
-        eta = np.asarray(symmetric_geometric(self.alpha, noisy.size, rng=rng), dtype=np.int64)
-        o[noisy] = np.clip(self.m + b + eta, 0, self.tau)
+        if self.weight >= 1.0:  # ω is the truncated DLap: clip(m + B + η), η ~ SG(α)
+            b = (rng.random(noisy.size) < 0.5).astype(np.int64)
+            eta = np.asarray(symmetric_geometric(self.alpha, noisy.size, rng=rng), dtype=np.int64)
+            o[noisy] = np.clip(self.m + b + eta, 0, self.tau)
+        else:  # any other ω: inverse transform of the very vector the accountant convolved
+            o[noisy] = _draw(self.omega, noisy.size, rng)
         return o
 
     def debias(self, ones: int, *, n: int, received: int) -> float:
@@ -667,7 +895,7 @@ class PureBitCounter:
         :meth:`debias` is (o − E o)/(1 − λ). A user holding 1 has the mirror law (o ↦ τ − o
         maps its law to this one's), as :class:`CountNoise` requires. Moments summed exactly
         over o ∈ [0, τ]."""
-        law, _ = user_laws(self.lam, self.tau, self.alpha)
+        law, _ = user_laws(self.lam, self.tau, omega=self.omega)
         o = np.arange(self.tau + 1, dtype=np.float64)
         d = (o - float(np.dot(law, o))) / (1.0 - self.lam)
         return CountNoise(
@@ -686,7 +914,13 @@ _LOSS_GRID = 1e-3
 
 
 def pure_count_laws(
-    *, lam: float, tau: int, alpha: float, others: int, fakes: int = 0
+    *,
+    lam: float,
+    tau: int,
+    alpha: float | None = None,
+    others: int,
+    fakes: int = 0,
+    omega: npt.ArrayLike | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
     """The laws of the count of ones C for the victim holding 0 and 1, when ``others``
     honest others hold 0 and ``fakes`` fair fake bits are mixed in, on a common window.
@@ -708,7 +942,7 @@ def pure_count_laws(
     work = (kmax + 1) ** 2 * (t + 1) ** 2 / 2 + 2 * (kmax + 2) * (t + 1) * (t + 1 + f_law.size)
     if work > LOWER_WORK:
         return None
-    omega = _omega(t, alpha)
+    law = _resolve_omega(t, alpha, omega)
     crowd = np.zeros(kmax * t + 1)  # index Σz − mK + m·kmax
     power = np.ones(1)
     for k in range(kmax + 1):
@@ -716,8 +950,8 @@ def pure_count_laws(
             start = m * (kmax - k)
             crowd[start : start + power.size] += k_law[k - k_lo] * power
         if k < kmax:
-            power = np.convolve(power, omega)
-    p0, p1 = user_laws(lam, t, alpha)
+            power = np.convolve(power, law)
+    p0, p1 = user_laws(lam, t, omega=law)
     return (
         np.convolve(np.convolve(crowd, p0), f_law),
         np.convolve(np.convolve(crowd, p1), f_law),
@@ -829,6 +1063,76 @@ def _omega(tau: int, alpha: float) -> npt.NDArray[np.float64]:
         out[0] += 0.5 * c * alpha**centre / (1.0 - alpha)
         out[tau] += 0.5 * c * alpha ** (tau - centre) / (1.0 - alpha)
     return np.asarray(out / out.sum(), dtype=np.float64)
+
+
+def _logseries(tau: int, beta: float) -> npt.NDArray[np.float64]:
+    """Law of clip(m + B + S·K, 0, τ): B ~ Ber(½), S = ±1 fair, K ~ LogSeries(β),
+    P[K = k] = β^k / (k·ln(1/(1 − β))) for k ≥ 1 — exactly (tails summed)."""
+    m = (tau - 1) // 2
+    # Terms β^k/k up to where they fall below 10⁻²⁰ of the tail they end (or underflow):
+    # K ≤ τ + 1 + ⌈46/ln(1/β)⌉ covers every tail this law sums to 10⁻²⁰ relative.
+    top = tau + 2 + math.ceil(46.0 / -math.log(beta))
+    k = np.arange(1, top + 1, dtype=np.float64)
+    with np.errstate(under="ignore"):
+        terms = np.exp(k * math.log(beta)) / k / -math.log1p(-beta)
+    tails = np.cumsum(terms[::-1])[::-1]  # tails[j − 1] = P[K ≥ j]
+    out = np.zeros(tau + 1)
+    for b in (0, 1):
+        centre = m + b
+        for sign, edge in ((-1, 0), (1, tau)):
+            reach = abs(edge - centre)  # K = reach lands on the edge; K ≥ reach is clipped there
+            j = np.arange(1, reach)
+            out[centre + sign * j] += 0.25 * terms[j - 1]
+            out[edge] += 0.25 * tails[reach - 1]
+    return np.asarray(out / out.sum(), dtype=np.float64)
+
+
+@lru_cache(maxsize=1024)
+def _noise_law_cached(tau: int, epsilon: float, scale: float, weight: float) -> tuple[float, ...]:
+    wide = _omega(tau, math.exp(-epsilon / scale))
+    if weight >= 1.0:
+        return tuple(float(v) for v in wide)
+    law = weight * wide + (1.0 - weight) * _logseries(tau, math.exp(-epsilon))
+    return tuple(float(v) for v in law / law.sum())
+
+
+def _noise_law(tau: int, epsilon: float, scale: float, weight: float) -> npt.NDArray[np.float64]:
+    return np.array(_noise_law_cached(tau, epsilon, scale, weight), dtype=np.float64)
+
+
+def noise_law(
+    tau: int, epsilon: float, *, scale: float = MIX_SCALE, weight: float = 1.0
+) -> npt.NDArray[np.float64]:
+    """ω, the law of the input-independent branch's number of ones (module doc, "The noise
+    law"): w·(truncated DLap of α = e^{−ε/Δ}) + (1 − w)·(truncated log-series of e^{−ε}).
+
+    Args:
+        tau: τ, the number of bits each user sends (odd).
+        epsilon: the counter's target ε.
+        scale: Δ of the truncated DLap part.
+        weight: its weight w in (0, 1] (1: the truncated DLap alone).
+
+    Returns:
+        ω on {0, …, τ}, symmetric about τ/2.
+
+    Raises:
+        ParameterError: τ, ε, Δ or w out of range.
+    """
+    t = check_tau(tau)
+    eps = check_epsilon(epsilon)
+    if not (math.isfinite(scale) and scale >= 1.0):
+        raise ParameterError(f"scale must be finite and >= 1, got {scale!r}")
+    if not 0.0 < weight <= 1.0:
+        raise ParameterError(f"weight must lie in (0, 1], got {weight!r}")
+    return _noise_law(t, eps, float(scale), float(weight))
+
+
+def _draw(omega: Sequence[float], size: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """``size`` draws from the law ``omega`` on {0, …, τ} by inverse transform."""
+    cdf = np.cumsum(np.asarray(omega, dtype=np.float64))
+    cdf /= cdf[-1]
+    out = np.searchsorted(cdf, rng.random(size), side="right")
+    return np.minimum(out, cdf.size - 1).astype(np.int64)
 
 
 def pure_bound_name(bit: PureBitCounter, gamma: float) -> str:

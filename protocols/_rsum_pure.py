@@ -32,6 +32,7 @@ from ._cnt_pure import (
     FINE_SCALES,
     MAX_TAU,
     SCALES,
+    CounterCalibration,
     PureBitCounter,
     check_tau,
     default_tau,
@@ -52,6 +53,7 @@ from ._rsum import (
 
 __all__ = [
     "MAX_PURE_BITS",
+    "PRECISION_TOLERANCE",
     "PURE_VARIANCE_EXPONENT",
     "TUNED_TAU_FACTOR",
     "TUNED_VARIANCE_EXPONENT",
@@ -78,26 +80,26 @@ def default_precision(n: int) -> int:
 
 #: a in the planning model Var ĉ(ε) ≈ V₁ ε^{−a} of one ``Cnt_PURE`` digit counter: the
 #: least-squares slope of the calibrated counter's variance at n = 10⁵ over ε ∈ [0.12, 1]
-#: (std 5.02, 12.2, 23.3, 38.0, 69.2 at ε = 1, 0.5, 0.3, 0.2, 0.12; std ∝ ε^{−1.25}).
-PURE_VARIANCE_EXPONENT = 2.5
+#: (std 3.38, 7.05, 12.2, 18.8, 30.0 at ε = 1, 0.5, 0.3, 0.2, 0.12; std ∝ ε^{−1.04}).
+PURE_VARIANCE_EXPONENT = 2.1
 
-#: V₁ of that model: the counter's variance at ε = 1 (std 5.0; 4.8 at n = 10⁴, 6.5 at 10⁶).
-_PURE_UNIT_VARIANCE = 25.0
+#: V₁ of that model: the fit's variance at ε = 1 (11.8; the counter's own is 11.4, std 3.38).
+_PURE_UNIT_VARIANCE = 12.0
 
 
 #: RSum_PURE's allocations of ε over its digits (see :class:`RSumPURE`); "optimal" is the default.
 ALLOCATIONS = ("tuned", "optimal", "even", "weighted")
 
 #: Most τ_j of the "tuned" allocation, in units of :func:`~protocols._cnt_pure.default_tau`
-#: (n, ε_j) (see :func:`tuned_tau`): enough messages for a noise scale Δ < 1.5 to be
-#: certifiable.
+#: (n, ε_j) (see :func:`tuned_tau`): enough messages for ω to reach far with little weight
+#: on its wide part (a mixed ω of w = 0.003 at n = 10⁵).
 TUNED_TAU_FACTOR = 4
 
 #: a and V₁ of the "tuned" digits' counters (τ up to :data:`TUNED_TAU_FACTOR` times
 #: ``default_tau``, Δ from :data:`~protocols._cnt_pure.FINE_SCALES`), fitted at n = 10⁵
 #: (see RSumPURE).
-TUNED_VARIANCE_EXPONENT = 2.4
-_TUNED_UNIT_VARIANCE = 16.0
+TUNED_VARIANCE_EXPONENT = 1.8
+_TUNED_UNIT_VARIANCE = 9.0
 
 
 def tuned_tau(n: int, epsilon: float) -> int:
@@ -137,6 +139,13 @@ def optimal_shares(bits: int, a: float = PURE_VARIANCE_EXPONENT) -> tuple[float,
     return tuple(v / total for v in w)
 
 
+#: :func:`optimal_precision` takes the fewest digits whose model MSE is within this
+#: fraction of the least (1 % in std): the MSE is flat near its minimum, while every
+#: extra digit is a counter at a smaller ε_j, with more messages (τ_j ∝ 1/ε_j) and a
+#: slower calibration.
+PRECISION_TOLERANCE = 0.02
+
+
 def optimal_precision(
     n: int,
     epsilon: float,
@@ -144,8 +153,9 @@ def optimal_precision(
     a: float = PURE_VARIANCE_EXPONENT,
     unit_variance: float = _PURE_UNIT_VARIANCE,
 ) -> int:
-    """The p ≤ :func:`default_precision` minimizing the model MSE of the optimal allocation,
-    V₁ ε^{−a} W_p^{a+1}/(2^p − 1)² + n/(4(2^p − 1)²), W_p = Σ_{j<p} 4^{j/(a+1)}.
+    """The fewest digits p ≤ :func:`default_precision` whose model MSE of the optimal
+    allocation, V₁ ε^{−a} W_p^{a+1}/(2^p − 1)² + n/(4(2^p − 1)²), W_p = Σ_{j<p} 4^{j/(a+1)},
+    is within :data:`PRECISION_TOLERANCE` of the least over p.
 
     Args:
         n: the number of users.
@@ -157,13 +167,12 @@ def optimal_precision(
         The number of binary digits.
     """
     n, eps = check_n(n), check_epsilon(epsilon)
-    best, best_p = math.inf, 1
+    mse = []
     for p in range(1, default_precision(n) + 1):
         w = sum(4.0 ** (j / (a + 1.0)) for j in range(p))
-        mse = (unit_variance * eps**-a * w ** (a + 1.0) + n / 4.0) / ((1 << p) - 1) ** 2
-        if mse < best:
-            best, best_p = mse, p
-    return best_p
+        mse.append((unit_variance * eps**-a * w ** (a + 1.0) + n / 4.0) / ((1 << p) - 1) ** 2)
+    least = min(mse)
+    return next(p for p, v in enumerate(mse, 1) if v <= (1.0 + PRECISION_TOLERANCE) * least)
 
 
 class RSumPURE(ShuffleProtocol):
@@ -181,98 +190,76 @@ class RSumPURE(ShuffleProtocol):
     the fewest digits whose rounding stays O(1) (2^p − 1 ≥ √n, so its std is ≤ ½), and
     τ_j = :func:`~protocols._cnt_pure.default_tau` (n, ε_j) = 2⌈log₂ n / ε_j⌉ + 1 per digit.
     The survey (§4.3) reads p = 2 log₂ n; that many digits split ε finer and cost more
-    (n = 10^4, ε = 0.9: std 178 with 23 212 messages per user, against 43 with 1 912 for this p),
-    so it is not the default (``precision`` and ``messages`` override p and τ). Each
-    digit's counter is calibrated as :mod:`protocols._cnt_pure` says (λ from the exact
-    central ε of the same-digit crowd). At large n it runs as a tally with ``--crypto
-    ideal`` (per position: messages and ones).
+    messages for a larger error, so it is not the default (``precision`` and ``messages``
+    override p and τ). Each digit's counter is calibrated as :mod:`protocols._cnt_pure`
+    says (its noise law ω and λ from the exact central ε of the same-digit crowd). At large
+    n it runs as a tally with ``--crypto ideal`` (per position: messages and ones).
 
     Allocation of ε over the digits (``allocation``). ``"optimal"`` gives
     digit j the share ε_j = ε·4^{j/(a+1)}/Σ_k 4^{k/(a+1)}, a = :data:`PURE_VARIANCE_EXPONENT`
-    = 2.5, and, unless ``precision`` is set, the number of digits p minimizing the model MSE
-    (:func:`optimal_precision`): the Lagrange condition of min Σ_j 4^j V(ε_j) under
-    Σ_j ε_j = ε for the counter's measured law V(ε) ≈ V₁ ε^{−a} (std ∝ ε^{−1.25} at
-    n = 10⁵; the fit is this project's), closed form, with minimum
-    V₁ ε^{−a} W_p^{a+1}/(2^p − 1)², W_p = Σ_{j<p} 4^{j/(a+1)}. Fewer digits help: the
-    rounding adds only n/(4(2^p − 1)²), while each digit takes a share of ε (p = 3 at
-    n = 10⁴ and 5 at n = 10⁵, ε = 1, against 8 and 10 for the even split; 271 and 1 135
-    one-bit messages per user, against 1 720 and 3 350). ``"even"`` gives every digit ε/p.
-    Measured (ε = 1, seeded tallies, exact std in brackets): the optimal allocation's std is
-    12.1 (12.0) at n = 10⁴ over 2 000 runs, 2.5× the ``Cnt_PURE`` counter (4.8), and 14.6
-    (14.8) at n = 10⁵ over 1 000 runs, 2.95× the counter (5.0); the even split's is 38.3
-    and 49.4 there (8× and 9.8×), growing with n. With these digit counters (τ_j =
-    ``default_tau``, Δ ∈ :data:`~protocols._cnt_pure.SCALES`) no split of ε and no p
-    reaches 2× at n = 10⁵: the best split is 3.0× for the model and for the counter's
-    variance interpolated between its measured points (ε = 0.12 … 1); 2× would need a
-    variance falling no faster than ε^{−1.93} at the same V₁.
+    = 2.1, and, unless ``precision`` is set, the fewest digits p whose model MSE is within
+    2 % of the least (:func:`optimal_precision`): the Lagrange condition of
+    min Σ_j 4^j V(ε_j) under Σ_j ε_j = ε for the counter's law V(ε) ≈ V₁ ε^{−a} (the
+    least-squares fit of its exact variance at n = 10⁵ over ε ∈ [0.12, 1], std ∝ ε^{−1.04};
+    the fit is this project's), closed form, with minimum V₁ ε^{−a} W_p^{a+1}/(2^p − 1)²,
+    W_p = Σ_{j<p} 4^{j/(a+1)}. Fewer digits help: the rounding adds only
+    n/(4(2^p − 1)²), while each digit takes a share of ε (p = 4 at n = 10⁴ and 6 at
+    n = 10⁵, ε = 1, against 8 and 10 for the even split). ``"even"`` gives every digit ε/p.
+    Exact std at ε = 1, uniform values (:meth:`variance`): the optimal allocation's is
+    6.59 at n = 10⁴ (550 one-bit messages per user; 6.51 measured over 2 000 seeded
+    tallies), 2.05× the ``Cnt_PURE`` counter's (3.21), and 7.70 at n = 10⁵ (2 086
+    messages, ≈ 90 s of calibration CPU; 7.88 measured over 1 000 seeded tallies, mean
+    error −0.3 ± 0.25), 2.28× the counter's (3.38)
+    and 1.53× the counter's with the truncated DLap alone (5.02). With these digit
+    counters (τ_j = ``default_tau``) no split of ε and no p reaches 2× the counter at
+    n = 10⁵: the best is 2.3× for the model and for the counter's variance interpolated
+    between its exact points (ε = 0.12 … 1); 2× would need a variance falling no faster
+    than ε^{−1.88} at the same V₁.
 
     ``"tuned"`` (opt-in) changes the digits' counters, not the composition: each digit
     sends more messages, τ_j = :func:`tuned_tau` (up to :data:`TUNED_TAU_FACTOR` = 4 times
     ``default_tau`` (n, ε_j), as far as the accountant still certifies the digit's whole
-    crowd), and its calibration chooses the noise scale Δ from the finer grid
-    :data:`~protocols._cnt_pure.FINE_SCALES` (1, 1.1, 1.2, 1.3, 1.5, 2, 3). With ω stretched
-    over more values a Δ near 1 becomes certifiable, and the counter's noise falls: at
-    n = 10⁵, std 3.98 (Δ = 1.1) at ε = 1, 8.95 at 0.5, 20.8 at 0.25, against 5.0, 12.3 and
-    28.8 (Δ = 1.5) with ``default_tau`` (whose τ, even doubled or quadrupled, leaves Δ = 1.5
-    the best of :data:`~protocols._cnt_pure.SCALES`). The shares and p are the Lagrange
-    optimum above refitted to that law, a = :data:`TUNED_VARIANCE_EXPONENT` = 2.4 and
-    V₁ = 16 (the slopes 2.34 and 2.43 between those three points; the fit is this
-    project's). Every digit's central ε is still the exact computation of
-    :mod:`protocols._cnt_pure` for its own (λ, τ, Δ), so the guarantee is the same basic
+    crowd), and its calibration also chooses the truncated DLap's scale Δ from the finer
+    grid :data:`~protocols._cnt_pure.FINE_SCALES` (1, 1.1, 1.2, 1.3, 1.5, 2, 3). With
+    more messages ω reaches further, so a mixed ω with less weight on its wide part is
+    certifiable and the counter's noise falls: at n = 10⁵, std 2.99 at ε = 1, 5.54 at 0.5,
+    8.79 at 0.3, 12.7 at 0.2 and 20.7 at 0.12 (w = 0.003), against 3.38, 7.05, 12.2,
+    18.8 and 30.0 with ``default_tau``. The shares and p are the Lagrange optimum above
+    refitted to that law, a = :data:`TUNED_VARIANCE_EXPONENT` = 1.8 and V₁ = 9 (the fit is
+    this project's). Every digit's central ε is still the exact computation of
+    :mod:`protocols._cnt_pure` for its own (λ, τ, ω), so the guarantee is the same basic
     composition Σ_j ε_j = ε, δ = 0: nothing is claimed beyond what the accountant computes.
-    Measured (ε = 1, uniform values, seeded tallies, exact std in brackets): at n = 10⁴,
-    p = 4, 2 100 messages per user, std 8.94 (8.85) over 200 runs, 1.84× the counter (4.8),
-    against 12.0 for ``"optimal"`` (60 s of calibration CPU, against ≈ 5 s); at n = 2 000,
-    exact 7.41 against 10.24 (899 messages per user against 96). At n = 10⁵, p = 6 and 4 606
-    messages per user: exact std 11.30, measured 11.97 over 40 seeded tallies (mean error
-    2.5, its standard error 1.9), 2.26× the counter (5.0), against 14.8 for ``"optimal"``
-    (1 135 messages) and 11.1 for ``"optimal"`` with every τ_j 8× ``default_tau`` (9 085
-    messages); 249 s of calibration CPU on a loaded machine.
-
-    It does not reach 2× the counter at n = 10⁵, and in the variance model no split and no
-    p can with these counters: the model's minimum for a = 2.4, V₁ = 16 is 11.5 (the exact
-    11.3 above), and 10 (2×) needs V₁ ≤ 12.0 at a = 2.4 (a counter std ≤ 3.46 at ε = 1) or
-    a ≤ 2.22 at V₁ = 16. The counter's noise has a floor there: more messages only let
-    the calibration reach Δ = 1 (τ 8× ``default_tau``: std 3.93 at ε = 1, 8.24 at 0.5,
-    18.8 at 0.25, slopes 2.13 and 2.38), and a Δ < 1 cannot be certified at small λ: ω's
-    moment generating function then stays bounded on (ε, ε/Δ), so ε_∞(λ) ≤ ε (module doc
-    of :mod:`protocols._cnt_pure`) needs λ bounded below, an error Θ(√n). The composition
-    loses nothing (δ = 0: the privacy losses of independent digits add, and the digits'
-    worst cases coincide), so 2× needs a different counter, not a better split.
+    Exact std at ε = 1, uniform values: 5.28 at n = 10⁴ (p = 5, 4 261 messages per user,
+    ≈ 140 s of calibration CPU), 1.64× the ``Cnt_PURE`` counter's (3.21), and 5.72 at
+    n = 10⁵ (p = 7, 6 651 messages, ≈ 10 CPU-minutes), **1.69× the counter's (3.38)** and
+    1.14× the counter's with the truncated DLap alone (5.02), against 6.59 and 7.70 for
+    ``"optimal"``; at n = 2 000, 4.78 against 5.51.
 
     It costs messages (τ_j ∝ 1/ε_j, times up to 4) and calibration time (a larger τ
     makes each exact evaluation slower). At n = 10⁶ the whole crowd (5·10⁵ same-bit users)
     is within the accountant's reach only at τ ≤ 128, so :func:`tuned_tau` leaves every
     digit at ``default_tau`` there and only the finer Δ grid and the refitted shares
-    remain, so the gain over ``"optimal"`` is smaller there (its std at n = 10⁶ has not
-    been measured: its eight calibrations take over 19 CPU-minutes).
+    remain.
 
     Fewer, many-level digits, each fed to one counter as virtual users (a digit value
     v ∈ {0, …, k} as k virtual users of which v hold 1, ε_j/k per virtual user by group
-    privacy), look better in the variance model: one unary digit of k levels costs
-    V₁ k^a (ε_j)^{−a} in count units against the binary digits' split, and at default τ the
-    model's best two digits of 6 or 7 levels reach 11.7 at n = 10⁵ against 15.0 for binary
-    digits. They are not offered, because the accountant cannot certify their crowd: a
-    k-level digit has n·k virtual users at ε_j/k, hence τ ≈ k·``default_tau`` and a crowd of
-    nk/2 same-bit users, k² times the work of a binary digit, beyond
-    :func:`~protocols._cnt_pure.certify_cap` from n ≈ 10⁵ on (k = 6, ε_j/k = 0.125:
-    τ = 293, crowd 1.5·10⁵ certified whole, std 65.7 per virtual count, so 11 in value
-    units for that digit alone; at n·k = 8·10⁵ the crowd is capped at 2·10⁵ and the std is
-    91.7); certified for a capped crowd, λ is larger than the crowd needs and the noise
-    variance grows like nk/cap. With the tuned binary counters above, the model's gain of
-    unary digits also shrinks (their Δ would need τ beyond the cap). Whatever the
-    allocation, the collusion audit's lower bound at δ (:meth:`honest_users_lower`) is the
-    exact ε(δ) of the product of the digits' pairs (up to p·10⁻³).
+    privacy), would spread the weights 4^j less unevenly, but they are not offered: a
+    k-level digit has n·k virtual users at ε_j/k, hence τ ≈ k·``default_tau`` and a crowd
+    of nk/2 same-bit users, k² times the accountant's work of a binary digit, beyond
+    :func:`~protocols._cnt_pure.certify_cap` from n ≈ 10⁵ on; certified for a capped
+    crowd, λ is larger than the crowd needs and the noise variance grows like nk/cap.
+    Whatever the allocation, the collusion audit's lower bound at δ
+    (:meth:`honest_users_lower`) is the exact ε(δ) of the product of the digits' pairs (up
+    to p·10⁻³).
 
     ``"weighted"`` gives digit j the share ε_j = ε·2^{2j/3}/Σ_k 2^{2k/3}: the estimate's
     variance is Σ_j 4^j Var_j(ε_j)/(2^p − 1)², and if Var_j(ε_j) = C/ε_j² (the law
     of a Laplace-like counter) the Lagrange condition 4^j C/ε_j³ = const under Σ ε_j = ε gives
     exactly these shares, with variance C (Σ_j 2^{2j/3})³/(ε² (2^p − 1)²) — bounded in p
-    (at most 2.22² C/ε²), where the even split's grows like p²·C/ε². The pure counter's
-    variance falls faster than 1/ε² at small ε, so this is the optimum of a model, not of
-    the counter; its privacy is the same basic composition (Σ_j ε_j = ε, each digit's
-    counter calibrated to its ε_j), so the guarantee is as sound. It costs more messages
-    (τ_j ∝ 1/ε_j: the low digits get small shares) and one calibration per digit.
+    (at most 2.22² C/ε²), where the even split's grows like p²·C/ε². Its privacy is the
+    same basic composition (Σ_j ε_j = ε, each digit's counter calibrated to its ε_j), so
+    the guarantee is as sound. It costs more messages (τ_j ∝ 1/ε_j: the low digits get
+    small shares) and one calibration per digit.
     """
 
     name: ClassVar[str] = "rsum_pure"
@@ -350,6 +337,28 @@ class RSumPURE(ShuffleProtocol):
                 )
             out.append(made[(e, t)])
         return tuple(out)
+
+    def calibrations(self) -> tuple[CounterCalibration, ...]:
+        """The digits' distinct counter calibrations that :attr:`counters` would compute,
+        not yet computed, the costliest first.
+
+        Each can be computed on its own, in any process (``CounterCalibration.compute``),
+        and installed (``install``) in the process that reads :attr:`counters` before it
+        first does: the counters then take those results instead of computing them one
+        after the other, and are the same, bit for bit. This lets a pool of processes share
+        one protocol's calibrations, which otherwise run in the process that builds it.
+
+        Returns:
+            One calibration per distinct digit counter that needs computing (none where
+            only the local bound applies).
+        """
+        wanted = {
+            CounterCalibration.of(epsilon=e, tau=t, honest_users=self._n, scales=self.scales)
+            for e, t in zip(self.digit_epsilons, self._taus, strict=True)
+        }
+        return tuple(
+            sorted((c for c in wanted if c.others > 0), key=lambda c: (-c.work, c.epsilon))
+        )
 
     @property
     def bit(self) -> PureBitCounter:
@@ -441,7 +450,7 @@ class RSumPURE(ShuffleProtocol):
         d = check_delta(delta, pure=True)  # a lower bound holds at δ = 0 too
         pairs = []
         for c in self.counters:
-            laws = pure_count_laws(lam=c.lam, tau=c.tau, alpha=c.alpha, others=h, fakes=f)
+            laws = pure_count_laws(lam=c.lam, tau=c.tau, omega=c.omega, others=h, fakes=f)
             if laws is None:
                 return None
             pairs.append(laws)

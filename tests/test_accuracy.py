@@ -118,10 +118,12 @@ def test_rsum_pure_refuses_an_unknown_allocation() -> None:
 
 def test_rsum_pure_optimal_shares_meet_the_lagrange_condition() -> None:
     """Shares ∝ 4^{j/(a+1)} sum to 1 and make 4^j·a·ε_j^{−(a+1)} (the marginal variance of
-    the model V(ε) = ε^{−a}) equal across digits, to 1e-12; the number of digits minimizes
-    the model MSE over every p ≤ the default (brute force)."""
+    the model V(ε) = ε^{−a}) equal across digits, to 1e-12; the number of digits is the
+    fewest whose model MSE is within PRECISION_TOLERANCE of the least over every p ≤ the
+    default (brute force)."""
     from protocols._rsum_pure import (
         _PURE_UNIT_VARIANCE,
+        PRECISION_TOLERANCE,
         PURE_VARIANCE_EXPONENT,
         default_precision,
         optimal_precision,
@@ -144,9 +146,12 @@ def test_rsum_pure_optimal_shares_meet_the_lagrange_condition() -> None:
             )
             return (noise + n / 4) / ((1 << p) - 1) ** 2
 
-        best = min(range(1, default_precision(n) + 1), key=mse)
-        assert optimal_precision(n, eps) == best
-    assert (optimal_precision(10**4, 1.0), optimal_precision(10**5, 1.0)) == (3, 5)
+        ps = range(1, default_precision(n) + 1)
+        least = min(mse(p) for p in ps)
+        fewest = min(p for p in ps if mse(p) <= (1 + PRECISION_TOLERANCE) * least)
+        assert optimal_precision(n, eps) == fewest
+        assert mse(fewest) <= 1.02 * least
+    assert (optimal_precision(10**4, 1.0), optimal_precision(10**5, 1.0)) == (4, 6)
 
 
 def _assert_tallies_match_the_exact_variance(
@@ -171,8 +176,8 @@ def _assert_tallies_match_the_exact_variance(
 
 
 def test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated() -> None:
-    """n = 2 000, ε = 1: the optimal allocation's exact std at most 0.45× the even split's
-    (10.2 against 25.0), its guarantee the same (Σ ε_j = ε, δ = 0), and its std measured over
+    """n = 2 000, ε = 1: the optimal allocation's exact std at most 0.5× the even split's
+    (5.50 against 11.45), its guarantee the same (Σ ε_j = ε, δ = 0), and its std measured over
     600 seeded tallies inside the chi-square interval (false alarm 10⁻⁶) of the exact
     variance; the stated std lies between the exact std and the rounding bound's."""
 
@@ -184,16 +189,16 @@ def test_rsum_pure_optimal_allocation_beats_the_even_split_as_stated() -> None:
     assert best.privacy.delta == 0.0
     x = np.random.default_rng(5).random(n)
     v_best = best.variance(x)
-    assert math.sqrt(v_best) < 0.45 * math.sqrt(even.variance(x))
+    assert math.sqrt(v_best) < 0.5 * math.sqrt(even.variance(x))
     _assert_tallies_match_the_exact_variance(best, x, v_best, reps=600, seed=6)
 
 
 @pytest.mark.slow
 def test_rsum_pure_tuned_allocation_beats_the_optimal_allocation_as_stated() -> None:
     """n = 2 000, ε = 1: allocation="tuned" ( τ_j up to 4× default_tau, Δ from the finer
-    grid, shares for a = 2.4) keeps the guarantee (Σ ε_j = ε, δ = 0, each digit's counter
-    certified for its whole crowd) and its exact std is below 0.76× the "optimal"
-    allocation's (7.41 against 10.24); its std measured over 400 seeded tallies lies inside
+    grid, shares for a = 1.8) keeps the guarantee (Σ ε_j = ε, δ = 0, each digit's counter
+    certified for its whole crowd) and its exact std is below 0.9× the "optimal"
+    allocation's (4.78 against 5.51); its std measured over 400 seeded tallies lies inside
     the chi-square interval (false alarm 10⁻⁶) of the exact variance, the stated std between
     the exact std and the rounding bound's, and the audit's lower bound at δ below its upper
     bound."""
@@ -215,7 +220,7 @@ def test_rsum_pure_tuned_allocation_beats_the_optimal_allocation_as_stated() -> 
         assert c.epsilon_certified <= e
     x = np.random.default_rng(15).random(n)
     v = tuned.variance(x)
-    assert math.sqrt(v) < 0.76 * math.sqrt(old.variance(x)), (v, old.variance(x))
+    assert math.sqrt(v) < 0.9 * math.sqrt(old.variance(x)), (v, old.variance(x))
     _assert_tallies_match_the_exact_variance(tuned, x, v, reps=400, seed=16)
     up = tuned.honest_users_bound(n - 1)
     low = tuned.honest_users_lower(n - 1, delta=1e-6)
@@ -254,8 +259,9 @@ def test_tuned_tau_keeps_the_crowd_within_the_accountants_reach() -> None:
 
 @pytest.mark.slow
 def test_rsum_pure_optimal_allocation_at_ten_thousand_users() -> None:
-    """n = 10⁴, ε = 1, uniform values: the optimal allocation (p = 3) has an exact std below
-    2.6× the Cnt_PURE counter's (12.0 against 4.8; the even split's is 8×), and its std
+    """n = 10⁴, ε = 1, uniform values: the optimal allocation (p = 4) has an exact std below
+    2.1× the Cnt_PURE counter's (6.59 against 3.21) and below 1.4× the counter with the
+    truncated DLap alone (4.78), and its std
     measured over 1 000 seeded tallies lies in the chi-square interval (false alarm 10⁻⁶)
     of that exact variance."""
     from scipy import stats
@@ -264,12 +270,15 @@ def test_rsum_pure_optimal_allocation_at_ten_thousand_users() -> None:
 
     n = 10_000
     p = RSumPURE(epsilon=1.0, n=n, allocation="optimal")
-    assert p.bits == 3
+    assert p.bits == 4
     counter = PureBitCounter.derive(epsilon=1.0, tau=default_tau(n, 1.0), honest_users=n)
     counter_std = math.sqrt(counter.variance(n=n, count=n / 2, fakes=0))
+    dlap = PureBitCounter.derive(epsilon=1.0, tau=default_tau(n, 1.0), honest_users=n, weights=())
+    dlap_std = math.sqrt(dlap.variance(n=n, count=n / 2, fakes=0))
     x = np.random.default_rng(7).random(n)
     v = p.variance(x)
-    assert math.sqrt(v) < 2.6 * counter_std, (math.sqrt(v), counter_std)
+    assert math.sqrt(v) < 2.1 * counter_std, (math.sqrt(v), counter_std)
+    assert math.sqrt(v) < 1.4 * dlap_std, (math.sqrt(v), dlap_std)
     rng = np.random.default_rng(8)
     reps, truth = 1000, float(x.sum())
     errs = np.array(
@@ -283,15 +292,15 @@ def test_rsum_pure_optimal_allocation_at_ten_thousand_users() -> None:
 
 
 def test_rsum_pure_no_split_reaches_twice_the_counter_in_the_model() -> None:
-    """n = 10⁵, ε = 1, counter std 5.0 (V₁ = 25): the estimate's variance is
+    """n = 10⁵, ε = 1, counter std 3.38 (V₁ = 12): the estimate's variance is
     Σ_j w_j² V(ε_j) + n/(4(2^p − 1)²), w_j = 2^j/(2^p − 1), Σ ε_j = ε. Its minimum over every
-    split and every p ≤ 12 is 3.0× the counter's std (2.9–3.1) for the fitted law
-    V₁ ε^{−2.5} (closed form) and for the counter's five measured std (5.02, 12.2, 23.3,
-    38.0, 69.2 at ε = 1 … 0.12), interpolated log-log (numerical minimum, 4 seeded starts per
-    p); 2× needs V ∝ ε^{−a} with a ≤ 1.93 (ε^{−2} gives 2.1×), as the docstring states."""
+    split and every p ≤ 12 is 2.3× the counter's std (2.2–2.4) for the fitted law
+    V₁ ε^{−2.1} (closed form) and for the counter's five exact std (3.38, 7.05, 12.2,
+    18.8, 30.0 at ε = 1 … 0.12), interpolated log-log (numerical minimum, 4 seeded starts per
+    p); 2× needs V ∝ ε^{−a} with a ≤ 1.88 at the same V₁, as the docstring states."""
     from scipy.optimize import minimize
 
-    n, v1, counter = 1e5, 25.0, 5.0
+    n, v1, counter = 1e5, 12.0, 3.38
 
     def power_law_ratio(a: float) -> float:
         return min(
@@ -303,12 +312,12 @@ def test_rsum_pure_no_split_reaches_twice_the_counter_in_the_model() -> None:
             for p in range(1, 13)
         )
 
-    assert 2.9 < power_law_ratio(2.5) < 3.1
-    assert 2.05 < power_law_ratio(2.0) < 2.15
-    assert power_law_ratio(1.94) > 2.0 > power_law_ratio(1.92)
+    assert 2.3 < power_law_ratio(2.1) < 2.45
+    assert 2.1 < power_law_ratio(2.0) < 2.25
+    assert power_law_ratio(1.89) > 2.0 > power_law_ratio(1.87)
 
     eps_pts = np.log([0.12, 0.2, 0.3, 0.5, 1.0])
-    var_pts = np.log(np.array([69.2, 38.0, 23.3, 12.2, 5.02]) ** 2)
+    var_pts = np.log(np.array([29.99, 18.78, 12.16, 7.05, 3.38]) ** 2)
     lo_slope = (var_pts[1] - var_pts[0]) / (eps_pts[1] - eps_pts[0])
     hi_slope = (var_pts[-1] - var_pts[-2]) / (eps_pts[-1] - eps_pts[-2])
 
@@ -329,10 +338,10 @@ def test_rsum_pure_no_split_reaches_twice_the_counter_in_the_model() -> None:
             s /= s.sum()
             return sum(wj**2 * measured(float(sj)) for wj, sj in zip(w, s, strict=True))
 
-        start = np.array([j / 3.5 * math.log(4.0) for j in range(p)])
+        start = np.array([j / 3.1 * math.log(4.0) for j in range(p)])
         for k in range(4):
             z0 = start + 0.3 * np.random.default_rng(k).standard_normal(p)
             res = minimize(noise, z0, method="Nelder-Mead", options={"maxiter": 20_000})
             total = res.fun + n / 4 / ((1 << p) - 1) ** 2
             best = min(best, math.sqrt(total) / counter)
-    assert 2.9 < best < 3.1, best
+    assert 2.2 < best < 2.4, best

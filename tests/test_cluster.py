@@ -46,7 +46,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_local_dask_cluster_gives_the_in_process_rows(tmp_path: Path) -> None:
-    only = ["rsum_rr", "rsum_rm"]
+    only = ["rsum_rr", "rsum_rm", "rsum_pure"]  # rsum_pure's calibrations are tasks too
     local = run_experiments("sum", out_dir=tmp_path / "local", plan=_plan(), only=only, seed=5)
     with (
         distributed.LocalCluster(

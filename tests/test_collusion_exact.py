@@ -293,28 +293,37 @@ def _dlap(alpha: float, reach: int) -> dict[int, float]:
     return {j: c * alpha ** abs(j) for j in range(-reach, reach + 1)}
 
 
-def _pure_ones_law(lam: float, tau: int, alpha: float, x: int) -> list[tuple[tuple[int], float]]:
-    """One Cnt_PURE user's number of ones: m + x w.p. 1 − λ, else clip(m + B + η, 0, τ)."""
+def _pure_ones_law(bit: object, x: int) -> list[tuple[tuple[int], float]]:
+    """One Cnt_PURE user's number of ones: m + x w.p. 1 − λ, else z ~ ω, with
+    ω = w·clip(m + B + η, 0, τ) + (1 − w)·clip(m + B + S·K, 0, τ) (η ~ DLap(α),
+    K ~ LogSeries(e^{−ε}) from scipy's logser, S = ±1; w = 1: the truncated DLap alone)."""
+    from scipy.stats import logser
+
+    lam, tau, alpha = bit.lam, bit.tau, bit.alpha  # type: ignore[attr-defined]
+    w, eps = bit.weight, bit.epsilon  # type: ignore[attr-defined]
     m = (tau - 1) // 2
     law = [0.0] * (tau + 1)
     law[m + x] += 1.0 - lam
     # η beyond ±(τ + 60) is clipped to an end anyway; its mass α^60 is below 1e-15 here
     for b in (0, 1):
-        for j, w in _dlap(alpha, tau + 200).items():
-            law[min(max(m + b + j, 0), tau)] += lam * 0.5 * w
-    return [((o,), w) for o, w in enumerate(law)]
+        for j, p in _dlap(alpha, tau + 200).items():
+            law[min(max(m + b + j, 0), tau)] += lam * w * 0.5 * p
+        for k in range(1, tau + 400):
+            p = float(logser.pmf(k, math.exp(-eps)))
+            for sign in (-1, 1):
+                law[min(max(m + b + sign * k, 0), tau)] += lam * (1 - w) * 0.25 * p
+    return [((o,), p) for o, p in enumerate(law)]
 
 
 def _pure_worst(bit: object, others: int, fakes: int, delta: float) -> float:
-    lam, tau, alpha = bit.lam, bit.tau, bit.alpha  # type: ignore[attr-defined]
     fair = [((0,), 0.5), ((1,), 0.5)]
     best = 0.0
     for ones in range(others + 1):
-        crowd = [_pure_ones_law(lam, tau, alpha, 1)] * ones
-        crowd += [_pure_ones_law(lam, tau, alpha, 0)] * (others - ones)
+        crowd = [_pure_ones_law(bit, 1)] * ones
+        crowd += [_pure_ones_law(bit, 0)] * (others - ones)
         base = _law(1, crowd + [fair] * fakes)
-        p = _convolve(base, _pure_ones_law(lam, tau, alpha, 0))
-        q = _convolve(base, _pure_ones_law(lam, tau, alpha, 1))
+        p = _convolve(base, _pure_ones_law(bit, 0))
+        q = _convolve(base, _pure_ones_law(bit, 1))
         best = max(best, exact_epsilon(p, q, delta))
     return best
 

@@ -7,6 +7,7 @@ repeats; an empirical variance matches its closed form within ±20 % with ≥ 60
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -27,8 +28,10 @@ from protocols import (
     build_protocol,
 )
 from protocols._cnt_pure import (
+    MIX_SCALE,
     PureBitCounter,
     local_lambda,
+    noise_law,
     pure_central_epsilon,
     pure_limit_epsilon,
     user_laws,
@@ -360,6 +363,96 @@ def test_pure_central_epsilon_matches_direct_log_space_convolution(eps, tau, oth
     assert tilted == pytest.approx(direct, abs=1e-7)
 
 
+def _mixed_law_by_hand(tau: int, eps: float, weight: float, scale: float) -> np.ndarray:
+    """ω = w·clip(m + B + η) + (1 − w)·clip(m + B + S·K), written out from scipy's pmfs:
+    η ~ DLap(e^{−ε/Δ}) (scipy's dlaplace), K ~ LogSeries(e^{−ε}) (scipy's logser), S = ±1."""
+    from scipy.stats import dlaplace, logser
+
+    m = (tau - 1) // 2
+    reach = np.arange(-40 * tau, 40 * tau + 1)
+    out = np.zeros(tau + 1)
+    for b in (0, 1):
+        o = np.clip(m + b + reach, 0, tau)
+        np.add.at(out, o, 0.5 * weight * dlaplace.pmf(reach, eps / scale))
+        k = np.arange(1, 40 * tau + 1)
+        for sign in (-1, 1):
+            o = np.clip(m + b + sign * k, 0, tau)
+            np.add.at(out, o, 0.25 * (1 - weight) * logser.pmf(k, math.exp(-eps)))
+    return out / out.sum()
+
+
+@pytest.mark.parametrize(
+    ("tau", "eps", "weight"), [(41, 1.0, 0.1), (9, 0.5, 0.003), (137, 1.0, 0.01), (29, 3.0, 0.3)]
+)
+def test_noise_law_mixture_matches_scipy_pmfs(tau, eps, weight):
+    law = noise_law(tau, eps, scale=MIX_SCALE, weight=weight)
+    np.testing.assert_allclose(law, _mixed_law_by_hand(tau, eps, weight, MIX_SCALE), rtol=1e-9)
+    np.testing.assert_array_equal(law, law[::-1])  # the mirror the reduction needs
+    assert law.min() > 0.0  # full support
+    # w = 1 is the truncated DLap alone.
+    np.testing.assert_allclose(
+        noise_law(tau, eps, scale=1.5), _mixed_law_by_hand(tau, eps, 1.0, 1.5), rtol=1e-9
+    )
+
+
+def test_noise_law_and_user_laws_refuse_malformed_input():
+    with pytest.raises(ParameterError, match="weight"):
+        noise_law(41, 1.0, weight=0.0)
+    with pytest.raises(ParameterError, match="scale"):
+        noise_law(41, 1.0, scale=0.5)
+    with pytest.raises(ParameterError, match="exactly one"):
+        user_laws(0.1, 5, 0.5, omega=np.full(6, 1 / 6))
+    with pytest.raises(ParameterError, match="exactly one"):
+        pure_central_epsilon(lam=0.1, tau=5, others=3)
+    with pytest.raises(ParameterError, match="symmetric"):
+        user_laws(0.1, 5, omega=[0.5, 0.1, 0.1, 0.1, 0.1, 0.1])
+    with pytest.raises(ParameterError, match="length"):
+        user_laws(0.1, 5, omega=[0.25] * 4)
+
+
+@pytest.mark.parametrize(
+    ("eps", "tau", "others", "lam", "weight"),
+    [(1.0, 21, 200, 0.02, 0.1), (0.5, 15, 300, 0.05, 0.003), (2.0, 31, 100, 0.01, 0.03)],
+)
+def test_pure_central_epsilon_of_a_mixed_law_matches_direct_convolution(
+    eps, tau, others, lam, weight
+):
+    law = noise_law(tau, eps, weight=weight)
+    p0, p1 = user_laws(lam, tau, omega=law)
+    direct = _direct_epsilon(np.log(p0), np.log(p1), others, 0)
+    assert pure_central_epsilon(lam=lam, tau=tau, omega=law, others=others) == pytest.approx(
+        direct, abs=1e-7
+    )
+
+
+def test_pure_central_epsilon_of_a_mixed_law_bounds_every_dataset():
+    """The reduction holds for any ω symmetric about τ/2: the mixed law too."""
+    eps, tau, lam, n = 1.0, 9, 0.2, 13
+    law = noise_law(tau, eps, weight=0.1)
+    p0, p1 = user_laws(lam, tau, omega=law)
+    np.testing.assert_allclose(p1, p0[::-1])
+    bound = pure_central_epsilon(lam=lam, tau=tau, omega=law, others=(n - 1 + 1) // 2)
+    exact = [_direct_epsilon(np.log(p0), np.log(p1), n - 1 - j, j) for j in range(n)]
+    assert max(exact) <= bound + 1e-9
+
+
+def test_cnt_pure_mixed_noise_law_beats_the_truncated_dlap():
+    """At n = 10⁴, ε = 1 (τ = 29) the calibration picks a mixed ω (w < 1): its certified
+    λ leaves a std of ≈ 3.2 against ≈ 4.8 with the truncated DLap alone (Δ = 1.5)."""
+    n = 10_000
+    b = CntPURE(epsilon=1.0, n=n).bit
+    dlap = PureBitCounter.derive(epsilon=1.0, tau=b.tau, honest_users=n, weights=())
+    assert b.weight < 1.0
+    assert dlap.weight == 1.0
+    assert b.epsilon_certified <= 1.0
+    again = pure_central_epsilon(lam=b.lam, tau=b.tau, omega=b.omega, others=b.certified_users)
+    assert again == pytest.approx(b.epsilon_certified, abs=1e-12)
+    std = math.sqrt(b.variance(n=n, count=n / 2, fakes=0))
+    std_dlap = math.sqrt(dlap.variance(n=n, count=n / 2, fakes=0))
+    assert std < 0.75 * std_dlap
+    assert 2.5 < std < 4.0
+
+
 def test_pure_central_epsilon_round_off_is_far_below_the_slack(monkeypatch):
     """FFT values are trusted down to _TRUST of their tilt's peak; trusting only values 100×
     larger moves the computed ε by far less than the calibration's slack (10⁻⁶)."""
@@ -405,14 +498,15 @@ def test_cnt_pure_calibration_certifies_its_target_and_is_near_minimal(eps, n, s
     b = CntPURE(epsilon=eps, n=n).bit
     assert b.certified_users == (n - 1 + 1) // 2
     assert b.alpha == pytest.approx(math.exp(-eps / b.scale))
-    again = pure_central_epsilon(lam=b.lam, tau=b.tau, alpha=b.alpha, others=b.certified_users)
+    np.testing.assert_array_equal(b.omega, noise_law(b.tau, eps, scale=b.scale, weight=b.weight))
+    again = pure_central_epsilon(lam=b.lam, tau=b.tau, omega=b.omega, others=b.certified_users)
     assert again == pytest.approx(b.epsilon_certified, abs=1e-12)
     assert again <= eps
     smaller = pure_central_epsilon(
-        lam=b.lam * math.exp(-1.5 * step), tau=b.tau, alpha=b.alpha, others=b.certified_users
+        lam=b.lam * math.exp(-1.5 * step), tau=b.tau, omega=b.omega, others=b.certified_users
     )
     assert smaller > eps - 1e-6  # λ is the smallest certified one, to the step
-    assert b.lam < local_lambda(eps, b.tau)
+    assert b.lam < local_lambda(eps, b.tau, b.scale, b.weight)
 
 
 @pytest.mark.parametrize(("eps", "n"), [(1.0, 10_000), (0.5, 10_000), (2.0, 40_000)])
@@ -423,10 +517,10 @@ def test_cnt_pure_large_crowd_is_certified_at_its_full_size(eps, n):
     b = CntPURE(epsilon=eps, n=n).bit
     others = (n - 1 + 1) // 2
     assert b.certified_users == others
-    again = pure_central_epsilon(lam=b.lam, tau=b.tau, alpha=b.alpha, others=others)
+    again = pure_central_epsilon(lam=b.lam, tau=b.tau, omega=b.omega, others=others)
     assert again == pytest.approx(b.epsilon_certified, abs=1e-12)
     assert again <= eps
-    half = pure_central_epsilon(lam=b.lam / 2, tau=b.tau, alpha=b.alpha, others=others)
+    half = pure_central_epsilon(lam=b.lam / 2, tau=b.tau, omega=b.omega, others=others)
     assert half > eps
     # The pilot crowd's calibration (the best over every scale) leaves more noise.
     pilot = PureBitCounter.derive(epsilon=eps, tau=b.tau, honest_users=2 * 1_024 + 1)
@@ -440,7 +534,7 @@ def test_cnt_pure_keeps_the_pilot_certificate_when_the_crowd_cannot_lower_lambda
     b = CntPURE(epsilon=1.0, n=10_000, messages=3).bit
     assert b.certified_users == 256
     assert b.epsilon_certified <= 1.0
-    full = pure_central_epsilon(lam=b.lam, tau=3, alpha=b.alpha, others=5_000)
+    full = pure_central_epsilon(lam=b.lam, tau=3, omega=b.omega, others=5_000)
     assert full <= b.epsilon_certified  # more users, smaller ε (module doc)
 
 
@@ -452,7 +546,7 @@ def test_cnt_pure_audit_reuses_the_calibration_certificate():
     assert got is not None
     assert b.certified_users == 1_500
     assert got.epsilon_upper == b.epsilon_certified
-    again = pure_central_epsilon(lam=b.lam, tau=b.tau, alpha=b.alpha, others=1_500)
+    again = pure_central_epsilon(lam=b.lam, tau=b.tau, omega=b.omega, others=1_500)
     assert got.epsilon_upper == pytest.approx(again, abs=1e-12)
 
 
@@ -471,9 +565,10 @@ def test_cnt_pure_error_is_far_below_the_local_calibration():
     local = PureBitCounter(
         1.0,
         p.bit.tau,
-        local_lambda(1.0, p.bit.tau),
+        local_lambda(1.0, p.bit.tau, p.bit.scale, p.bit.weight),
         p.bit.alpha,
         p.bit.omega,
+        weight=p.bit.weight,
     )
     stated = math.sqrt(p.variance(x))
     assert stated < math.sqrt(local.variance(n=n, count=700.0, fakes=0)) / 10
@@ -491,16 +586,28 @@ def test_cnt_pure_error_does_not_grow_with_n():
     assert max(stds) < 8.0
 
 
-def test_cnt_pure_sampled_noise_matches_its_law():
+@pytest.mark.parametrize("weights", [None, ()])
+def test_cnt_pure_sampled_noise_matches_its_law(weights):
+    """Both samplers, the mixed ω's inverse transform and the truncated DLap's clip, draw
+    ω; the noise branch is taken with probability λ. Thresholds: every cell within 5
+    standard errors plus 5 draws' worth (the rare cells of ω's tails), seed fixed."""
     b = CntPURE(epsilon=0.7, n=5_000).bit
+    if weights is not None:
+        b = PureBitCounter.derive(epsilon=0.7, tau=b.tau, honest_users=5_000, weights=weights)
+    assert (b.weight < 1.0) == (weights is None)
     rng = np.random.default_rng(20)
-    draws = b.ones(np.zeros(200_000, dtype=np.int64), rng=rng)
-    # Users in the input branch send m ones; the noise branch follows ω.
-    expected = b.lam * np.asarray(b.omega)
-    expected[b.m] += 1 - b.lam
-    counts = np.bincount(draws, minlength=b.tau + 1) / draws.size
-    se = np.sqrt(expected * (1 - expected) / draws.size)
-    assert np.all(np.abs(counts - expected) <= 4 * se + 1e-9)
+    size = 200_000
+    noise = dataclasses.replace(b, lam=1.0).ones(np.zeros(size, dtype=np.int64), rng=rng)
+    omega = np.asarray(b.omega)
+    counts = np.bincount(noise, minlength=b.tau + 1) / size
+    se = np.sqrt(omega * (1 - omega) / size)
+    assert np.all(np.abs(counts - omega) <= 5 * se + 5 / size)
+    # The branch: with λ raised to 0.05, about 5 % of the users leave the input's m ones
+    # (less the noise draws that land on m themselves).
+    branch = dataclasses.replace(b, lam=0.05).ones(np.zeros(size, dtype=np.int64), rng=rng)
+    moved = float(np.mean(branch != b.m))
+    expected = 0.05 * (1 - omega[b.m])
+    assert abs(moved - expected) < 5 * math.sqrt(expected / size)
 
 
 def test_cnt_pure_unbiased_variance_messages_fakes():
@@ -538,7 +645,7 @@ def test_cnt_pure_falls_back_to_the_local_bound_where_the_computation_cannot_rea
     for eps in (30.0, 100.0):
         b = CntPURE(epsilon=eps, n=10_000).bit
         assert b.certified_users == 0
-        assert b.lam == pytest.approx(local_lambda(eps, b.tau, b.scale))
+        assert b.lam == pytest.approx(local_lambda(eps, b.tau, b.scale, b.weight))
         assert b.epsilon_local == pytest.approx(eps)
     with pytest.raises(BoundNotApplicable, match="not covered by any tilt"):
         pure_central_epsilon(lam=1e-12, tau=15, alpha=math.exp(-1.0), others=10)
@@ -552,7 +659,7 @@ def test_cnt_pure_honest_users_bound_brackets_every_dataset():
     it, and the lower bound at δ (honest_users_lower) below that."""
     p = CntPURE(epsilon=1.0, n=13, messages=7)
     b = p.bit
-    lp0, lp1 = (np.log(q) for q in user_laws(b.lam, b.tau, b.alpha))
+    lp0, lp1 = (np.log(q) for q in user_laws(b.lam, b.tau, omega=b.omega))
     for h in (1, 4, 12):
         got = p.honest_users_bound(h)
         assert got is not None

@@ -104,7 +104,7 @@ def test_product_lower_epsilon_of_identical_pairs_is_the_composed_bound() -> Non
     identical case was checked bit for bit against the former t-fold code when the product
     was introduced)."""
     c = CntPURE(epsilon=0.5, n=50, messages=15).bit
-    q0, q1 = user_laws(c.lam, c.tau, c.alpha)
+    q0, q1 = user_laws(c.lam, c.tau, omega=c.omega)
     for t in (1, 2, 5):
         for delta in (0.0, 1e-6, 0.05):
             assert product_lower_epsilon([(q0, q1)] * t, delta) == pytest.approx(
@@ -233,7 +233,7 @@ def test_cnt_pure_lower_bound_counts_the_fakes() -> None:
     """Direct law of the count with the fakes: the lower bound at δ is its exact ε(δ)."""
     p = CntPURE(epsilon=1.0, n=13, messages=7)
     b = p.bit
-    q0, q1 = user_laws(b.lam, b.tau, b.alpha)
+    q0, q1 = user_laws(b.lam, b.tau, omega=b.omega)
     for others, fakes in ((0, 0), (12, 0), (12, 40)):
         crowd = np.ones(1)
         for _ in range(others):
@@ -288,7 +288,7 @@ def test_rsum_pure_unequal_digits_lower_bound_is_the_exact_product_epsilon() -> 
     for others, fakes in ((0, 0), (8, 0), (8, 6)):
         p0, p1 = np.ones(1), np.ones(1)
         for c in p.counters:
-            q0, q1 = user_laws(c.lam, c.tau, c.alpha)
+            q0, q1 = user_laws(c.lam, c.tau, omega=c.omega)
             crowd = np.ones(1)
             for _ in range(others):
                 crowd = np.convolve(crowd, q0)

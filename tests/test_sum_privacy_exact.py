@@ -297,15 +297,24 @@ def test_rsum_rm_message_law() -> None:
 # --- rsum_pure ------------------------------------------------------------------------------
 
 
-def _pure_user(bit: int, lam: float, tau: int, alpha: float) -> Law:
-    """Ones of one digit: m + bit w.p. 1 − λ, else clip(m + B + η, 0, τ), B ~ Ber(½),
-    η ~ DLap(α) (P[η = k] ∝ α^|k|), m = (τ − 1)/2."""
+def _pure_user(bit: int, counter: Any) -> Law:
+    """Ones of one digit: m + bit w.p. 1 − λ, else z ~ ω, m = (τ − 1)/2, ω written out
+    from scipy's pmfs: w·clip(m + B + η, 0, τ) + (1 − w)·clip(m + B + S·K, 0, τ),
+    B ~ Ber(½), η ~ DLap(α) (scipy's dlaplace), K ~ LogSeries(e^{−ε}) (scipy's logser),
+    S = ±1 fair; w = the counter's weight (1: the truncated DLap alone)."""
+    from scipy.stats import dlaplace, logser
+
+    lam, tau, alpha, w = counter.lam, counter.tau, counter.alpha, counter.weight
     m = (tau - 1) // 2
     k = np.arange(-4000, 4001)
-    dlap = (1 - alpha) / (1 + alpha) * alpha ** np.abs(k)
+    dlap = dlaplace.pmf(k, -math.log(alpha))
+    pos = np.arange(1, 4001)
+    series = logser.pmf(pos, math.exp(-counter.epsilon))
     law = np.zeros(tau + 1)
     for b in (0, 1):
-        np.add.at(law, np.clip(m + b + k, 0, tau), 0.5 * lam * dlap)
+        np.add.at(law, np.clip(m + b + k, 0, tau), 0.5 * lam * w * dlap)
+        for sign in (-1, 1):
+            np.add.at(law, np.clip(m + b + sign * pos, 0, tau), 0.25 * lam * (1 - w) * series)
     law[m + bit] += 1 - lam
     return law
 
@@ -315,7 +324,7 @@ def _pure_joint(p: Any, levels: list[int], weights: float = 1.0) -> Law:
     independent given the levels; digit j runs its own counter, ``p.counters[j]``)."""
     joint = np.ones(())
     for j, b in enumerate(p.counters):
-        laws = [_pure_user(k, b.lam, b.tau, b.alpha) for k in (0, 1)]
+        laws = [_pure_user(k, b) for k in (0, 1)]
         joint = np.multiply.outer(joint, _conv([laws[(v >> j) & 1] for v in levels]))
     return weights * joint
 

@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="run the grid's (point, method) tasks, then draw its plots, on N local "
+        help="run the grid's (point, method) tasks and draw its plots on N local "
         "processes (default: one after the other in this process); the CSV is the same for "
         "the same --seed",
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from .plan import ExperimentPlan, Row, analyzer_time, default_rows, ok_rows, runs_text
 
-__all__ = ["draw_figure", "figure_name", "figures", "plot_category"]
+__all__ = ["draw_figure", "figure_name", "figure_needs", "figures", "plot_category"]
 
 _SWEEP_LABEL = {
     "epsilon": "ε_c",
@@ -134,13 +134,37 @@ def figure_name(plan: ExperimentPlan, figure: str) -> str:
     return f"{plan.category}_{figure}.png"
 
 
+def figure_needs(plan: ExperimentPlan, figure: str, sweep: str, value: float) -> bool:
+    """Whether one of :func:`figures` draws the row of a grid point (``sweep``, ``value``).
+
+    A sweep's figure draws that sweep's rows; the overview, the rows at the default point
+    of the ε_c sweep (:func:`~simulations.experiments.plan.default_rows`). A figure depends
+    on those rows only, so a parallel run draws it as soon as they are in.
+
+    Args:
+        plan: the grid.
+        figure: a sweep of ``plan``, or ``"overview"``.
+        sweep: the row's sweep.
+        value: the row's value of that sweep.
+
+    Returns:
+        True if ``figure`` draws that row.
+    """
+    if figure == "overview":
+        return sweep == "epsilon" and math.isclose(value, plan.defaults["epsilon"])
+    return sweep == figure
+
+
 def draw_figure(rows: Sequence[Row], plan: ExperimentPlan, figure: str) -> bytes:
     """One figure of :func:`plot_category` as PNG bytes: a task that runs anywhere alike
     (this process or a pool worker), each figure independent of the others.
 
+    A figure is drawn from the rows it shows alone (:func:`figure_needs`), the legend's
+    order and styles, the timing column and the error bars' caption included, so passing
+    the run's rows or only those draws the same bytes.
+
     Args:
-        rows: the run's rows (all of them: the styles, the timing column and the error
-            bars' caption are the run's, not the sweep's).
+        rows: the run's rows, or at least those ``figure`` draws, in the run's order.
         plan: the grid the rows are of.
         figure: a sweep of ``plan``, or ``"overview"``.
 
@@ -154,7 +178,8 @@ def draw_figure(rows: Sequence[Row], plan: ExperimentPlan, figure: str) -> bytes
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = _overview(rows, plan, plt) if figure == "overview" else _sweep(rows, plan, figure, plt)
+    mine = [r for r in rows if figure_needs(plan, figure, r.sweep, r.value)]
+    fig = _overview(mine, plan, plt) if figure == "overview" else _sweep(mine, plan, figure, plt)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90)
     plt.close(fig)
@@ -259,7 +284,7 @@ def _overview(rows: Sequence[Row], plan: ExperimentPlan, plt: Any) -> Any:
     so; a method that proves a larger ε_c than requested is hatched red and says its ε_c."""
     from matplotlib.patches import Patch
 
-    at = default_rows(rows, plan)
+    at = default_rows(rows, plan)  # the rows given are those, from draw_figure
     methods = list(dict.fromkeys(r.method for r in rows))
     styles = _styles(rows, methods)
     time_column, time_title, time_label = _timing(rows)

@@ -12,9 +12,10 @@ import importlib
 import math
 import statistics
 import time
-from collections.abc import Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from .plan import (
     point_seed,
     point_spec,
 )
-from .plots import draw_figure, figure_name, figures, plot_category
+from .plots import draw_figure, figure_name, figure_needs, figures, plot_category
 from .summary import write_summary
 
 __all__ = ["generate", "rebuild_experiments", "run_experiments"]
@@ -156,10 +157,10 @@ def run_experiments(
         progress: a rich Progress (or stand-in) from :func:`simulations._common.progress`.
         log: called with one line per skipped point or protocol.
         plan: run this grid instead of :func:`make_plan`'s (tests use a tiny one).
-        workers: run the tasks on this many local processes, the longest first (by an
-            estimate of their cost; those that build the same protocol together), then
-            draw the figures there, one task each (default, with no ``cluster``: one after
-            the other in this process).
+        workers: run the tasks on this many local processes (default, with no
+            ``cluster``: one after the other in this process), and draw the figures there
+            too, each as soon as the rows it shows are in (:func:`_run_parallel` says in
+            which order).
         cluster: run the tasks on a Dask cluster (a scheduler address such as
             ``"tcp://host:8786"`` or a ``distributed.Client``) or on any
             :class:`~concurrent.futures.Executor` (:func:`esa.resolve_executor`).
@@ -210,35 +211,31 @@ def run_experiments(
         write_csv(rows, csv_path)
         plots = plot_category(rows, plan, out_dir)
     else:
+        # The figures are tasks too on a local pool (a cluster's workers need not have
+        # matplotlib); a replaced plot_category runs here, after the rows.
+        on_pool = cluster is None and plot_category is _plots.plot_category
         if cluster is None:
             _preload()
+            if on_pool:
+                _preload_plotting()
         with esa.resolve_executor(workers, cluster) as executor:
-            # One pool task per protocol build (_batches), the longest first (an
-            # estimate), so that no long task starts last while the other workers idle;
-            # the rows are still taken in the plan's order.
-            batches = _batches(tasks)
-            futures = [
-                executor.submit(_run_batch, tuple(tasks[i] for i in batch)) for batch in batches
-            ]
-            where = {i: (b, k) for b, batch in enumerate(batches) for k, i in enumerate(batch)}
-            done: dict[int, list[Row]] = {}
-            try:
-                for i in range(len(tasks)):
-                    b, k = where[i]
-                    if b not in done:
-                        done[b] = futures[b].result()
-                    collect(done[b][k])
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
-            write_csv(rows, csv_path)
-            # The figures are tasks too (a local pool only: a cluster's workers need not
-            # have matplotlib, nor this machine's disk); a replaced plot_category runs here.
-            if cluster is None and plot_category is _plots.plot_category:
-                plots = _plot_on(executor, rows, plan, out_dir)
-            else:
-                plots = plot_category(rows, plan, out_dir)
+            pngs = _run_parallel(
+                executor,
+                plan,
+                tasks,
+                collect,
+                lambda: write_csv(rows, csv_path),
+                figures=figures(plan) if on_pool else [],
+                capacity=workers if cluster is None else None,
+            )
+        if on_pool:
+            plots = []
+            for figure in figures(plan):
+                path = out_dir / figure_name(plan, figure)
+                path.write_bytes(pngs[figure])
+                plots.append(path)
+        else:
+            plots = plot_category(rows, plan, out_dir)
     seconds = time.perf_counter() - t_start
     result = ExperimentResult(
         plan=plan,
@@ -280,6 +277,15 @@ def _preload() -> None:
     importlib.import_module("scipy.signal")
 
 
+def _preload_plotting() -> None:
+    """Import matplotlib's pyplot with the Agg backend (what :func:`draw_figure` imports,
+    ~0.4 s of CPU) before the local pool starts, for the same reason as :func:`_preload`:
+    every worker that draws a figure would otherwise import it itself."""
+    matplotlib = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    importlib.import_module("matplotlib.pyplot")
+
+
 def _cost(t: _Task) -> float:
     """A task's expected cost, to order the pool's queue (longest first): n × repeats / ε
     for a shuffle protocol (its messages, and the noise it adds, grow as ε shrinks), 0 for
@@ -291,13 +297,16 @@ def _cost(t: _Task) -> float:
 
 
 def _batches(tasks: Sequence[_Task]) -> list[list[int]]:
-    """The tasks' indices in the pool tasks of a parallel run, the costliest first.
+    """The tasks' indices in the pool tasks of a parallel run, in the pool's queue order.
 
     The tasks of a shuffle protocol that build it alike (the same n, ε, δ and d: a point
     that several sweeps share, a skew sweep) form one pool task, in the plan's order: its
     calibration, cached in the process, is computed once, as in a serial run, instead of
     once in every worker that gets one of them. A batch costs the sum of its tasks'
-    :func:`_cost`.
+    :func:`_cost`. The baselines come first (each a pool task of its own, nearly free, and
+    every figure needs some), then the shuffle protocols' batches, the costliest first. As
+    the estimate is the same for every protocol at a point, the points come roughly one
+    after the other, so a figure whose points are done can be drawn before the last rows.
     """
     batches: dict[tuple[Any, ...], list[int]] = {}
     for i, t in enumerate(tasks):
@@ -305,25 +314,191 @@ def _batches(tasks: Sequence[_Task]) -> list[list[int]]:
         if t.family == "shuffle":
             key = (t.method, *(t.point[k] for k in ("n", "epsilon", "delta", "domain")))
         batches.setdefault(key, []).append(i)
-    return sorted(batches.values(), key=lambda batch: -sum(_cost(tasks[i]) for i in batch))
+
+    def order(batch: list[int]) -> tuple[bool, float]:
+        return tasks[batch[0]].family == "shuffle", -sum(_cost(tasks[i]) for i in batch)
+
+    return sorted(batches.values(), key=order)
 
 
-def _run_batch(batch: tuple[_Task, ...]) -> list[Row]:
-    """The rows of :func:`_run_task` for each task of a batch, in one process."""
+#: Shuffle protocols whose build costs nothing (its calibrations run on first use) and
+#: whose calibrations can run apart (``calibrations()``, e.g. ``RSumPURE.calibrations``:
+#: one per digit). A parallel run builds these in its own process to list them, which for
+#: another protocol could cost seconds of the serial part.
+_SPLIT_CALIBRATIONS = frozenset({"rsum_pure"})
+
+
+def _calibrations(t: _Task) -> tuple[Any, ...]:
+    """The calibrations of ``t``'s protocol that can run as pool tasks of their own, ahead
+    of the batch that builds it (none for a baseline, a protocol not in
+    :data:`_SPLIT_CALIBRATIONS`, or one the point refuses)."""
+    if t.family != "shuffle" or t.method not in _SPLIT_CALIBRATIONS:
+        return ()
+    try:
+        proto = build_protocol(t.method, point_spec(t.method, t.point)[0])
+    except ParameterError:
+        return ()  # its batch says why
+    listed = getattr(proto, "calibrations", None)
+    return tuple(listed()) if listed is not None else ()
+
+
+def _compute_calibration(calibration: Any) -> Any:
+    """A calibration's result (``calibration.compute()``: a pool task), or ``None`` where it
+    refuses; the batch then computes it itself and skips the point with the same reason as
+    a serial run."""
+    try:
+        return calibration.compute()
+    except ParameterError:
+        return None
+
+
+def _run_batch(batch: tuple[_Task, ...], calibrations: Sequence[Any] = ()) -> list[Row]:
+    """The rows of :func:`_run_task` for each task of a batch, in one process, after
+    installing the ``calibrations`` of its protocol computed elsewhere
+    (:func:`_compute_calibration`; ``None``: not computed)."""
+    for calibration in calibrations:
+        if calibration is not None:
+            calibration.install()
     return [_run_task(t) for t in batch]
 
 
-def _plot_on(
-    executor: Executor, rows: list[Row], plan: ExperimentPlan, out_dir: Path
-) -> list[Path]:
-    """:func:`plot_category`'s figures drawn as tasks on ``executor`` and written here."""
-    futures = [(f, executor.submit(draw_figure, rows, plan, f)) for f in figures(plan)]
-    paths = []
-    for figure, future in futures:
-        path = out_dir / figure_name(plan, figure)
-        path.write_bytes(future.result())
-        paths.append(path)
-    return paths
+@dataclass(eq=False)
+class _Job:
+    """One pool task of a parallel run: ``fn(*args())``, its arguments taken when it is
+    submitted, after the jobs it ``needs``; ``done`` takes its result; ``rank`` orders the
+    ready jobs (lowest first)."""
+
+    rank: tuple[float, ...]
+    fn: Callable[..., Any]
+    args: Callable[[], tuple[Any, ...]]
+    done: Callable[[Any], None]
+    needs: tuple[_Job, ...] = ()
+
+
+def _drive(executor: Executor, jobs: Sequence[_Job], capacity: int | None) -> None:
+    """Run ``jobs`` on ``executor``, each once every job it needs is done, at most
+    ``capacity`` at a time (``None``: every ready job at once), the ready ones by rank.
+
+    Only as many jobs as there are workers are submitted at a time, so a job that becomes
+    ready (a figure whose rows are in) starts next instead of behind every job already
+    queued. On an error, the jobs not started are cancelled and the error raised.
+    """
+    waiting = sorted(jobs, key=lambda j: j.rank)
+    finished: set[_Job] = set()
+    running: dict[Future[Any], _Job] = {}
+    try:
+        while waiting or running:
+            for job in [j for j in waiting if all(n in finished for n in j.needs)]:
+                if capacity is not None and len(running) >= capacity:
+                    break
+                waiting.remove(job)
+                running[executor.submit(job.fn, *job.args())] = job
+            if not running:
+                raise RuntimeError("a parallel run's job needs one that never runs")
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in [f for f in running if f in ended]:  # in the order submitted
+                job = running.pop(future)
+                job.done(future.result())
+                finished.add(job)
+    except BaseException:
+        for future in running:
+            future.cancel()
+        raise
+
+
+def _run_parallel(
+    executor: Executor,
+    plan: ExperimentPlan,
+    tasks: Sequence[_Task],
+    collect: Callable[[Row], None],
+    rows_done: Callable[[], None],
+    *,
+    figures: Sequence[str],
+    capacity: int | None,
+) -> dict[str, bytes]:
+    """Run ``tasks`` (of ``plan``) on ``executor`` and draw ``figures`` there: their PNG
+    bytes by figure.
+
+    The pool's tasks (:func:`_drive`), in the order a free worker takes them:
+
+    1. the calibrations that can run apart (:func:`_calibrations`: ``rsum_pure``'s digit
+       counters), the costliest first, so that one protocol's calibrations run on every
+       worker instead of one after the other in the batch that builds it;
+    2. a figure, as soon as every row it draws (:func:`figure_needs`) is in;
+    3. the rows, one pool task per batch (:func:`_batches`), a batch once the calibrations
+       it installs are done.
+
+    Rows are handed to ``collect`` in the plan's order as soon as the ones before them are
+    in, whatever order they come in; ``rows_done`` is called once all are.
+    """
+    batches = _batches(tasks)
+    rows: dict[int, Row] = {}
+    collected = 0
+
+    def take(batch: list[int], out: list[Row]) -> None:
+        nonlocal collected
+        rows.update(zip(batch, out, strict=True))
+        while collected in rows:
+            collect(rows[collected])
+            collected += 1
+        if collected == len(tasks):
+            rows_done()
+
+    computed: dict[Any, Any] = {}
+    calibration_jobs: dict[Any, _Job] = {}
+    batch_jobs: list[_Job] = []
+    for b, batch in enumerate(batches):
+        needs = _calibrations(tasks[batch[0]])
+        for c in needs:
+            if c not in calibration_jobs:
+                rank = (0, -c.work, len(calibration_jobs))
+                calibration_jobs[c] = _Job(
+                    rank,
+                    _compute_calibration,
+                    partial(tuple, (c,)),  # its arguments: (c,)
+                    partial(computed.__setitem__, c),
+                )
+        batch_jobs.append(
+            _Job(
+                (2, b),
+                _run_batch,
+                partial(_batch_args, tasks, batch, needs, computed),
+                partial(take, batch),
+                tuple(calibration_jobs[c] for c in needs),
+            )
+        )
+    jobs = [*calibration_jobs.values(), *batch_jobs]
+    pngs: dict[str, bytes] = {}
+    for f, figure in enumerate(figures):
+        drawn = [i for i, t in enumerate(tasks) if figure_needs(plan, figure, t.sweep, t.value)]
+        after = tuple(
+            job for job, batch in zip(batch_jobs, batches, strict=True) if set(batch) & set(drawn)
+        )
+        jobs.append(
+            _Job(
+                (1, f),
+                draw_figure,
+                partial(_figure_args, rows, drawn, plan, figure),
+                partial(pngs.__setitem__, figure),
+                after,
+            )
+        )
+    _drive(executor, jobs, capacity)
+    return pngs
+
+
+def _batch_args(
+    tasks: Sequence[_Task], batch: list[int], needs: Sequence[Any], computed: dict[Any, Any]
+) -> tuple[Any, ...]:
+    """:func:`_run_batch`'s arguments: the batch's tasks and its calibrations' results."""
+    return tuple(tasks[i] for i in batch), tuple(computed[c] for c in needs)
+
+
+def _figure_args(
+    rows: dict[int, Row], drawn: list[int], plan: ExperimentPlan, figure: str
+) -> tuple[Any, ...]:
+    """:func:`draw_figure`'s arguments: the rows it draws, in the plan's order."""
+    return [rows[i] for i in drawn], plan, figure
 
 
 def _run_task(t: _Task) -> Row:
