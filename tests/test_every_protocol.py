@@ -21,7 +21,7 @@ from simulations.cli import main
 
 CASES: dict[str, list[str]] = {
     "aut": ["--n", "1000", "--domain", "16"],
-    "put": ["--n", "1000", "--domain", "16"],
+    "put": ["--n", "300", "--domain", "16"],  # 160 messages per user
     "cnt_2m": ["--n", "3000", "--delta", "1e-3"],  # n ≥ 100 ln(2/δ)/ε²
     "cnt_bn": ["--n", "2000"],
     "cnt_pure": ["--n", "500"],
