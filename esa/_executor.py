@@ -13,13 +13,16 @@ manager that yields an executor and shuts down what it started:
 A task submitted to any of them must be a picklable module-level function whose result
 depends on its arguments only (no global state), so that where it runs never changes what
 it returns. A local pool's workers keep the memory they free for their next task
-(:func:`crypto.keep_freed_memory`) instead of page-faulting it in again.
+(:func:`crypto.keep_freed_memory`) instead of page-faulting it in again, and their garbage
+collector leaves alone the objects they inherit from this process (frozen while the pool
+runs), so it neither traverses them nor copies the pages that hold them.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import importlib
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -81,7 +84,10 @@ def resolve_executor(
         return
     if cluster is None:
         count = workers or available_cores()
-        with ProcessPoolExecutor(count, initializer=crypto.keep_freed_memory) as pool:
+        with (
+            _frozen_heap(),
+            ProcessPoolExecutor(count, initializer=crypto.keep_freed_memory) as pool,
+        ):
             yield pool
         return
     try:  # untyped: the calls below are Any
@@ -109,6 +115,22 @@ def resolve_executor(
         f"cluster must be a scheduler address, a distributed.Client or an Executor, "
         f"got {type(cluster).__name__}"
     )
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """This process's objects left out of the garbage collector while a forked pool runs
+    (:func:`gc.freeze`, then :func:`gc.unfreeze`).
+
+    A pool worker forked from this process shares its pages copy-on-write. Its collector
+    would otherwise traverse every object it inherited (the modules of numpy, scipy and
+    matplotlib: hundreds of thousands) at each full collection, spending the time and
+    writing their headers, so copying every page that holds one."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class InlineExecutor(Executor):
