@@ -33,6 +33,13 @@ left at glibc's defaults (``crypto.keep_freed_memory`` disabled: freed arrays go
 the OS and are page-faulted in again), the previous behaviour too.
 ``full-cold`` is the command without the parent's import of matplotlib before its
 workers fork (``_preload_plotting``): each worker that draws a figure imports it itself.
+``full-lean`` is the command with the parent importing before its workers fork only what
+the costliest counting tasks need (scipy's optimize, fft and special; not scipy.stats and
+scipy.signal, which only cnt_rr's accountant uses, nor matplotlib): each worker that needs
+the rest imports it itself.
+``full-nofreeze`` is the command without the parent's ``gc.freeze()`` before its workers
+fork (``esa.resolve_executor``): each worker's full collections traverse, and copy the
+pages of, every object it inherited, the previous behaviour.
 ``full-whole`` is the command with ``rsum_pure``'s calibrations left in the batch that
 builds the protocol (``_SPLIT_CALIBRATIONS`` empty), as before they ran as tasks of their own.
 ``--modes audit`` runs a measured collusion audit instead (``esa audit --measure --json
@@ -129,6 +136,16 @@ MAIN_COLD = MAIN.replace(
     "import sys;",
     "import sys, simulations.experiments.run as r; r._preload_plotting = lambda: None;",
 )
+#: The command with only scipy's optimize, fft and special imported before the pool forks.
+MAIN_LEAN = MAIN.replace(
+    "import sys;",
+    "import sys, importlib, simulations.experiments.run as r; "
+    "r._preload_plotting = lambda: None; r._preload = lambda: [importlib.import_module(m) "
+    "for m in ('scipy.optimize', 'scipy.fft', 'scipy.special')];",
+)
+#: The command with the parent's heap left to the workers' garbage collectors (``gc.freeze``
+#: disabled before the pool forks).
+MAIN_NOFREEZE = MAIN.replace("import sys;", "import sys, gc; gc.freeze = lambda: None;")
 #: The command with rsum_pure's calibrations computed in the batch that builds it.
 MAIN_WHOLE = MAIN.replace(
     "import sys;",
@@ -219,7 +236,13 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         code = {"grid": GRID, "grid-cold": GRID_COLD, "grid-malloc": GRID_MALLOC}[mode]
         cmd = [sys.executable, "-c", code, category, str(out), str(workers), protocols or ""]
     else:
-        code = {"full": MAIN, "full-cold": MAIN_COLD, "full-whole": MAIN_WHOLE}[mode]
+        code = {
+            "full": MAIN,
+            "full-cold": MAIN_COLD,
+            "full-lean": MAIN_LEAN,
+            "full-whole": MAIN_WHOLE,
+            "full-nofreeze": MAIN_NOFREEZE,
+        }[mode]
         cmd = [sys.executable, "-c", code, "experiments", category, "--quick"]
         cmd += ["--out", str(out), "--workers", str(workers), "--allow-weaker"]
         if protocols:
@@ -439,8 +462,8 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         default="full,grid",
-        help="any of full, full-cold, full-whole, grid, grid-cold, grid-malloc, audit, "
-        "audit-malloc",
+        help="any of full, full-cold, full-lean, full-nofreeze, full-whole, grid, grid-cold, "
+        "grid-malloc, audit, audit-malloc",
     )
     parser.add_argument(
         "--profile",
