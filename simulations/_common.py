@@ -393,6 +393,23 @@ def _fmt(v: Any) -> str:
 LINE_INTERVAL = 5.0
 
 
+def task_workers(
+    workers: int | None, cluster: str | None, *, in_process: bool = False
+) -> int | None:
+    """The local worker processes a command's tasks run on (``--workers``'s default).
+
+    ``workers`` when given; ``None`` with a ``cluster`` (its workers decide); otherwise every
+    core this process may use (:func:`esa.available_cores`), or ``None`` (one task after the
+    other in this process) on a single core or where ``in_process`` says the tasks already
+    use every core themselves (an onion grid's runs, whose crypto has a pool of its own).
+    Where the tasks run never changes what they return.
+    """
+    if workers is not None or cluster is not None:
+        return workers
+    cores = esa.available_cores()
+    return None if in_process or cores == 1 else cores
+
+
 @contextlib.contextmanager
 def progress(enabled: bool, *, name: str | None = None, unit: str | None = None) -> Iterator[Any]:
     """A rich Progress on stderr for a long job on a terminal; plain lines off one.

@@ -121,24 +121,39 @@ def test_audit_measure_lower_below_upper(capsys: pytest.CaptureFixture[str]) -> 
     assert traced["epsilon_lower"] > 0.5
 
 
-def test_audit_measure_on_two_workers_prints_the_same_json(
-    capsys: pytest.CaptureFixture[str],
+def test_audit_measure_runs_on_every_core_by_default_and_prints_the_same_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The trials run as tasks on two local processes; each is seeded from (seed, hypothesis,
-    # trial), so the document is the serial one (tests/test_cluster.py: a Dask cluster too).
+    # The trials run as tasks on local processes, every core's by default; each is seeded
+    # from (seed, hypothesis, trial), so the document does not depend on how many
+    # (tests/test_cluster.py: a Dask cluster too).
+    import esa
+
+    pools: list[int | None] = []
+    real = esa.resolve_executor
+
+    def spy(workers: int | None = None, cluster: object = None) -> object:
+        pools.append(workers)
+        return real(workers, cluster)
+
+    monkeypatch.setattr(esa, "available_cores", lambda: 2)  # whatever this machine has
+    monkeypatch.setattr(esa, "resolve_executor", spy)
     argv = [
         "audit", "--protocol", "cnt_rr", "--n", "20", "--epsilon", "1.5", "--delta", "1e-3",
         "--shufflers", "2", "--colluding-users", "5", "--colluding-shufflers", "1",
         "--measure", "--trials", "90", "--seed", "3",
     ]  # fmt: skip
-    serial = run_json(capsys, *argv)
-    parallel = run_json(capsys, *argv, "--workers", "2")
+    default = run_json(capsys, *argv)
+    one = run_json(capsys, *argv, "--workers", "1")
+    assert pools == [2, 1]
     # Only the record of the invocation differs (it lists --workers).
-    assert parallel.pop("parameters")["workers"] == 2
-    assert serial.pop("parameters")["workers"] is None
-    assert parallel.pop("command") != serial.pop("command")
-    assert parallel == serial
-    assert any(r["epsilon_lower_measured"] for r in serial["scenarios"])
+    assert one.pop("parameters")["workers"] == 1
+    assert default.pop("parameters")["workers"] is None
+    assert one.pop("command") != default.pop("command")
+    assert one == default
+    assert any(r["epsilon_lower_measured"] for r in default["scenarios"])
+    run_json(capsys, *argv[:-5])  # no --measure: no trials, no pool
+    assert pools == [2, 1]
 
 
 @pytest.mark.parametrize(

@@ -186,3 +186,48 @@ def test_n_trend_of_a_protocol_refused_at_small_n_is_compared_over_its_own_range
     assert f"hist_mm ×{(ns[-1] / ns[1]) ** 0.6:.3g} (n {ns[1]:g}→{ns[-1]:g} only" in (
         trend.evidence
     )
+
+
+def _rows_but_timing(path: Path) -> list[dict[str, str]]:
+    timing = ("analyzer_seconds", "total_seconds", "analyzer_cpu_seconds", "total_cpu_seconds")
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    return [{k: v for k, v in r.items() if k not in timing} for r in rows]
+
+
+@pytest.mark.usefixtures("tiny_plans")
+def test_the_grid_runs_on_every_core_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import esa
+    import simulations.commands.experiments as command
+
+    asked: list[int | None] = []
+    real = command.run_experiments
+
+    def spy(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs["workers"])  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(command, "run_experiments", spy)
+    monkeypatch.setattr(esa, "available_cores", lambda: 2)  # whatever this machine has
+    base = ["experiments", "counting", "--protocols", "cnt_rr", "--json"]
+    assert main([*base, "--out", str(tmp_path / "default")]) == 0
+    assert main([*base, "--out", str(tmp_path / "one"), "--workers", "1"]) == 0
+    assert asked == [2, 1]  # a pool of every core unless told otherwise
+    one = _rows_but_timing(tmp_path / "one" / "counting.csv")
+    assert one == _rows_but_timing(tmp_path / "default" / "counting.csv")
+    assert len(one) == 18  # 6 points × (cnt_rr + 2 baselines)
+    capsys.readouterr()
+
+
+def test_single_core_and_onion_grids_run_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import esa
+    from simulations._common import task_workers
+
+    monkeypatch.setattr(esa, "available_cores", lambda: 1)
+    assert task_workers(None, None) is None
+    monkeypatch.setattr(esa, "available_cores", lambda: 8)
+    assert task_workers(None, None) == 8
+    assert task_workers(None, None, in_process=True) is None  # onion: its crypto has a pool
+    assert task_workers(2, None, in_process=True) == 2  # as told
+    assert task_workers(None, "tcp://10.0.0.5:8786") is None  # the cluster's workers decide

@@ -23,6 +23,7 @@ from .._common import (
     seed,
     starred_bound,
     status,
+    task_workers,
     users,
 )
 from .simulate import add_report_argument, check_report, write_report_option
@@ -94,8 +95,8 @@ def register(sub: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="run --measure's trials on N local processes (default: one after the other in "
-        "this process); the result is the same for the same --seed",
+        help="run --measure's trials on N local processes (default: every core); the "
+        "result is the same for the same --seed",
     )
     p.add_argument(
         "--cluster",
@@ -173,7 +174,7 @@ def run(args: Any) -> int:
             options=parse_options(args.option),
             confidence=args.confidence,
             epochs=args.epochs,
-            workers=args.workers,
+            workers=task_workers(args.workers, args.cluster) if args.measure else None,
             cluster=args.cluster,
         )
     if args.json:

@@ -17,6 +17,7 @@ from .._common import (
     print_table,
     progress,
     seed,
+    task_workers,
 )
 from ..experiments import (
     CATEGORIES,
@@ -86,8 +87,8 @@ def register(sub: Any) -> None:
         default=None,
         metavar="N",
         help="run the grid's (point, method) tasks and draw its plots on N local "
-        "processes (default: one after the other in this process); the CSV is the same for "
-        "the same --seed",
+        "processes (default: every core; with --crypto onion, one task after the other, each "
+        "run's crypto on every core); the CSV is the same for the same --seed",
     )
     p.add_argument(
         "--cluster",
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             only=only,
             progress=bar,
             log=log,
-            workers=args.workers,
+            workers=task_workers(args.workers, args.cluster, in_process=args.crypto == "onion"),
             cluster=args.cluster,
         )
     body = result.to_json()
