@@ -13,7 +13,12 @@ import pytest
 from protocols import protocol_names
 from simulations import experiments
 from simulations.cli import main
-from simulations.experiments import ExperimentPlan, category_protocols, make_plan
+from simulations.experiments import (
+    TIMING_FIELDS,
+    ExperimentPlan,
+    category_protocols,
+    make_plan,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -189,9 +194,8 @@ def test_n_trend_of_a_protocol_refused_at_small_n_is_compared_over_its_own_range
 
 
 def _rows_but_timing(path: Path) -> list[dict[str, str]]:
-    timing = ("analyzer_seconds", "total_seconds", "analyzer_cpu_seconds", "total_cpu_seconds")
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
-    return [{k: v for k, v in r.items() if k not in timing} for r in rows]
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in rows]
 
 
 @pytest.mark.usefixtures("tiny_plans")

@@ -174,7 +174,7 @@ def run(args: Any) -> int:
             options=parse_options(args.option),
             confidence=args.confidence,
             epochs=args.epochs,
-            workers=task_workers(args.workers, args.cluster) if args.measure else None,
+            workers=task_workers(args.workers, args.cluster),  # used by --measure only
             cluster=args.cluster,
         )
     if args.json:
