@@ -11,7 +11,7 @@ figures a loaded machine does not distort as much:
 * ``cpu_bound_speedup`` = 2 · CPU(1) / CPU(2): the speedup if both cores were ours;
 * ``task_bound``: Σ task time / makespan of the 1-worker run's task times (the CSV's
   ``total_seconds`` × ``repeats``) handed to 2 workers in the order the run queues them
-  (the baselines, then the longest estimated cost first, the tasks that build the same
+  (the baselines, then the most messages first, the tasks that build the same
   protocol as one), as the pool does: the speedup the grid's longest rows allow. The
   CSV does not time a protocol's build nor the figures: ``--profile``'s task bound
   counts them (calibrations, rows and figures, in the run's own queue order);
@@ -76,6 +76,12 @@ batch of rows, a figure), the CSV and summary. From those task times it also com
 the ``task_bound`` of the whole pool (calibrations and figures included) and the wall
 speedup they allow on 2 workers with the serial part (``predicted_wall``), by running the
 run's own queue policy on a simulated clock (:func:`schedule`).
+
+Before any run the script compiles the project's modules to byte code
+(:func:`compile_project`, ``python -m compileall``), as Python does at a module's first
+import unless ``PYTHONDONTWRITEBYTECODE`` is set: it is on this machine, and each command
+would otherwise compile the project's ~90 modules again (0.2 s of serial CPU, a third of
+its start-up), which no installed copy does.
 
 ``--contention REPS`` runs no grid: it times small kernels (:data:`KERNELS`: X25519, numpy
 on arrays in L2 and in DRAM, the FFTs of a calibration with and without the pool workers'
@@ -177,6 +183,7 @@ def timed(name, fn):
     return call
 r._preload = timed("scipy imports (before fork)", r._preload)
 r._preload_plotting = timed("matplotlib import (before fork)", r._preload_plotting)
+r._messages = timed("protocol builds (queue order)", r._messages)
 r.write_csv = timed("csv", r.write_csv)
 r.write_summary = timed("summary", r.write_summary)
 def label(job, args):
@@ -429,15 +436,19 @@ def rows_without_wall_clock(path: Path) -> list[dict[str, str]]:
 def task_bound(path: Path, workers: int = 2) -> float:
     """Σ task seconds / makespan of the run's pool tasks handed to ``workers`` in the order
     the run queues them (``simulations.experiments.run._batches``: the baselines, then the
-    longest estimated cost first, the tasks that build the same protocol as one), the
+    most messages first, the tasks that build the same protocol as one), the
     earliest free worker taking
     the next. A task's seconds are its row's ``total_seconds`` × ``repeats`` (its pipeline
     runs; the protocol's build, calibration included, is not timed in the CSV)."""
+    from simulations.experiments import make_plan
     from simulations.experiments.run import _batches
 
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
-    plan = SimpleNamespace(repeats=max(int(r["repeats"] or 0) for r in rows))
+    plan = SimpleNamespace(
+        repeats=max(int(r["repeats"] or 0) for r in rows),
+        max_messages=make_plan(rows[0]["category"], quick=True).max_messages,
+    )
     tasks = [
         SimpleNamespace(
             family=r["family"],
@@ -452,6 +463,20 @@ def task_bound(path: Path, workers: int = 2) -> float:
     for batch in _batches(tasks):  # type: ignore[arg-type]
         heapq.heappush(free, heapq.heappop(free) + sum(times[i] for i in batch))
     return sum(times) / max(free) if max(free) > 0 else 1.0
+
+
+#: The project's top-level packages, whose byte code :func:`compile_project` writes.
+PACKAGES = ("crypto", "protocols", "esa", "simulations")
+
+
+def compile_project() -> None:
+    """Write the byte code of the project's modules (``__pycache__``, which git ignores), as
+    a first import does where ``PYTHONDONTWRITEBYTECODE`` is not set."""
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *(str(root / p) for p in PACKAGES)],
+        check=True,
+    )
 
 
 def main() -> None:
@@ -479,6 +504,7 @@ def main() -> None:
         help="instead: CPU of kernels run alone and two at once, REPS times each",
     )
     args = parser.parse_args()
+    compile_project()
     if args.contention:
         contention(args.contention)
         return

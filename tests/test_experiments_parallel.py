@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -18,11 +19,15 @@ import pytest
 from esa._executor import InlineExecutor
 from protocols import ProtocolSpec, _cnt_pure, build_protocol
 from simulations.experiments import ExperimentPlan, run_experiments
+from simulations.experiments import run as experiments_run
 from simulations.experiments.plan import baselines, grid_points
 from simulations.experiments.plots import draw_figure, figure_needs, figures
 from simulations.experiments.run import (
+    _batch_key,
+    _batches,
     _compute_calibration,
     _cost,
+    _messages,
     _run_batch,
     _run_parallel,
     _Task,
@@ -69,7 +74,8 @@ def test_tasks_are_queued_longest_first_and_rows_kept_in_plan_order(tmp_path: Pa
     # the 8 baselines first (nearly free, and every figure needs some), then cnt_rr's
     # batches, the costliest first
     assert [b[0].family == "shuffle" for b in batches] == [False] * 8 + [True] * 3
-    costs = [sum(_cost(t) for t in batch) for batch in batches[8:]]
+    messages = _messages([t for batch in batches for t in batch])
+    costs = [sum(_cost(t, messages[_batch_key(t)]) for t in batch) for batch in batches[8:]]
     assert costs == sorted(costs, reverse=True)
     assert costs[-1] > 0.0
     # cnt_rr at the default point, which both sweeps visit, is built once: one pool task
@@ -85,6 +91,58 @@ def test_tasks_are_queued_longest_first_and_rows_kept_in_plan_order(tmp_path: Pa
     ]
     serial = run_experiments("counting", out_dir=tmp_path / "s", plan=_plan(), only=["cnt_rr"])
     assert _rows(serial.csv_path) == _rows(result.csv_path)
+
+
+def _histogram_tasks(max_messages: int) -> list[_Task]:
+    plan = ExperimentPlan(
+        category="histogram",
+        defaults={"n": 2000, "epsilon": 0.9, "delta": 1e-6, "domain": 8, "skew": 2.0},
+        sweeps={"n": (1000.0, 2000.0, 4000.0)},
+        repeats=1,
+        max_messages=max_messages,
+        quick=True,
+    )
+    return [
+        _Task("histogram", sweep, value, point, method, "shuffle", plan, "ideal", 0)
+        for sweep, value, point in grid_points(plan)
+        for method in ("hist_kr", "prhr")
+    ]
+
+
+def test_the_queue_is_ordered_by_the_messages_each_point_carries() -> None:
+    # PRHR sends 660 messages per user at ε = 0.9, hist_kr one: PRHR at n = 1000 carries
+    # 660 000 reports, more than hist_kr at n = 4000, and is queued first. Over the budget
+    # (PRHR at n = 4000: 2.64·10^6 > 1.5·10^6) a row is a tally, which costs as its n.
+    tasks = _histogram_tasks(max_messages=1_500_000)
+    messages = _messages(tasks)
+    assert messages[("prhr", 1000.0, 0.9, 1e-6, 8)] == 660.0
+    assert messages[("hist_kr", 4000.0, 0.9, 1e-6, 8)] == 1.0
+    order = [(tasks[b[0]].method, tasks[b[0]].point["n"]) for b in _batches(tasks, messages)]
+    assert order[:2] == [("prhr", 2000.0), ("prhr", 1000.0)]
+    assert set(order[2:4]) == {("prhr", 4000.0), ("hist_kr", 4000.0)}
+    assert order[4:] == [("hist_kr", 2000.0), ("hist_kr", 1000.0)]
+    (tally,) = [t for t in tasks if t.method == "prhr" and t.point["n"] == 4000.0]
+    assert _cost(tally, 660.0) == 4000.0
+    assert _cost(tally, None) == 0.0  # a refused point: its row is skipped at once
+
+
+def test_a_slow_build_is_done_once_at_the_smallest_n(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[tuple[str, int]] = []
+
+    def counting_build(name: str, spec: ProtocolSpec) -> Any:
+        built.append((name, spec.n))
+        return build_protocol(name, spec)
+
+    monkeypatch.setattr(experiments_run, "build_protocol", counting_build)
+    tasks = _histogram_tasks(max_messages=3_000_000)
+    monkeypatch.setattr(experiments_run, "_QUICK_BUILD", math.inf)  # every build is quick
+    _messages(tasks)
+    assert sorted(built) == sorted((m, n) for m in ("hist_kr", "prhr") for n in (1000, 2000, 4000))
+    built.clear()
+    monkeypatch.setattr(experiments_run, "_QUICK_BUILD", -1.0)  # every build is slow
+    messages = _messages(tasks)
+    assert sorted(built) == [("hist_kr", 1000), ("prhr", 1000)]
+    assert messages[("prhr", 4000.0, 0.9, 1e-6, 8)] == messages[("prhr", 1000.0, 0.9, 1e-6, 8)]
 
 
 def test_a_run_on_two_workers_writes_the_serial_runs_csv_and_figures(tmp_path: Path) -> None:

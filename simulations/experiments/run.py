@@ -286,37 +286,92 @@ def _preload_plotting() -> None:
     importlib.import_module("matplotlib.pyplot")
 
 
-def _cost(t: _Task) -> float:
-    """A task's expected cost, to order the pool's queue (longest first): n × repeats / ε
-    for a shuffle protocol (its messages, and the noise it adds, grow as ε shrinks), 0 for
-    a baseline (one vectorized randomizer call). Only the order depends on it, never a row.
+#: A protocol whose build takes longer than this (CPU seconds: it inverts an amplification
+#: bound) is built only once by :func:`_messages`, at its first point; its other points are
+#: assumed to send as many messages per user. A build that fast is repeated at every point.
+_QUICK_BUILD = 0.005
+
+
+def _messages(tasks: Sequence[_Task]) -> dict[tuple[Any, ...], float | None]:
+    """Messages per user of each shuffle protocol at each of its points (by
+    :func:`_batch_key`), to order a parallel run's queue: ``None`` where it refuses the
+    point.
+
+    Each protocol is built here, at each of its points from the smallest n up, as long as
+    its builds are quick (:data:`_QUICK_BUILD`); a slow one is built at its smallest n only
+    (its cheapest build) and that point's messages stand for the rest. The builds' bound
+    evaluations stay in this process's caches, which a forked pool worker inherits, so the
+    one slow build is not done twice. Only the queue's order depends on these numbers,
+    never a row.
     """
-    if t.family != "shuffle":
+    out: dict[tuple[Any, ...], float | None] = {}
+    slow: dict[str, float | None] = {}
+    for t in sorted(tasks, key=lambda t: t.point["n"]):
+        key = _batch_key(t)
+        if t.family != "shuffle" or key in out:
+            continue
+        if t.method in slow:
+            out[key] = slow[t.method]
+            continue
+        start = time.process_time()
+        try:
+            m: float | None = build_protocol(
+                t.method, point_spec(t.method, t.point)[0]
+            ).messages_per_user
+        except ParameterError:
+            m = None  # refused: its row is skipped at once
+        out[key] = m
+        if time.process_time() - start > _QUICK_BUILD:
+            slow[t.method] = m
+    return out
+
+
+def _cost(t: _Task, messages_per_user: float | None) -> float:
+    """A task's expected cost, to order the pool's queue (longest first): the messages its
+    runs carry, ``repeats`` × (n × ``messages_per_user`` + its fakes), or n per run where
+    they exceed the plan's budget (a tally, or a skipped row); 0 for a baseline (one
+    vectorized randomizer call) or a point the protocol refuses (``None``). Only the order
+    depends on it, never a row."""
+    if t.family != "shuffle" or messages_per_user is None:
         return 0.0
-    return t.point["n"] * t.plan.repeats / t.point["epsilon"]
+    n = t.point["n"]
+    messages = n * messages_per_user + point_spec(t.method, t.point)[1]
+    if messages > t.plan.max_messages:
+        messages = n
+    return messages * t.plan.repeats
 
 
-def _batches(tasks: Sequence[_Task]) -> list[list[int]]:
+def _batch_key(t: _Task) -> tuple[Any, ...]:
+    """What a shuffle protocol's build depends on: its name and the point's n, ε, δ, d."""
+    return (t.method, *(t.point[k] for k in ("n", "epsilon", "delta", "domain")))
+
+
+def _batches(
+    tasks: Sequence[_Task], messages: dict[tuple[Any, ...], float | None] | None = None
+) -> list[list[int]]:
     """The tasks' indices in the pool tasks of a parallel run, in the pool's queue order.
 
     The tasks of a shuffle protocol that build it alike (the same n, ε, δ and d: a point
     that several sweeps share, a skew sweep) form one pool task, in the plan's order: its
     calibration, cached in the process, is computed once, as in a serial run, instead of
     once in every worker that gets one of them. A batch costs the sum of its tasks'
-    :func:`_cost`. The baselines come first (each a pool task of its own, nearly free, and
-    every figure needs some), then the shuffle protocols' batches, the costliest first. As
-    the estimate is the same for every protocol at a point, the points come roughly one
-    after the other, so a figure whose points are done can be drawn before the last rows.
+    :func:`_cost`, from the protocols' ``messages`` per user (:func:`_messages`, computed
+    here if not given). The baselines come first (each a pool task of its own, nearly free,
+    and every figure needs some), then the shuffle protocols' batches, the costliest first.
     """
+    if messages is None:
+        messages = _messages(tasks)
     batches: dict[tuple[Any, ...], list[int]] = {}
     for i, t in enumerate(tasks):
         key: tuple[Any, ...] = (i,)
         if t.family == "shuffle":
-            key = (t.method, *(t.point[k] for k in ("n", "epsilon", "delta", "domain")))
+            key = _batch_key(t)
         batches.setdefault(key, []).append(i)
 
     def order(batch: list[int]) -> tuple[bool, float]:
-        return tasks[batch[0]].family == "shuffle", -sum(_cost(tasks[i]) for i in batch)
+        first = tasks[batch[0]]
+        cost = sum(_cost(tasks[i], messages.get(_batch_key(first))) for i in batch)
+        return first.family == "shuffle", -cost
 
     return sorted(batches.values(), key=order)
 
