@@ -6,6 +6,8 @@ comes from libsodium (pynacl), pyca/cryptography, hashlib or randomgen's ChaCha2
 here is home-made. The wire format the parties speak is :mod:`esa.net`'s.
 """
 
+import typing as _typing
+
 from ._errors import CryptoError as CryptoError
 from ._errors import CryptoParameterError as CryptoParameterError
 from ._errors import InvalidKey as InvalidKey
@@ -47,14 +49,48 @@ from ._signatures import is_valid_signature as is_valid_signature
 from ._signatures import sign as sign
 from ._splitmix import combine_shares as combine_shares
 from ._splitmix import split_mix as split_mix
-from ._tls import check_certificate as check_certificate
-from ._tls import client_ssl_context as client_ssl_context
-from ._tls import issue_client_certificate as issue_client_certificate
-from ._tls import issue_party_certificate as issue_party_certificate
-from ._tls import load_certificate as load_certificate
-from ._tls import load_private_key as load_private_key
-from ._tls import make_deployment_ca as make_deployment_ca
-from ._tls import peer_common_name as peer_common_name
-from ._tls import save_certificate as save_certificate
-from ._tls import save_private_key as save_private_key
-from ._tls import server_ssl_context as server_ssl_context
+
+if _typing.TYPE_CHECKING:
+    from ._tls import check_certificate as check_certificate
+    from ._tls import client_ssl_context as client_ssl_context
+    from ._tls import issue_client_certificate as issue_client_certificate
+    from ._tls import issue_party_certificate as issue_party_certificate
+    from ._tls import load_certificate as load_certificate
+    from ._tls import load_private_key as load_private_key
+    from ._tls import make_deployment_ca as make_deployment_ca
+    from ._tls import peer_common_name as peer_common_name
+    from ._tls import save_certificate as save_certificate
+    from ._tls import save_private_key as save_private_key
+    from ._tls import server_ssl_context as server_ssl_context
+
+#: The TLS helpers load pyca/cryptography's X.509 module (0.07 s of CPU), which only the
+#: network parties and ``esa keygen`` use: :mod:`._tls` is imported on first use of one.
+_TLS_NAMES = frozenset(
+    {
+        "check_certificate",
+        "client_ssl_context",
+        "issue_client_certificate",
+        "issue_party_certificate",
+        "load_certificate",
+        "load_private_key",
+        "make_deployment_ca",
+        "peer_common_name",
+        "save_certificate",
+        "save_private_key",
+        "server_ssl_context",
+    }
+)
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _TLS_NAMES:
+        from . import _tls
+
+        value = getattr(_tls, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_TLS_NAMES})

@@ -23,15 +23,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import multiprocessing
 import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +39,9 @@ from nacl.exceptions import CryptoError as _NaclError
 
 from ._errors import CryptoParameterError, InvalidReport
 from ._keys import KEY_SIZE, LayerPrivateKey
+
+if TYPE_CHECKING:  # imported where a pool is made: 0.02 s of CPU a command without one skips
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
     "HEADER_SIZE",
@@ -478,6 +478,9 @@ def process_pool(
     Raises:
         ValueError: ``workers`` < 1.
     """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     with _POOLS_LOCK:
@@ -566,6 +569,8 @@ def _run_on_pool(
     done: Callable[[int], None] | None = None,
 ) -> list[_T]:
     """``fn(*job)`` for every job on the shared pool, results concatenated in job order."""
+    from concurrent.futures.process import BrokenProcessPool
+
     pool = process_pool(workers)
     futures = []
     try:

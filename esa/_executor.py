@@ -26,7 +26,7 @@ import gc
 import importlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 import crypto
@@ -83,6 +83,8 @@ def resolve_executor(
         yield cluster
         return
     if cluster is None:
+        from concurrent.futures import ProcessPoolExecutor  # here: it imports multiprocessing
+
         count = workers or available_cores()
         with (
             _frozen_heap(),

@@ -1,4 +1,6 @@
-"""Start-up cost: the CLI registers every command without the party services or scipy.optimize.
+"""Start-up cost: the CLI registers every command without the party services, scipy.optimize,
+pyca/cryptography's X.509 and ssl (TLS only), randomgen (the CSPRNG generator only) or
+multiprocessing (a process pool only).
 
 Each check runs in a fresh interpreter (``sys.modules`` of this one is already full) and
 asserts on ``sys.modules`` after the call returns.
@@ -11,7 +13,15 @@ import subprocess
 import sys
 import textwrap
 
-HEAVY = ("trio", "esa.net", "scipy.optimize")
+HEAVY = (
+    "trio",
+    "esa.net",
+    "scipy.optimize",
+    "cryptography.x509",
+    "randomgen",
+    "multiprocessing",
+    "ssl",
+)
 
 
 def _loaded_after(call: str) -> dict[str, bool]:
@@ -51,6 +61,9 @@ def test_amplify_imports_no_services() -> None:
     loaded = _loaded_after('cli.main(["amplify", "--epsilon-local", "1", "--n", "100000"])')
     assert not loaded["trio"]
     assert not loaded["esa.net"]
+    assert not loaded["cryptography.x509"]
+    assert not loaded["randomgen"]
+    assert not loaded["multiprocessing"]
 
 
 def test_lazy_net_names_still_import() -> None:
@@ -59,5 +72,21 @@ def test_lazy_net_names_still_import() -> None:
         "import sys, esa; assert 'esa.net' not in sys.modules; "
         "from esa import serve, parse_address; import esa.net; "
         "assert serve is esa.net.serve and esa.parse_address is esa.net.parse_address"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_lazy_tls_names_still_import() -> None:
+    """``crypto.load_certificate`` and ``from crypto import server_ssl_context`` (names of
+    crypto._tls) still work, loading X.509 then; ``dir(crypto)`` lists them before that
+    (the API reference is built from it); an unknown name is an AttributeError."""
+    code = (
+        "import sys, crypto; assert 'cryptography.x509' not in sys.modules; "
+        "assert {'load_certificate', 'server_ssl_context'} <= set(dir(crypto)); "
+        "from crypto import server_ssl_context; import crypto._tls as t; "
+        "assert crypto.load_certificate is t.load_certificate; "
+        "assert server_ssl_context is t.server_ssl_context; "
+        "assert 'cryptography.x509' in sys.modules; "
+        "assert not hasattr(crypto, 'no_such_name')"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import ssl
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,8 @@ from .._common import UsageError, emit_json, parse_options, print_table, seed
 from .._data import generate_values
 
 if TYPE_CHECKING:
+    import ssl
+
     from esa.net import Manifest
 
 
