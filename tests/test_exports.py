@@ -119,15 +119,25 @@ def _public(package: types.ModuleType) -> list[str]:
     return sorted(n for n in dir(package) if not n.startswith("_"))
 
 
+def _reexport_lines(name: str) -> list[ast.ImportFrom]:
+    """The ``from X import N as N`` lines of ``name``'s __init__: at its top level, or in a
+    top-level ``if TYPE_CHECKING:`` block (a name loaded on first use, by the module's
+    ``__getattr__``, declared there for the type checker)."""
+    tree = ast.parse((ROOT / name / "__init__.py").read_text())
+    body = [*tree.body]
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            body += node.body
+    return [n for n in body if isinstance(n, ast.ImportFrom) and n.module != "__future__"]
+
+
 def _declared_reexports(name: str) -> dict[str, str]:
     """``{public name: source module}`` of the ``from X import N as N`` lines of __init__."""
-    tree = ast.parse((ROOT / name / "__init__.py").read_text())
     out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            source = "." * node.level + (node.module or "")
-            for alias in node.names:
-                out[alias.asname or alias.name] = source
+    for node in _reexport_lines(name):
+        source = "." * node.level + (node.module or "")
+        for alias in node.names:
+            out[alias.asname or alias.name] = source
     return out
 
 
@@ -143,14 +153,12 @@ def test_public_names_are_explicit_reexports(name: str) -> None:
     subpackage/submodule of the package itself — no stray ``import numpy`` leaking out."""
     package = importlib.import_module(name)
     declared = _declared_reexports(name)
-    tree = ast.parse((ROOT / name / "__init__.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            for alias in node.names:
-                assert alias.asname == alias.name, (
-                    f"{name}/__init__.py: write `from {node.module} import {alias.name} "
-                    f"as {alias.name}` so the re-export is explicit"
-                )
+    for node in _reexport_lines(name):
+        for alias in node.names:
+            assert alias.asname == alias.name, (
+                f"{name}/__init__.py: write `from {node.module} import {alias.name} "
+                f"as {alias.name}` so the re-export is explicit"
+            )
     for public in _public(package):
         obj = getattr(package, public)
         if isinstance(obj, types.ModuleType):
