@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from esa._executor import InlineExecutor
-from protocols import ProtocolSpec, _cnt_pure, build_protocol
+from protocols import ParameterError, ProtocolSpec, _cnt_pure, build_protocol
 from simulations.experiments import ExperimentPlan, run_experiments
 from simulations.experiments import run as experiments_run
 from simulations.experiments.plan import baselines, grid_points
@@ -143,6 +143,21 @@ def test_a_slow_build_is_done_once_at_the_smallest_n(monkeypatch: pytest.MonkeyP
     messages = _messages(tasks)
     assert sorted(built) == [("hist_kr", 1000), ("prhr", 1000)]
     assert messages[("prhr", 4000.0, 0.9, 1e-6, 8)] == messages[("prhr", 1000.0, 0.9, 1e-6, 8)]
+
+    def refusing_at_1000(name: str, spec: ProtocolSpec) -> Any:
+        built.append((name, spec.n))
+        if spec.n == 1000:
+            raise ParameterError(f"{name}: refused at n = 1000")
+        return build_protocol(name, spec)
+
+    # A slow protocol refused at its smallest n: that point costs nothing, and the others
+    # are assumed to send one message per user (the protocol is not built again).
+    monkeypatch.setattr(experiments_run, "build_protocol", refusing_at_1000)
+    built.clear()
+    messages = _messages(tasks)
+    assert sorted(built) == [("hist_kr", 1000), ("prhr", 1000)]
+    assert messages[("prhr", 1000.0, 0.9, 1e-6, 8)] is None
+    assert messages[("prhr", 2000.0, 0.9, 1e-6, 8)] == 1.0
 
 
 def test_a_run_on_two_workers_writes_the_serial_runs_csv_and_figures(tmp_path: Path) -> None:

@@ -287,7 +287,7 @@ def _preload_plotting() -> None:
 
 
 #: A protocol whose build takes longer than this (CPU seconds: it inverts an amplification
-#: bound) is built only once by :func:`_messages`, at its first point; its other points are
+#: bound) is built only once by :func:`_messages`, at its smallest n; its other points are
 #: assumed to send as many messages per user. A build that fast is repeated at every point.
 _QUICK_BUILD = 0.005
 
@@ -299,13 +299,15 @@ def _messages(tasks: Sequence[_Task]) -> dict[tuple[Any, ...], float | None]:
 
     Each protocol is built here, at each of its points from the smallest n up, as long as
     its builds are quick (:data:`_QUICK_BUILD`); a slow one is built at its smallest n only
-    (its cheapest build) and that point's messages stand for the rest. The builds' bound
+    (its cheapest build) and that point's messages stand for the rest (one message per user
+    if it refused that point: a slow build is one that inverts an amplification bound, a
+    randomizer's single report or a fixed number of fragments). The builds' bound
     evaluations stay in this process's caches, which a forked pool worker inherits, so the
     one slow build is not done twice. Only the queue's order depends on these numbers,
     never a row.
     """
     out: dict[tuple[Any, ...], float | None] = {}
-    slow: dict[str, float | None] = {}
+    slow: dict[str, float] = {}
     for t in sorted(tasks, key=lambda t: t.point["n"]):
         key = _batch_key(t)
         if t.family != "shuffle" or key in out:
@@ -322,7 +324,7 @@ def _messages(tasks: Sequence[_Task]) -> dict[tuple[Any, ...], float | None]:
             m = None  # refused: its row is skipped at once
         out[key] = m
         if time.process_time() - start > _QUICK_BUILD:
-            slow[t.method] = m
+            slow[t.method] = m if m is not None else 1.0
     return out
 
 
