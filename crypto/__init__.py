@@ -63,34 +63,23 @@ if _typing.TYPE_CHECKING:
     from ._tls import save_private_key as save_private_key
     from ._tls import server_ssl_context as server_ssl_context
 
-#: The TLS helpers load pyca/cryptography's X.509 module (0.07 s of CPU), which only the
-#: network parties and ``esa keygen`` use: :mod:`._tls` is imported on first use of one.
-_TLS_NAMES = frozenset(
-    {
-        "check_certificate",
-        "client_ssl_context",
-        "issue_client_certificate",
-        "issue_party_certificate",
-        "load_certificate",
-        "load_private_key",
-        "make_deployment_ca",
-        "peer_common_name",
-        "save_certificate",
-        "save_private_key",
-        "server_ssl_context",
-    }
-)
+# The TLS helpers (``_tls.__all__``, declared above for the type checker) load pyca/
+# cryptography's X.509 module (0.07 s of CPU), which only the network parties and ``esa
+# keygen`` use: :mod:`._tls` is imported on first use of one, or by ``dir(crypto)``.
 
 
 def __getattr__(name: str) -> _typing.Any:
-    if name in _TLS_NAMES:
+    if not name.startswith("_"):
         from . import _tls
 
-        value = getattr(_tls, name)
-        globals()[name] = value
-        return value
+        if name in _tls.__all__:
+            value = getattr(_tls, name)
+            globals()[name] = value
+            return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_TLS_NAMES})
+    from . import _tls
+
+    return sorted({*globals(), *_tls.__all__})

@@ -78,7 +78,7 @@ def test_lazy_net_names_still_import() -> None:
 
 def test_lazy_tls_names_still_import() -> None:
     """``crypto.load_certificate`` and ``from crypto import server_ssl_context`` (names of
-    crypto._tls) still work, loading X.509 then; ``dir(crypto)`` lists them before that
+    crypto._tls) still work, loading X.509 then; ``dir(crypto)`` lists them
     (the API reference is built from it); an unknown name is an AttributeError."""
     code = (
         "import sys, crypto; assert 'cryptography.x509' not in sys.modules; "
