@@ -33,10 +33,10 @@ left at glibc's defaults (``crypto.keep_freed_memory`` disabled: freed arrays go
 the OS and are page-faulted in again), the previous behaviour too.
 ``full-cold`` is the command without the parent's import of matplotlib before its
 workers fork (``_preload_plotting``): each worker that draws a figure imports it itself.
-``full-lean`` is the command with the parent importing before its workers fork only what
-the costliest counting tasks need (scipy's optimize, fft and special; not scipy.stats and
-scipy.signal, which only cnt_rr's accountant uses, nor matplotlib): each worker that needs
-the rest imports it itself.
+``full-stats`` is the command with the parent also importing scipy.stats and scipy.signal
+before its workers fork (~0.45 s of CPU), as it did when the accountants' binomial laws and
+convolutions came from them (before ``protocols._distributions``, which computes the same
+values with scipy's kernels and neither package): the previous serial part.
 ``full-nofreeze`` is the command without the parent's ``gc.freeze()`` before its workers
 fork (``esa.resolve_executor``): each worker's full collections traverse, and copy the
 pages of, every object it inherited, the previous behaviour.
@@ -52,7 +52,7 @@ are what a worker's allocator costs; the second worker's extra user time (``user
 is what it costs to share the machine's caches and memory.
 
 A run that is 1.8× faster on 2 workers needs s ≤ 1/9 even with a perfect balance:
-the serial part (≈ 1.7 s of start-up and scipy imports for a grid, its ≈ 1.3 s plus the
+the serial part (≈ 1.2 s of start-up and imports for a grid, its ≈ 1.3 s plus the
 protocol's calibration for an audit) must be at most an eighth of the pool's work.
 
 Every run's CSV must equal the first run's but for the timing columns
@@ -142,12 +142,13 @@ MAIN_COLD = MAIN.replace(
     "import sys;",
     "import sys, simulations.experiments.run as r; r._preload_plotting = lambda: None;",
 )
-#: The command with only scipy's optimize, fft and special imported before the pool forks.
-MAIN_LEAN = MAIN.replace(
+#: The command with scipy.stats and scipy.signal imported too before the pool forks, as when
+#: the accountants' binomial laws came from them (before ``protocols._distributions``).
+MAIN_STATS = MAIN.replace(
     "import sys;",
-    "import sys, importlib, simulations.experiments.run as r; "
-    "r._preload_plotting = lambda: None; r._preload = lambda: [importlib.import_module(m) "
-    "for m in ('scipy.optimize', 'scipy.fft', 'scipy.special')];",
+    "import sys, importlib, simulations.experiments.run as r; p = r._preload; "
+    "r._preload = lambda: [p(), *(importlib.import_module(m) "
+    "for m in ('scipy.stats', 'scipy.signal'))];",
 )
 #: The command with the parent's heap left to the workers' garbage collectors (``gc.freeze``
 #: disabled before the pool forks).
@@ -246,7 +247,7 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
         code = {
             "full": MAIN,
             "full-cold": MAIN_COLD,
-            "full-lean": MAIN_LEAN,
+            "full-stats": MAIN_STATS,
             "full-whole": MAIN_WHOLE,
             "full-nofreeze": MAIN_NOFREEZE,
         }[mode]
@@ -487,7 +488,7 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         default="full,grid",
-        help="any of full, full-cold, full-lean, full-nofreeze, full-whole, grid, grid-cold, "
+        help="any of full, full-cold, full-stats, full-nofreeze, full-whole, grid, grid-cold, "
         "grid-malloc, audit, audit-malloc",
     )
     parser.add_argument(

@@ -75,6 +75,7 @@ from ._base import (
     check_gamma,
     check_n,
 )
+from ._distributions import nbinom_pmf
 from ._errors import ParameterError
 from ._messages import (
     ModularMessages,
@@ -517,11 +518,9 @@ def _upper_count(mean: float, var: float, cap: int | None = None) -> int:
 
 def _nb_matrix(counts: int, values: int, alpha: float) -> npt.NDArray[np.float64]:
     """nb[k, v] = P(G_1 + … + G_k = v), G_i iid geometric, P(G = j) = (1 − α)α^j (k = 0: v = 0)."""
-    from scipy import stats  # lazy: keeps `import protocols` free of scipy
-
     k = np.arange(counts + 1, dtype=np.float64)[:, None]
     v = np.arange(values + 1, dtype=np.float64)[None, :]
-    out = np.asarray(stats.nbinom.pmf(v, np.maximum(k, 1.0), 1.0 - alpha), dtype=np.float64)
+    out = np.asarray(nbinom_pmf(v, np.maximum(k, 1.0), 1.0 - alpha), dtype=np.float64)
     out[0, :] = 0.0
     out[0, 0] = 1.0
     return out

@@ -74,6 +74,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
+from ._distributions import binom_pmf
 from ._errors import ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._random import RNGLike, as_generator
@@ -523,11 +524,9 @@ class DisEle(ShuffleProtocol):
         parity; ``k[j]`` independent values give the multinomial counts of each v. Labels
         are drawn in blocks of at most 2^22 cells.
         """
-        from scipy.stats import binom  # imported here: scipy costs start-up time
-
         m = self._p.shares
         v = np.arange(m + 1)
-        law = np.where(v % 2 == parity, binom.pmf(v, m, 0.5), 0.0)
+        law = np.where(v % 2 == parity, binom_pmf(v, m, 0.5), 0.0)
         law /= law.sum()
         out = np.empty(k.shape[0], dtype=np.int64)
         block = max(1, (1 << 22) // (m + 1))

@@ -113,6 +113,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
+from ._distributions import binom_isf, binom_pmf, binom_ppf
 from ._errors import BoundNotApplicable, ParameterError
 from ._messages import decode_uints, encode_uints, uint_codec_size
 from ._random import RNGLike, as_generator
@@ -424,18 +425,11 @@ _PRHR_MAX_CELLS = 3_000_000
 def _view_windows(blanket: int, tau: int, delta: float) -> tuple[npt.NDArray[Any], ...]:
     """Windows of the counts in C_r^τ ∩ C_{r'}^τ and in one of them only, each holding all
     but δ·10⁻⁴/6 of its binomial law, one cell longer for the victim's tuple."""
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     both = 4.0**-tau
     one = 2.0**-tau - both
     tail = delta * 1e-4 / 6.0
-    b = np.arange(
-        int(stats.binom.ppf(tail, blanket, both)), int(stats.binom.isf(tail, blanket, both)) + 2
-    )
-    r = np.arange(
-        int(stats.binom.ppf(tail, blanket, one)), int(stats.binom.isf(tail, blanket, one)) + 2
-    )
+    b = np.arange(int(binom_ppf(tail, blanket, both)), int(binom_isf(tail, blanket, both)) + 2)
+    r = np.arange(int(binom_ppf(tail, blanket, one)), int(binom_isf(tail, blanket, one)) + 2)
     return b, r
 
 
@@ -489,9 +483,6 @@ def prhr_revealed_epsilon(blanket: int, tau: int, delta: float) -> float:
     Raises:
         BoundNotApplicable: the windows would exceed ``_PRHR_MAX_CELLS`` cells.
     """
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     both = 4.0**-tau
     one = 2.0**-tau - both
     # Windows holding all but delta·1e-4 of each count (the rest is charged to δ below).
@@ -500,12 +491,12 @@ def prhr_revealed_epsilon(blanket: int, tau: int, delta: float) -> float:
         raise BoundNotApplicable(
             f"prhr: the exact view has {b.size * r.size**2} cells > {_PRHR_MAX_CELLS}"
         )
-    law_b = stats.binom.pmf(b, blanket, both)
+    law_b = binom_pmf(b, blanket, both)
     left = blanket - b
-    law_r1 = stats.binom.pmf(r[None, :], left[:, None], one / (1.0 - both))
+    law_r1 = binom_pmf(r[None, :], left[:, None], one / (1.0 - both))
     rest = left[:, None] - r[None, :]
     law_r2 = (
-        stats.binom.pmf(r[None, None, :], np.maximum(rest, 0)[:, :, None], one / (1.0 - both - one))
+        binom_pmf(r[None, None, :], np.maximum(rest, 0)[:, :, None], one / (1.0 - both - one))
         * (rest >= 0)[:, :, None]
     )
     grid = law_b[:, None, None] * law_r1[:, :, None] * law_r2  # blanket (b, r1, r2)

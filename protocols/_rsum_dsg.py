@@ -25,6 +25,7 @@ from ._base import (
     check_epsilon,
     check_n,
 )
+from ._distributions import fftconvolve, nbinom_isf, nbinom_pmf, nbinom_sf
 from ._errors import BoundNotApplicable, ParameterError
 from ._messages import (
     ModularMessages,
@@ -107,18 +108,14 @@ def _polya_difference_delta(r: float, alpha: float, shift: int, eps: float, tail
     Raises:
         BoundNotApplicable: the support times the shifts exceeds ``_MAX_SHIFT_CELLS``.
     """
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import signal, stats
-
-    law = stats.nbinom(r, 1.0 - alpha)
-    top = int(law.isf(tail)) + 1
+    top = int(nbinom_isf(tail, r, 1.0 - alpha)) + 1
     if (2 * top + 1) * shift > _MAX_SHIFT_CELLS:
         raise BoundNotApplicable(
             f"rsum_dsg: the exact noise law has {2 * top + 1} points and {shift} shifts"
         )
-    f = law.pmf(np.arange(top + 1))
-    z = np.clip(signal.fftconvolve(f, f[::-1]), 0.0, None)  # Z = A − A' on [−top, top]
-    cut = 2.0 * float(law.sf(top))
+    f = nbinom_pmf(np.arange(top + 1), r, 1.0 - alpha)
+    z = np.clip(fftconvolve(f, f[::-1]), 0.0, None)  # Z = A − A' on [−top, top]
+    cut = 2.0 * float(nbinom_sf(top, r, 1.0 - alpha))
     big = math.exp(eps)
     worst = 0.0
     for k in range(1, shift + 1):

@@ -18,7 +18,7 @@
   histogram at small n (:func:`worst_pair_epsilon`), the lower bound no proof can beat.
 
 This sub-package imports only the shared base modules of :mod:`protocols` (``_base``,
-``_errors``); the shuffle protocols import it.
+``_errors``, ``_distributions``); the shuffle protocols import it.
 """
 
 from ._amplification import BOUNDS as BOUNDS

@@ -44,6 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._base import check_delta, check_epsilon, check_n
+from .._distributions import fftconvolve
 from .._errors import BoundNotApplicable
 from ._amplification import AmplificationBound, register_bound
 from ._laws import (
@@ -120,10 +121,7 @@ def _binary_rr_pair(
 
 def _convolve(a: FloatArray, b: FloatArray) -> FloatArray:
     """Convolution of two laws in linear space (FFT past 512 points on both sides)."""
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import signal
-
-    conv = np.convolve(a, b) if min(a.size, b.size) <= 512 else signal.fftconvolve(a, b)
+    conv = np.convolve(a, b) if min(a.size, b.size) <= 512 else fftconvolve(a, b)
     return np.asarray(np.clip(conv, 0.0, None), dtype=np.float64)  # FFT round-off: −1e−18
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._base import check_delta, check_epsilon, check_n
+from .._distributions import binom_cdf
 from .._errors import BoundNotApplicable
 from ._amplification import AmplificationBound, register_bound
 from ._binary_rr import binary_rr_epsilon
@@ -189,9 +190,6 @@ def _blanket_hockey(eps: float, eps0: float, k: int, grid: _BlanketGrid) -> floa
 
 def _blanket_bins(n_others: int, lam: float, n_fakes: int) -> tuple[list[int], FloatArray]:
     """T values (bin lower ends) and bin masses of T = 1 + n_fakes + Bin(n_others, λ)."""
-    # Imported here: scipy.stats costs ~1 s at start-up and most esa commands never use it.
-    from scipy import stats
-
     if n_others == 0 or lam >= 1.0:
         return [1 + n_fakes + (n_others if lam >= 1.0 else 0)], np.array([1.0])
     lo, hi = _support(n_others, lam)
@@ -207,9 +205,9 @@ def _blanket_bins(n_others: int, lam: float, n_fakes: int) -> tuple[list[int], F
         )
     )
     edges = np.unique(np.clip(np.concatenate(([lo], np.floor(inner), [hi + 1])), lo, hi + 1))
-    cdf = stats.binom.cdf(edges - 1, n_others, lam)
+    cdf = binom_cdf(edges - 1, n_others, lam)
     mass = np.diff(cdf)
-    mass[0] += float(stats.binom.cdf(lo - 1, n_others, lam))  # lower tail: counted at T(lo)
+    mass[0] += float(binom_cdf(lo - 1, n_others, lam))  # lower tail: counted at T(lo)
     starts = [1 + n_fakes + int(e) for e in edges[:-1]]
     return starts, np.asarray(mass, dtype=np.float64)
 

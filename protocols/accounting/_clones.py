@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._base import check_delta, check_epsilon, check_n
+from .._distributions import binom_cdf, binom_sf
 from .._errors import BoundNotApplicable, ParameterError
 from ._amplification import AmplificationBound, register_bound
 from ._laws import (
@@ -98,9 +99,6 @@ def _clone_cells(
     lo, hi = _support(n_others, prob)
     if not n_fakes and hi - lo + 1 <= _CLONE_CELLS:
         return _clone_weights(n_others, prob, n_fakes, fake_prob)
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     if n_fakes:
         c, w, dropped = _clone_weights(n_others, prob, n_fakes, fake_prob)
         if c.size <= _CLONE_CELLS:
@@ -109,10 +107,9 @@ def _clone_cells(
         return c[starts], np.add.reduceat(w, starts), dropped
     edges = _cell_edges(lo, hi, _CLONE_CELLS)
     bounds = np.append(edges, hi + 1)  # cell i is [bounds[i], bounds[i+1])
-    law = stats.binom(n_others, prob)
     with np.errstate(all="ignore"):  # checked below: the cells must keep the mass
-        below = np.asarray(law.cdf(bounds - 1), dtype=np.float64)  # P[C < bound]
-        above = np.asarray(law.sf(bounds - 1), dtype=np.float64)  # P[C ≥ bound]
+        below = np.asarray(binom_cdf(bounds - 1, n_others, prob), dtype=np.float64)  # P[C < bound]
+        above = np.asarray(binom_sf(bounds - 1, n_others, prob), dtype=np.float64)  # P[C ≥ bound]
     w = np.clip(np.where(bounds[1:] <= n_others * prob, np.diff(below), -np.diff(above)), 0, None)
     if not abs(float(w.sum()) + float(below[0] + above[-1]) - 1.0) <= _MASS_TOLERANCE:
         raise BoundNotApplicable(  # also false for NaN

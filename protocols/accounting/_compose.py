@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._base import check_delta, check_epsilon, check_n
+from .._distributions import binom_pmf
 from .._errors import ParameterError
 from ._clones import _krr_fake_clone_probability
 from ._laws import epsilon_for_pair
@@ -428,8 +429,6 @@ def clone_profile(
         ParameterError: bad arguments, or a pair of more than :data:`CLONE_MAX_POINTS`
             points (about n_others > 10^5).
     """
-    from scipy import stats
-
     eps0 = check_epsilon(epsilon_local, "epsilon_local")
     n_others = check_n(n_others, "n_others", 0)
     n_fakes = check_n(n_fakes, "n_fakes", 0)
@@ -448,13 +447,11 @@ def clone_profile(
         )
 
     lo1, hi1 = window(n_others, clone_probability)
-    w = stats.binom.pmf(np.arange(lo1, hi1 + 1), n_others, clone_probability)
+    w = binom_pmf(np.arange(lo1, hi1 + 1), n_others, clone_probability)
     lo = lo1
     if n_fakes:
         lo2, hi2 = window(n_fakes, fake_clone_probability)
-        w = np.convolve(
-            w, stats.binom.pmf(np.arange(lo2, hi2 + 1), n_fakes, fake_clone_probability)
-        )
+        w = np.convolve(w, binom_pmf(np.arange(lo2, hi2 + 1), n_fakes, fake_clone_probability))
         lo += lo2
     keep = w > 1e-300
     c = np.arange(lo, lo + w.size)[keep]
@@ -470,8 +467,8 @@ def clone_profile(
     x = (c // 2)[:, None] + offsets[None, :]
     cc = np.broadcast_to(c[:, None], x.shape)
     valid = (x >= 0) & (x <= cc + 1)
-    b_here = stats.binom.pmf(x, cc, 0.5)  # P[A = x]; 0 outside [0, c]
-    b_prev = stats.binom.pmf(x - 1, cc, 0.5)  # P[A = x − 1]
+    b_here = binom_pmf(x, cc, 0.5)  # P[A = x]; 0 outside [0, c]
+    b_prev = binom_pmf(x - 1, cc, 0.5)  # P[A = x − 1]
     pv = 1.0 / (1.0 + math.exp(-eps0))  # P[Δ = 1] under D
     qv = 1.0 - pv
     p = (w[:, None] * (pv * b_prev + qv * b_here))[valid]

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .._base import check_delta, check_epsilon, check_n
+from .._distributions import binom_cdf, binom_pmf
 from ._laws import (
     _EPS0_MAX,
     FloatArray,
@@ -35,25 +36,22 @@ def _krr_exact_hockey(eps: float, eps0: float, n: int, k: int) -> float:
     P1(h)/P0(h) = 1 + ((e^{ε0}−1) h₁ − (1−e^{−ε0}) h₀)/n, so H(P1‖P0) = E_{P0}[(L − e^ε)₊] and
     H(P0‖P1) = E_{P0}[(1 − e^ε L)₊] are sums over h₁ of partial binomial expectations in h₀.
     """
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     e0 = math.exp(eps0)
     big_e = math.exp(eps)
     p = e0 / (e0 + k - 1.0)
     q = 1.0 / (e0 + k - 1.0)
     lo, hi = _support(n, q)
     h1 = np.arange(lo, hi + 1, dtype=np.float64)
-    w1 = stats.binom.pmf(h1, n, q)
+    w1 = binom_pmf(h1, n, q)
     m = n - h1  # h₀ | h₁ ~ Bin(m, p0)
     p0 = min(1.0, p / (1.0 - q))
     c = (1.0 - 1.0 / e0) / n
 
     def partial(t: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Pr[h₀ ≤ t] and E[h₀ 1{h₀ ≤ t}] given h₁."""
-        cdf = stats.binom.cdf(t, m, p0)
+        cdf = binom_cdf(t, m, p0)
         # E[X 1{X ≤ t}] = m p0 Pr[Bin(m−1, p0) ≤ t−1]; zero when m = 0.
-        mean_part = m * p0 * stats.binom.cdf(t - 1.0, np.maximum(m - 1.0, 0.0), p0)
+        mean_part = m * p0 * binom_cdf(t - 1.0, np.maximum(m - 1.0, 0.0), p0)
         return cdf, mean_part
 
     a = 1.0 - big_e + (e0 - 1.0) * h1 / n  # (L − E) = a − c h₀
@@ -74,9 +72,6 @@ def _krr_exact_z_hockey(eps: float, eps0: float, n: int, k: int) -> float:
     linear in h_z given (h₀, h₁), so each direction is a sum over (h₀, h₁) of partial binomial
     expectations in h_z.
     """
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     e0 = math.exp(eps0)
     big_e = math.exp(eps)
     p = e0 / (e0 + k - 1.0)
@@ -85,7 +80,7 @@ def _krr_exact_z_hockey(eps: float, eps0: float, n: int, k: int) -> float:
     h = np.arange(lo, hi + 1, dtype=np.float64)
     h0, h1 = np.meshgrid(h, h, indexing="ij")
     # (h₀, h₁) ~ Multinomial marginal: h₀ ~ Bin(n, q), h₁ | h₀ ~ Bin(n − h₀, q/(1−q)).
-    w = stats.binom.pmf(h0, n, q) * stats.binom.pmf(h1, n - h0, q / (1.0 - q))
+    w = binom_pmf(h0, n, q) * binom_pmf(h1, n - h0, q / (1.0 - q))
     m = np.maximum(n - h0 - h1, 0.0)
     pz = min(1.0, p / (1.0 - 2.0 * q))
     cz = (1.0 - 1.0 / e0) / n
@@ -93,8 +88,8 @@ def _krr_exact_z_hockey(eps: float, eps0: float, n: int, k: int) -> float:
     def positive_part(a: FloatArray, slope: float) -> FloatArray:
         """E[(a + slope·h_z)₊] for h_z ~ Bin(m, pz), slope > 0: region h_z > −a/slope."""
         t = np.floor(-a / slope)
-        cdf = stats.binom.cdf(t, m, pz)
-        part = m * pz * stats.binom.cdf(t - 1.0, np.maximum(m - 1.0, 0.0), pz)
+        cdf = binom_cdf(t, m, pz)
+        part = m * pz * binom_cdf(t - 1.0, np.maximum(m - 1.0, 0.0), pz)
         return np.asarray(np.clip(a * (1.0 - cdf) + slope * (m * pz - part), 0.0, None), float)
 
     # ℓ1 − E ℓ0 = (1 − E) + (e0−1)(h₁ − E h₀)/n + (E − 1) cz h_z

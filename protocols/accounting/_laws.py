@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._base import check_delta
+from .._distributions import binom_pmf, fftconvolve
 from .._errors import BoundNotApplicable, ParameterError
 
 __all__ = [
@@ -186,9 +187,6 @@ def binomial_window(n: int, prob: float) -> tuple[int, FloatArray]:
         BoundNotApplicable: the support would be too large, or the pmf loses its mass in double
             precision.
     """
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import stats
-
     lo, hi = _support(n, prob)
     if hi - lo >= _MAX_SUPPORT:
         raise BoundNotApplicable(
@@ -198,7 +196,7 @@ def binomial_window(n: int, prob: float) -> tuple[int, FloatArray]:
     k = np.arange(lo, hi + 1)
     with np.errstate(all="ignore"):  # checked below: the law must keep its mass
         # The pmf, not exp(logpmf): see _MASS_TOLERANCE.
-        pmf = np.asarray(stats.binom.pmf(k, n, prob), dtype=np.float64)
+        pmf = np.asarray(binom_pmf(k, n, prob), dtype=np.float64)
     if not abs(float(np.sum(pmf)) - 1.0) <= _MASS_TOLERANCE:  # false for NaN
         raise BoundNotApplicable(
             "the numerical accountant leaves double precision's range at these parameters"
@@ -225,13 +223,10 @@ def _binom_sum_logpmf(n1: int, p1: float, n2: int, p2: float) -> tuple[int, Floa
 
 def _log_convolve(l1: FloatArray, l2: FloatArray) -> FloatArray:
     """Log of the convolution of two laws given as log-pmfs (computed in linear space)."""
-    # Imported here: scipy costs ~1 s at start-up and most esa commands never need it.
-    from scipy import signal
-
     a, b = np.exp(l1), np.exp(l2)
     # Direct convolution is quadratic: 16 ms for two 11 000-point laws (n = 10^6), seconds
     # at n = 10^8; the FFT is not.
-    conv = np.convolve(a, b) if min(a.size, b.size) <= 512 else signal.fftconvolve(a, b)
+    conv = np.convolve(a, b) if min(a.size, b.size) <= 512 else fftconvolve(a, b)
     conv = np.clip(conv, 0.0, None)  # FFT round-off can leave −1e−18
     with np.errstate(divide="ignore"):
         return np.asarray(np.log(conv), dtype=np.float64)
