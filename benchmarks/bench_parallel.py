@@ -37,6 +37,8 @@ workers fork (``_preload_plotting``): each worker that draws a figure imports it
 before its workers fork (~0.45 s of CPU), as it did when the accountants' binomial laws and
 convolutions came from them (before ``protocols._distributions``, which computes the same
 values with scipy's kernels and neither package): the previous serial part.
+``full-blas1`` is the command with OpenBLAS (numpy's BLAS) on one thread per process
+(``OPENBLAS_NUM_THREADS=1`` before numpy loads) instead of one per core.
 ``full-nofreeze`` is the command without the parent's ``gc.freeze()`` before its workers
 fork (``esa.resolve_executor``): each worker's full collections traverse, and copy the
 pages of, every object it inherited, the previous behaviour.
@@ -150,6 +152,8 @@ MAIN_STATS = MAIN.replace(
     "r._preload = lambda: [p(), *(importlib.import_module(m) "
     "for m in ('scipy.stats', 'scipy.signal'))];",
 )
+#: The command with OpenBLAS (numpy's BLAS) on one thread per process instead of one per core.
+MAIN_BLAS1 = "import os; os.environ['OPENBLAS_NUM_THREADS'] = '1'; " + MAIN
 #: The command with the parent's heap left to the workers' garbage collectors (``gc.freeze``
 #: disabled before the pool forks).
 MAIN_NOFREEZE = MAIN.replace("import sys;", "import sys, gc; gc.freeze = lambda: None;")
@@ -248,6 +252,7 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
             "full": MAIN,
             "full-cold": MAIN_COLD,
             "full-stats": MAIN_STATS,
+            "full-blas1": MAIN_BLAS1,
             "full-whole": MAIN_WHOLE,
             "full-nofreeze": MAIN_NOFREEZE,
         }[mode]
@@ -488,8 +493,8 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         default="full,grid",
-        help="any of full, full-cold, full-stats, full-nofreeze, full-whole, grid, grid-cold, "
-        "grid-malloc, audit, audit-malloc",
+        help="any of full, full-cold, full-stats, full-blas1, full-nofreeze, full-whole, "
+        "grid, grid-cold, grid-malloc, audit, audit-malloc",
     )
     parser.add_argument(
         "--profile",
