@@ -65,22 +65,6 @@ def _kernel(name: str) -> _Kernel | None:
     return kernel
 
 
-def _stats_method(law: str, method: str) -> Callable[..., Result]:
-    """``scipy.stats.<law>.<method>``: the fallback where a kernel is missing."""
-    from scipy import stats
-
-    fallback: Callable[..., Result] = getattr(getattr(stats, law), method)
-    return fallback
-
-
-def _broadcast(*args: npt.ArrayLike) -> list[npt.NDArray[Any]]:
-    return list(np.broadcast_arrays(*(np.asarray(a) for a in args)))
-
-
-def _scalar_or_array(out: FloatArray) -> Result:
-    return out[()] if out.ndim == 0 else out
-
-
 def _binom_valid(n: npt.NDArray[Any], p: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
     """scipy's ``binom._argcheck``: n a non-negative integer, 0 ≤ p ≤ 1."""
     return np.asarray((n >= 0) & (n == np.round(n)) & (p >= 0) & (p <= 1))
@@ -91,118 +75,95 @@ def _nbinom_valid(n: npt.NDArray[Any], p: npt.NDArray[Any]) -> npt.NDArray[np.bo
     return np.asarray((n > 0) & (p > 0) & (p <= 1))
 
 
-def _pmf(law: str, valid: npt.NDArray[np.bool_], k: npt.NDArray[Any], *params: Any) -> Result:
-    """``rv_discrete.pmf`` on the support [0, n] (binomial) or [0, ∞) (negative binomial)."""
-    top = params[0] if law == "binom" else np.inf
-    inside = valid & (k >= 0) & (k <= top) & (np.floor(k) == k)
-    out = np.zeros(inside.shape)
-    out[~valid | np.isnan(k)] = np.nan
-    if inside.any():
-        kernel = _kernel(f"_{law}_pmf")
-        assert kernel is not None  # checked by the public function
-        out[inside] = np.clip(kernel(k[inside], *(a[inside] for a in params)), 0, 1)
-    return _scalar_or_array(out)
+_VALID = {"binom": _binom_valid, "nbinom": _nbinom_valid}
 
 
-def _tail(
-    law: str, side: str, valid: npt.NDArray[np.bool_], k: npt.NDArray[Any], *params: Any
+def _evaluate(
+    law: str, method: str, x: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike
 ) -> Result:
-    """``rv_discrete.cdf`` (``side="cdf"``) or ``sf`` at floor(k)."""
-    top = params[0] if law == "binom" else np.inf
-    inside = valid & (k >= 0) & (k < top) & np.isfinite(k)
-    out = np.zeros(inside.shape)
-    if side == "cdf":
-        out[k >= top] = 1.0
+    """``scipy.stats.<law>.<method>(x, n, p)`` (``law`` "binom" or "nbinom"; ``method``
+    "pmf", "cdf", "sf", "ppf" or "isf") from scipy's kernel, with ``rv_discrete``'s rules
+    where the kernel is not called:
+
+    * invalid parameters (and x = NaN): NaN;
+    * pmf: 0 off the integers of the support [0, top] (top = n, or ∞ for nbinom);
+    * cdf, sf at floor(x): 0 or 1 below and above the support;
+    * ppf, isf: −1 and top at the ends q ∈ {0, 1}, NaN for q outside [0, 1].
+
+    Without the kernel (another scipy), scipy.stats itself.
+    """
+    kernel = _kernel(f"_{law}_{method}")
+    if kernel is None:
+        from scipy import stats
+
+        return getattr(getattr(stats, law), method)(x, n, p)
+    xb, nb, pb = np.broadcast_arrays(np.asarray(x), np.asarray(n), np.asarray(p))
+    valid = _VALID[law](nb, pb)
+    top = nb if law == "binom" else np.full(nb.shape, np.inf)
+    if method == "pmf":
+        out = np.zeros(valid.shape)
+        call = valid & (xb >= 0) & (xb <= top) & (np.floor(xb) == xb)
+    elif method in ("cdf", "sf"):
+        out = np.zeros(valid.shape)
+        if method == "cdf":
+            out[xb >= top] = 1.0
+        else:
+            out[((xb < 0) | np.isneginf(xb)) & valid] = 1.0
+        call = valid & (xb >= 0) & (xb < top) & np.isfinite(xb)
+        xb = np.floor(xb)
     else:
-        out[((k < 0) | np.isneginf(k)) & valid] = 1.0
-    out[~valid | np.isnan(k)] = np.nan
-    if inside.any():
-        kernel = _kernel(f"_{law}_{side}")
-        assert kernel is not None  # checked by the public function
-        out[inside] = np.clip(kernel(np.floor(k[inside]), *(a[inside] for a in params)), 0, 1)
-    return _scalar_or_array(out)
-
-
-def _quantile(
-    law: str, side: str, valid: npt.NDArray[np.bool_], q: npt.NDArray[Any], *params: Any
-) -> Result:
-    """``rv_discrete.ppf`` (``side="ppf"``) or ``isf``: the support's ends at q ∈ {0, 1}."""
-    top = params[0] if law == "binom" else np.full(q.shape, np.inf)
-    inside = valid & (q > 0) & (q < 1)
-    out = np.full(inside.shape, np.nan)
-    below, beyond = (q == 0, q == 1) if side == "ppf" else (q == 1, q == 0)
-    out[below & valid] = -1.0
-    out[beyond & valid] = top[beyond & valid]
-    if inside.any():
-        kernel = _kernel(f"_{law}_{side}")
-        assert kernel is not None  # checked by the public function
-        with np.errstate(over="ignore"):  # as scipy (its gh-17432)
-            out[inside] = kernel(q[inside], *(a[inside] for a in params))
-    return _scalar_or_array(out)
+        out = np.full(valid.shape, np.nan)
+        below, beyond = (xb == 0, xb == 1) if method == "ppf" else (xb == 1, xb == 0)
+        out[below & valid] = -1.0
+        out[beyond & valid] = top[beyond & valid]
+        call = valid & (xb > 0) & (xb < 1)
+    if method in ("pmf", "cdf", "sf"):
+        out[~valid | np.isnan(xb)] = np.nan
+    if call.any():
+        with np.errstate(over="ignore"):  # Boost's quantile search (scipy's gh-17432)
+            values = kernel(xb[call], nb[call], pb[call])
+        out[call] = values if method in ("ppf", "isf") else np.clip(values, 0, 1)
+    return out[()] if out.ndim == 0 else out
 
 
 def binom_pmf(k: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """P[Bin(n, p) = k]: ``scipy.stats.binom.pmf(k, n, p)``, bit for bit."""
-    if _kernel("_binom_pmf") is None:
-        return _stats_method("binom", "pmf")(k, n, p)
-    k, n, p = _broadcast(k, n, p)
-    return _pmf("binom", _binom_valid(n, p), k, n, p)
+    return _evaluate("binom", "pmf", k, n, p)
 
 
 def binom_cdf(k: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """P[Bin(n, p) ≤ k]: ``scipy.stats.binom.cdf(k, n, p)``, bit for bit."""
-    if _kernel("_binom_cdf") is None:
-        return _stats_method("binom", "cdf")(k, n, p)
-    k, n, p = _broadcast(k, n, p)
-    return _tail("binom", "cdf", _binom_valid(n, p), k, n, p)
+    return _evaluate("binom", "cdf", k, n, p)
 
 
 def binom_sf(k: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """P[Bin(n, p) > k]: ``scipy.stats.binom.sf(k, n, p)``, bit for bit."""
-    if _kernel("_binom_sf") is None:
-        return _stats_method("binom", "sf")(k, n, p)
-    k, n, p = _broadcast(k, n, p)
-    return _tail("binom", "sf", _binom_valid(n, p), k, n, p)
+    return _evaluate("binom", "sf", k, n, p)
 
 
 def binom_ppf(q: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """Smallest k with P[Bin(n, p) ≤ k] ≥ q: ``scipy.stats.binom.ppf(q, n, p)``, bit for bit."""
-    if _kernel("_binom_ppf") is None:
-        return _stats_method("binom", "ppf")(q, n, p)
-    q, n, p = _broadcast(q, n, p)
-    return _quantile("binom", "ppf", _binom_valid(n, p), q, n, p)
+    return _evaluate("binom", "ppf", q, n, p)
 
 
 def binom_isf(q: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """Smallest k with P[Bin(n, p) > k] ≤ q: ``scipy.stats.binom.isf(q, n, p)``, bit for bit."""
-    if _kernel("_binom_isf") is None:
-        return _stats_method("binom", "isf")(q, n, p)
-    q, n, p = _broadcast(q, n, p)
-    return _quantile("binom", "isf", _binom_valid(n, p), q, n, p)
+    return _evaluate("binom", "isf", q, n, p)
 
 
 def nbinom_pmf(k: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """P[NB(n, p) = k] (failures before the n-th success): ``scipy.stats.nbinom.pmf``."""
-    if _kernel("_nbinom_pmf") is None:
-        return _stats_method("nbinom", "pmf")(k, n, p)
-    k, n, p = _broadcast(k, n, p)
-    return _pmf("nbinom", _nbinom_valid(n, p), k, n, p)
+    return _evaluate("nbinom", "pmf", k, n, p)
 
 
 def nbinom_sf(k: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """P[NB(n, p) > k]: ``scipy.stats.nbinom.sf(k, n, p)``, bit for bit."""
-    if _kernel("_nbinom_sf") is None:
-        return _stats_method("nbinom", "sf")(k, n, p)
-    k, n, p = _broadcast(k, n, p)
-    return _tail("nbinom", "sf", _nbinom_valid(n, p), k, n, p)
+    return _evaluate("nbinom", "sf", k, n, p)
 
 
 def nbinom_isf(q: npt.ArrayLike, n: npt.ArrayLike, p: npt.ArrayLike) -> Result:
     """Smallest k with P[NB(n, p) > k] ≤ q: ``scipy.stats.nbinom.isf(q, n, p)``, bit for bit."""
-    if _kernel("_nbinom_isf") is None:
-        return _stats_method("nbinom", "isf")(q, n, p)
-    q, n, p = _broadcast(q, n, p)
-    return _quantile("nbinom", "isf", _nbinom_valid(n, p), q, n, p)
+    return _evaluate("nbinom", "isf", q, n, p)
 
 
 def fftconvolve(a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
