@@ -30,6 +30,7 @@ from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 import crypto
+import protocols
 
 from ._errors import ConfigError
 
@@ -165,8 +166,9 @@ def local_pool(workers: int | None = None) -> Executor:
     can deadlock), kept for the life of the interpreter: every new worker imports the
     parent's ``__main__`` again, which costs seconds on a loaded machine, more than many
     batches. It is :func:`crypto.process_pool` (one registry per process, shared with the
-    crypto's own batch functions); the fork server preloads the crypto, the protocols and
-    the chunk tasks, so workers start warm, and each keeps the memory it frees.
+    crypto's own batch functions); the fork server preloads the crypto, every built-in
+    protocol module (:data:`protocols.BUILTIN_MODULES`) and the chunk tasks, so workers start
+    warm, and each keeps the memory it frees.
 
     Args:
         workers: processes (default: :func:`available_cores`).
@@ -182,7 +184,8 @@ def local_pool(workers: int | None = None) -> Executor:
         raise ConfigError(f"workers must be >= 1, got {count}")
     if count == 1:
         return InlineExecutor()
-    return crypto.process_pool(count, preload=("protocols", "esa._tasks"), replace_broken=True)
+    preload = (*protocols.BUILTIN_MODULES, "esa._tasks")
+    return crypto.process_pool(count, preload=preload, replace_broken=True)
 
 
 def map_ordered(

@@ -36,10 +36,11 @@ from ._data import (
     read_column,
     synthetic_values,
 )
-from ._errors import DataError, ESAError
+from ._errors import DataError
 from ._executor import resolve_executor
 from ._pipeline import PipelineConfig, RunResult, run_pipeline
 from ._store import DEFAULT_MEMORY_BUDGET
+from ._weaker import WeakerThanRequested
 
 __all__ = [
     "DEFAULT_DOMAIN",
@@ -62,19 +63,6 @@ _PROVEN_ALTERNATIVE = {
     "put": "the default option encoding=splitmix proves it with δ (Split-Mix Cnt_SGM "
     "counters), option counter=cnt_pure proves it purely",
 }
-
-
-class WeakerThanRequested(ESAError):
-    """A run proves a larger ε than requested, and a weaker guarantee was not accepted.
-
-    Raised before anything runs when the configuration itself cannot prove the request; after
-    the run when the run that happened proves less than its calibration (users lost or held,
-    fakes missing), with the run's :class:`~esa.RunResult` as ``result`` so nothing is lost.
-    """
-
-    def __init__(self, message: str, result: RunResult | None = None) -> None:
-        super().__init__(message)
-        self.result = result
 
 
 def privacy_shortfall(protocol: str, requested: float, proven: float) -> str | None:

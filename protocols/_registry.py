@@ -1,12 +1,20 @@
 """Registry of shuffle-model protocols by their public (lower-case survey) name.
 
-A new protocol is a new module that calls :func:`register_protocol`, plus one import line in
-``protocols/__init__.py``; nothing in ``esa/`` or ``crypto/`` changes.
+A new protocol is a new module that calls :func:`register_protocol`, plus its name in
+:data:`BUILTIN_MODULES` (and its public names in ``protocols/__init__.pyi``); nothing in
+``esa/`` or ``crypto/`` changes.
+
+``import protocols`` imports none of the protocol modules (a command that only computes a
+bound does not pay for forty of them): the registry imports every module of
+:data:`BUILTIN_MODULES` the first time it is consulted or extended, so whoever asks, by
+whatever path, sees every built-in protocol, and a protocol registered from outside can
+never take a built-in's name before the built-in loads.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +24,7 @@ from ._base import Calibration, ShuffleProtocol, check_delta, check_epsilon, che
 from ._errors import BoundNotApplicable, NeedsPositiveDelta, ParameterError
 
 __all__ = [
+    "BUILTIN_MODULES",
     "MAX_INTEGER_OPTION",
     "MAX_MESSAGES",
     "ProtocolSpec",
@@ -74,6 +83,50 @@ class ProtocolSpec:
 
 Factory = Callable[[ProtocolSpec], ShuffleProtocol]
 _PROTOCOLS: dict[str, Factory] = {}
+
+#: The modules that register the built-in protocols and wrapper options on import
+#: (``tests/test_registry_lazy.py`` checks that none is missing); what a process pool's
+#: fork server imports so that its workers start with them loaded.
+BUILTIN_MODULES = (
+    "protocols._cnt_2m",
+    "protocols._cnt_bn",
+    "protocols._cnt_pure",
+    "protocols._cnt_sgm",
+    "protocols._disele",
+    "protocols._fragmenting",
+    "protocols._hist_mm",
+    "protocols._krr",
+    "protocols._prhr",
+    "protocols._prrq",
+    "protocols._rsum",
+    "protocols._rsum_dsg",
+    "protocols._rsum_pure",
+    "protocols._slh",
+    "protocols._uniformity",
+)
+
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    """Import :data:`BUILTIN_MODULES` (once; later calls return at once).
+
+    No lock of ours: two threads that get here together import the same modules, and the
+    import system makes each wait until a module another thread is importing is complete.
+    The built-in modules never come here (:func:`_is_builtin`), so an import in progress
+    never starts the others from within itself.
+    """
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    _builtins_loaded = True
+
+
+def _is_builtin(function: Callable[..., object]) -> bool:
+    """Whether ``function`` is defined in one of :data:`BUILTIN_MODULES`."""
+    return getattr(function, "__module__", None) in BUILTIN_MODULES
 
 
 #: Largest value an integer option takes: options arrive as floats (``--option k=v``, JSON),
@@ -160,6 +213,8 @@ def register_protocol(name: str) -> Callable[[Factory], Factory]:
     """
 
     def deco(factory: Factory) -> Factory:
+        if not _is_builtin(factory):  # a built-in's name is taken before anyone else's
+            _load_builtins()
         if name in _PROTOCOLS:
             raise ParameterError(f"protocol {name!r} is already registered")
         _PROTOCOLS[name] = factory
@@ -200,6 +255,8 @@ def register_wrapper(
     Raises:
         ParameterError: ``option`` is already registered.
     """
+    if not _is_builtin(wrap):
+        _load_builtins()
     if option in _WRAPPERS:
         raise ParameterError(f"wrapper option {option!r} is already registered")
     _WRAPPERS[option] = _Wrapper(option, wrap, applies_to)
@@ -211,6 +268,7 @@ def protocol_names() -> list[str]:
     Returns:
         The names :func:`build_protocol` accepts.
     """
+    _load_builtins()
     return sorted(_PROTOCOLS)
 
 
@@ -244,6 +302,7 @@ def build_protocol(name: str, spec: ProtocolSpec) -> ShuffleProtocol:
         >>> protocol.name, protocol.privacy.epsilon_central <= 1.0
         ('hist_kr', True)
     """
+    _load_builtins()
     try:
         factory = _PROTOCOLS[name]
     except KeyError:
@@ -300,6 +359,7 @@ def option_keys(protocol: ShuffleProtocol, read: RecordedOptions) -> list[str]:
     Returns:
         The option keys.
     """
+    _load_builtins()
     keys = sorted(read.asked - set(_WRAPPERS))
     keys += [w.option for w in _WRAPPERS.values() if w.applies_to(protocol)]
     return keys

@@ -28,7 +28,6 @@ from protocols.accounting import scenario_epsilon_over_epochs
 from ._attacks import AttackSetup, _PendingAttack, protocol_family
 from ._common import (
     UsageError,
-    privacy_shortfall,
 )
 
 __all__ = ["audit"]
@@ -217,7 +216,7 @@ def audit(
             **_method_fields(privacy.bound, n),
         },
         "epsilon_requested": epsilon,
-        "privacy_warning": privacy_shortfall(protocol_name, epsilon, privacy.epsilon_central),
+        "privacy_warning": esa.privacy_shortfall(protocol_name, epsilon, privacy.epsilon_central),
         "measured": measure,
         "trials": trials if measure else None,
         "confidence": confidence if measure else None,

@@ -39,7 +39,6 @@ __all__ = [
     "parse_options",
     "plain_text",
     "print_table",
-    "privacy_shortfall",
     "progress",
     "seed",
     "set_invocation",
@@ -178,10 +177,6 @@ def parse_options(items: list[str]) -> dict[str, float | str]:
         except ValueError:
             raise UsageError(f"--option {key}: {value!r} is not a number") from None
     return out
-
-
-#: One line saying that a protocol proves a larger ε than requested (esa's rule).
-privacy_shortfall = esa.privacy_shortfall
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -44,10 +44,17 @@ __all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that prints a single-line error (exit code 2) instead of the usage block."""
+    """argparse that prints a single-line error (exit code 2) instead of the usage block,
+    and whose ``description`` may be a callable returning it, called when the help is
+    printed: a command whose description is computed costs nothing to the others."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         error_exit(self.prog, message)
+
+    def format_help(self) -> str:
+        if callable(self.description):
+            self.description = self.description()
+        return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _load_protocols(files: Sequence[str]) -> None:
     """Register the protocols of ``--protocol-file`` and of installed plugins (entry points of
     :data:`protocols.PLUGIN_GROUP`); a bad file or a broken plugin is one line, exit 2."""
-    import protocols  # the registry; already imported by every command's module
+    import protocols  # the registry (its protocol modules load when it is consulted)
 
     try:
         for path in files:

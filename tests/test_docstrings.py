@@ -62,9 +62,10 @@ def _public_functions() -> dict[str, tuple[Callable[..., Any], str]]:
     found: dict[str, tuple[Callable[..., Any], str]] = {}
     for modname in PUBLIC_MODULES:
         module: ModuleType = importlib.import_module(modname)
-        for name, obj in vars(module).items():
+        for name in dir(module):  # not vars(): a package's names load on first use
             if name.startswith("_"):
                 continue
+            obj = getattr(module, name)
             if inspect.isfunction(obj):
                 key = f"{obj.__module__}.{obj.__qualname__}"
                 found.setdefault(key, (obj, inspect.getdoc(obj) or ""))

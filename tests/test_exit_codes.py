@@ -112,6 +112,7 @@ def _force_unary_cnt_sgm(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from protocols import _registry
 
+    _registry.protocol_names()  # the built-in protocols load when the registry is consulted
     splitmix = _registry._PROTOCOLS["cnt_sgm"]
 
     def unary(spec: _registry.ProtocolSpec) -> Any:

@@ -203,16 +203,16 @@ def test_the_grid_runs_on_every_core_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import esa
-    import simulations.commands.experiments as command
+    from simulations import experiments as package
 
     asked: list[int | None] = []
-    real = command.run_experiments
+    real = package.run_experiments
 
     def spy(*args: object, **kwargs: object) -> object:
         asked.append(kwargs["workers"])  # type: ignore[arg-type]
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(command, "run_experiments", spy)
+    monkeypatch.setattr(package, "run_experiments", spy)  # what the command calls
     monkeypatch.setattr(esa, "available_cores", lambda: 2)  # whatever this machine has
     base = ["experiments", "counting", "--protocols", "cnt_rr", "--json"]
     assert main([*base, "--out", str(tmp_path / "default")]) == 0

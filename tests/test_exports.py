@@ -3,7 +3,8 @@
 ``crypto`` is pinned exactly: adding or removing a public name is a deliberate API change
 and must update ``CRYPTO_PUBLIC`` below. ``protocols`` and ``esa`` are being extended by
 several people at once, so for them the test only asserts that a fixed core is present and
-that every public name is a real re-export (importable, declared in ``__init__.py``).
+that every public name is a real re-export (importable, declared in ``__init__.pyi``, the
+list ``lazy_loader`` loads each package's names from on first use).
 """
 
 from __future__ import annotations
@@ -120,15 +121,10 @@ def _public(package: types.ModuleType) -> list[str]:
 
 
 def _reexport_lines(name: str) -> list[ast.ImportFrom]:
-    """The ``from X import N as N`` lines of ``name``'s __init__: at its top level, or in a
-    top-level ``if TYPE_CHECKING:`` block (a name loaded on first use, by the module's
-    ``__getattr__``, declared there for the type checker)."""
-    tree = ast.parse((ROOT / name / "__init__.py").read_text())
-    body = [*tree.body]
-    for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            body += node.body
-    return [n for n in body if isinstance(n, ast.ImportFrom) and n.module != "__future__"]
+    """The ``from X import N as N`` lines of ``name``'s ``__init__.pyi`` (what the type
+    checker reads and what ``lazy_loader.attach_stub`` loads the names from)."""
+    tree = ast.parse((ROOT / name.replace(".", "/") / "__init__.pyi").read_text())
+    return [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module != "__future__"]
 
 
 def _declared_reexports(name: str) -> dict[str, str]:
@@ -147,16 +143,16 @@ def test_crypto_public_surface_is_pinned() -> None:
     assert _public(crypto) == sorted(CRYPTO_PUBLIC)
 
 
-@pytest.mark.parametrize("name", ["crypto", "protocols", "esa"])
+@pytest.mark.parametrize("name", ["crypto", "protocols", "esa", "simulations.experiments"])
 def test_public_names_are_explicit_reexports(name: str) -> None:
-    """Every public name is an ``X as X`` re-export in ``__init__.py`` (docs/design.md), or a
+    """Every public name is an ``X as X`` re-export in ``__init__.pyi`` (docs/design.md), or a
     subpackage/submodule of the package itself — no stray ``import numpy`` leaking out."""
     package = importlib.import_module(name)
     declared = _declared_reexports(name)
     for node in _reexport_lines(name):
         for alias in node.names:
             assert alias.asname == alias.name, (
-                f"{name}/__init__.py: write `from {node.module} import {alias.name} "
+                f"{name}/__init__.pyi: write `from {node.module} import {alias.name} "
                 f"as {alias.name}` so the re-export is explicit"
             )
     for public in _public(package):
@@ -167,7 +163,7 @@ def test_public_names_are_explicit_reexports(name: str) -> None:
         assert public in declared, f"{name}.{public} is public but not re-exported explicitly"
 
 
-@pytest.mark.parametrize("name", ["crypto", "protocols", "esa"])
+@pytest.mark.parametrize("name", ["crypto", "protocols", "esa", "simulations.experiments"])
 def test_every_public_name_is_importable(name: str) -> None:
     package = importlib.import_module(name)
     for public in _public(package):

@@ -9,6 +9,7 @@ asserts on ``sys.modules`` after the call returns.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -90,3 +91,65 @@ def test_lazy_tls_names_still_import() -> None:
         "assert not hasattr(crypto, 'no_such_name')"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_packages_load_their_names_on_first_use() -> None:
+    """``import protocols, esa, crypto`` (and the experiments package) import none of their
+    modules, nor numpy: each name loads its module when first asked for
+    (``__init__.pyi`` + lazy_loader)."""
+    code = (
+        "import json, sys, protocols, esa, crypto, simulations.experiments; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('protocols', 'esa', 'crypto', 'simulations', 'numpy'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == ["crypto", "esa", "protocols", "simulations", "simulations.experiments"]
+
+
+def test_every_declared_name_loads() -> None:
+    """With lazy_loader's ``EAGER_IMPORT``, importing each package resolves every name its
+    ``__init__.pyi`` declares at once: a stale line (a name moved or removed) fails here."""
+    code = "import protocols, esa, crypto, simulations.experiments"
+    env = {**os.environ, "EAGER_IMPORT": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, env=env)
+
+
+def test_start_loads_no_key_crypto_nor_protocol_family() -> None:
+    """Registering every command loads neither pyca/cryptography nor libsodium (only the key
+    and network commands use them, in their handlers), no shuffle protocol module (the
+    registry loads them when first consulted), nor the experiment runs."""
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import simulations.cli as cli
+        cli.build_parser()
+        cli._load_protocols([])
+        from protocols import _registry
+        heavy = ["cryptography", "nacl", "simulations.experiments.run", "protocols.ldp"]
+        heavy += _registry.BUILTIN_MODULES
+        print(json.dumps([m for m in heavy if m in sys.modules]))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_computed_help_is_still_printed() -> None:
+    """``esa audit-ldp --help`` computes its description (the auditable ranges) when the help
+    is printed, not when the parser is built."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from simulations.cli import main; main()", "audit-ldp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "auditable epsilon range" in text
+    assert "from 1e-06 up to 700" in text
+    assert "<function" not in text

@@ -23,16 +23,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from protocols import (
-    AUDITABLE,
-    MEAN_MECHANISMS,
-    AuditResult,
-    ParameterError,
-    audit_discrete,
-    audit_mechanism,
-    epsilon_range,
-    matrix_of,
-)
+import protocols
+from protocols import ParameterError
 
 from .._common import emit_json, print_table
 
@@ -49,17 +41,17 @@ DOMAIN_LIMITS: dict[str, int] = {"the": 12, "sue": 12, "oue": 12, "she": 3}
 def default_domain(mechanism: str) -> int | None:
     """``--domain`` when not given: None for mean mechanisms (on [-1, 1]), else
     :data:`DEFAULT_DOMAIN` capped at the mechanism's :data:`DOMAIN_LIMITS`."""
-    if mechanism in MEAN_MECHANISMS:
+    if mechanism in protocols.MEAN_MECHANISMS:
         return None
     return min(DEFAULT_DOMAIN, DOMAIN_LIMITS.get(mechanism, DEFAULT_DOMAIN))
 
 
 def _ranges() -> str:
     """The auditable ε ranges in words, from :func:`protocols.epsilon_range` itself."""
-    lo, cap, _ = epsilon_range("krr")
+    lo, cap, _ = protocols.epsilon_range("krr")
     tighter: dict[float, list[str]] = {}
-    for mech in AUDITABLE:
-        hi = epsilon_range(mech, default_domain(mech))[1]
+    for mech in protocols.AUDITABLE:
+        hi = protocols.epsilon_range(mech, default_domain(mech))[1]
         if hi < cap:
             tighter.setdefault(hi, []).append(mech)
     but = ", ".join(
@@ -70,17 +62,24 @@ def _ranges() -> str:
     return f"from {lo:g} up to {cap:g}, but {but}"
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "audit-ldp",
-        help="measure the true epsilon of a local randomizer (exact or on a grid)",
-        description="Largest log likelihood ratio of the mechanism's outputs over every pair "
+def _description() -> str:
+    """The command's description; computed when its help is printed (it audits the ranges)."""
+    return (
+        "Largest log likelihood ratio of the mechanism's outputs over every pair "
         "of inputs: exact for discrete randomizers on a small domain, a density-ratio grid "
         "plus a support check for continuous ones. Each mechanism has an auditable epsilon "
         f"range, where double precision and memory back the verdict: {_ranges()}; outside "
         "it the command says why. Mechanisms: "
-        + ", ".join(AUDITABLE)
-        + ", or 'all' (which lists the mechanisms it cannot audit as skipped).",
+        + ", ".join(protocols.AUDITABLE)
+        + ", or 'all' (which lists the mechanisms it cannot audit as skipped)."
+    )
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "audit-ldp",
+        help="measure the true epsilon of a local randomizer (exact or on a grid)",
+        description=_description,  # a callable: the CLI's parser calls it for --help only
     )
     p.add_argument("--mechanism", required=True, metavar="NAME", help="mechanism name or 'all'")
     p.add_argument("--epsilon", required=True, type=float, help="claimed epsilon (> 0)")
@@ -111,11 +110,11 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--epsilon must be a finite number > 0, got {args.epsilon!r}")
     if args.domain is not None and args.domain < 2:
         raise ParameterError(f"--domain must be an integer >= 2, got {args.domain!r}")
-    matrix = matrix_of(name)
+    matrix = protocols.matrix_of(name)
     if matrix is not None:  # a protocol registered from its probability matrix: exact audit
         if args.domain is not None and args.domain != matrix.shape[0]:
             raise ParameterError(f"{name} has {matrix.shape[0]} inputs, not --domain {args.domain}")
-        result = audit_discrete(name, matrix, args.epsilon, domain=matrix.shape[0])
+        result = protocols.audit_discrete(name, matrix, args.epsilon, domain=matrix.shape[0])
         if args.json:
             emit_json(result.to_dict())
         else:
@@ -123,22 +122,22 @@ def run(args: argparse.Namespace) -> int:
         return _verdict(args.epsilon, [result])
     if name != "all":
         dom = args.domain if args.domain is not None else default_domain(name)
-        result = audit_mechanism(name, args.epsilon, dom)
+        result = protocols.audit_mechanism(name, args.epsilon, dom)
         if args.json:
             emit_json(result.to_dict())
         else:
             _table(args.epsilon, [(name, result)])
         return _verdict(args.epsilon, [result])
-    audited: list[tuple[str, AuditResult | _Skipped]] = []
-    for mech in AUDITABLE:
-        if mech in MEAN_MECHANISMS:
+    audited: list[tuple[str, protocols.AuditResult | _Skipped]] = []
+    for mech in protocols.AUDITABLE:
+        if mech in protocols.MEAN_MECHANISMS:
             dom = None
         elif args.domain is None:
             dom = default_domain(mech)
         else:  # SHE's grid only ever takes d <= 3; the others are audited at the domain given
             dom = min(args.domain, DOMAIN_LIMITS["she"]) if mech == "she" else args.domain
         try:
-            audited.append((mech, audit_mechanism(mech, args.epsilon, dom)))
+            audited.append((mech, protocols.audit_mechanism(mech, args.epsilon, dom)))
         except ParameterError as exc:  # names and ε > 0 are valid: a limit of this audit
             audited.append((mech, _Skipped(dom, str(exc))))
     if all(isinstance(r, _Skipped) for _, r in audited):
@@ -148,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                "results": [r.to_dict() for _, r in audited if isinstance(r, AuditResult)],
+                "results": [
+                    r.to_dict() for _, r in audited if isinstance(r, protocols.AuditResult)
+                ],
                 "skipped": [
                     {"mechanism": m, "domain": r.domain, "reason": r.reason}
                     for m, r in audited
@@ -158,10 +159,10 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         _table(args.epsilon, audited)
-    return _verdict(args.epsilon, [r for _, r in audited if isinstance(r, AuditResult)])
+    return _verdict(args.epsilon, [r for _, r in audited if isinstance(r, protocols.AuditResult)])
 
 
-def _verdict(epsilon: float, results: list[AuditResult]) -> int:
+def _verdict(epsilon: float, results: list[protocols.AuditResult]) -> int:
     """The exit code: 1 (with one line on stderr) when a mechanism is not ε-LDP, else 0."""
     failed = [r.mechanism for r in results if not r.holds]
     if not failed:
@@ -173,12 +174,12 @@ def _verdict(epsilon: float, results: list[AuditResult]) -> int:
     return 1
 
 
-def _table(epsilon: float, audited: list[tuple[str, AuditResult | _Skipped]]) -> None:
+def _table(epsilon: float, audited: list[tuple[str, protocols.AuditResult | _Skipped]]) -> None:
     rows: list[tuple[object, ...]] = []
     caption: list[str] = []
     for mech, r in audited:
         if isinstance(r, _Skipped):
-            dom: object = "[-1, 1]" if mech in MEAN_MECHANISMS else r.domain or "default"
+            dom: object = "[-1, 1]" if mech in protocols.MEAN_MECHANISMS else r.domain or "default"
             rows.append((mech, dom, epsilon, "-", "skipped", "-"))
             caption.append(f"{mech} skipped: {r.reason}")
             continue

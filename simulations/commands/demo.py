@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from protocols import HistKR
+import protocols
 
 from .._common import emit_json, print_table
 from .._data import DISTRIBUTIONS, generate_values
@@ -98,7 +98,7 @@ def _comparison_epsilon(args: argparse.Namespace, j: dict[str, Any]) -> float:
 def _local_only(args: argparse.Namespace, truth: np.ndarray, epsilon: float) -> dict[str, float]:
     """The same data under pure local DP at ε = ``epsilon``: what users pay without a
     shuffler (no amplification, so ``--bound`` does not apply; hist_kr reads no options)."""
-    ldp = HistKR(domain=args.domain, epsilon_local=epsilon, n=args.n, delta=args.delta)
+    ldp = protocols.HistKR(domain=args.domain, epsilon_local=epsilon, n=args.n, delta=args.delta)
     data_rng, _ = np.random.default_rng(args.seed).spawn(2)  # the shuffled run's users
     values = generate_values(ldp, args.n, args.distribution, rng=data_rng)
     est = ldp.estimate(

@@ -9,6 +9,7 @@ from typing import Any
 
 from esa import json_document
 
+from .. import experiments
 from .._common import (
     UsageError,
     WeakerThanRequested,
@@ -19,15 +20,8 @@ from .._common import (
     seed,
     task_workers,
 )
-from ..experiments import (
-    CATEGORIES,
-    ExperimentResult,
-    default_rows,
-    rebuild_experiments,
-    run_experiments,
-)
 from ..experiments.csv import meta_path, write_meta
-from ..experiments.plan import analyzer_time
+from ..experiments.plan import CATEGORIES, ExperimentResult, analyzer_time, default_rows
 from .simulate import add_report_argument, check_report, write_report_option
 
 #: options that choose what a run does; a rebuild runs nothing, so it refuses them
@@ -121,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {str(args.out)!r}: {exc.strerror or exc}") from None
     check_report(args)  # after --out is made: the report may go into it
     if args.from_csv is not None:
-        result = rebuild_experiments(
+        result = experiments.rebuild_experiments(
             args.category, csv_path=args.from_csv, out_dir=args.out, quick=args.quick
         )
         return _report(args, result)
@@ -137,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     root_seed = args.seed if args.seed is not None else 0
     with progress(True, name="esa experiments", unit="points") as bar:
-        result = run_experiments(
+        result = experiments.run_experiments(
             args.category,
             out_dir=args.out,
             quick=args.quick,

@@ -7,14 +7,14 @@ import argparse
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING, Any
 
 import crypto
-from crypto import KeyDirectory
 
 from .._common import UsageError, emit_json, print_table
+
+if TYPE_CHECKING:  # pyca/cryptography loads when a key is made or read, not at start
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 def register(sub: Any) -> None:
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     # One directory for every chain: each chain's shufflers get their own keys, all chains
     # share the analyzer (esa.chain_route reads chain c back as shuffler-{c*m+1..c*m+m}).
     try:
-        keys = KeyDirectory.create(args.out, shufflers=m * args.channels)
+        keys = crypto.KeyDirectory.create(args.out, shufflers=m * args.channels)
     except OSError as exc:  # --out is a file, or not writable
         raise UsageError(f"cannot write keys to {args.out}: {exc.strerror or exc}") from None
     tls: dict[str, dict[str, str]] = {}
@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _make_operator_key(path: str, *, as_json: bool) -> int:
     """Write a new Ed25519 operator key (hex seed, mode 0600), print its public key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -193,6 +195,8 @@ def _make_operator_key(path: str, *, as_json: bool) -> int:
 
 def read_operator_key(path: str) -> Ed25519PrivateKey:
     """The operator's private key from a file ``--make-operator-key`` wrote."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(Path(path).read_text().strip()))
     except OSError as exc:
@@ -251,7 +255,7 @@ def _write_manifest(args: argparse.Namespace) -> int:
     key_epoch = max(served) if args.key_epoch is None else args.key_epoch
     if key_epoch not in served:
         raise UsageError(f"{config}: [keys.epochs] has no key epoch {key_epoch}")
-    keys = KeyDirectory.load(config.resolve().parent / str(served[key_epoch]))
+    keys = crypto.KeyDirectory.load(config.resolve().parent / str(served[key_epoch]))
     manifest = make_manifest(
         protocol=protocol_table(proto),
         keys=keys,

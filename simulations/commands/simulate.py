@@ -23,7 +23,6 @@ from .._common import (
     invocation,
     parse_options,
     print_table,
-    privacy_shortfall,
     progress,
     seed,
     status,
@@ -347,7 +346,7 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
     with status(True, f"deriving {protocol_name}'s parameters", name=command):
         protocol = build_protocol(protocol_name, spec)
         _ = protocol.privacy  # derive every parameter now (Cnt_PURE calibrates lazily)
-    shortfall = privacy_shortfall(protocol_name, spec.epsilon, protocol.privacy.epsilon_central)
+    shortfall = esa.privacy_shortfall(protocol_name, spec.epsilon, protocol.privacy.epsilon_central)
     if shortfall and not getattr(args, "allow_weaker", False):
         raise WeakerThanRequested(f"{shortfall}; --allow-weaker runs it anyway")
     representation = choose_representation(protocol, args)
@@ -425,7 +424,9 @@ def execute(args: argparse.Namespace, protocol_name: str) -> esa.RunResult:
         result.seconds["setup"] = setup
         return result
     result.seconds["setup"] = setup
-    run_shortfall = privacy_shortfall(protocol_name, spec.epsilon, result.privacy.epsilon_central)
+    run_shortfall = esa.privacy_shortfall(
+        protocol_name, spec.epsilon, result.privacy.epsilon_central
+    )
     described = None
     if prepared is not None:
         described = prepared.to_json()

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import crypto
 import esa
@@ -35,6 +34,8 @@ from .._data import generate_values
 
 if TYPE_CHECKING:
     import ssl
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from esa.net import Manifest
 
@@ -200,6 +201,8 @@ def register(sub: Any) -> None:
 def _make_key(path: str) -> int:
     """Write a new Ed25519 key (hex seed, mode 0600) and print its public key: an operator
     key or a trap auditor key, which differ only in which table holds the public key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -319,6 +322,8 @@ def _signed_manifest(args: argparse.Namespace, addresses: list[esa.Address]) -> 
 
 
 def _operator_key(path: str) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(Path(path).read_text().strip()))
     except OSError as exc:

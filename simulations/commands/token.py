@@ -11,13 +11,14 @@ import argparse
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING, Any
 
 from crypto import CryptoParameterError
 
 from .._common import UsageError, emit_json, print_table
+
+if TYPE_CHECKING:  # pyca/cryptography loads when a key is read, not at start
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 def register(sub: Any) -> None:
@@ -61,6 +62,8 @@ def register(sub: Any) -> None:
 
 
 def _operator_key(path: str) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         text = Path(path).read_text().strip()
     except (OSError, UnicodeDecodeError) as exc:

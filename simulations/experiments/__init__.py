@@ -28,52 +28,8 @@ Modules: :mod:`.plan` (categories, the grid and its points, the row and result t
 :mod:`.plots` (the PNGs) and :mod:`.summary` (the findings and the Markdown summary).
 """
 
-from .csv import ADDED_FIELDS as ADDED_FIELDS
-from .csv import CSV_FIELDS as CSV_FIELDS
-from .csv import TIMING_FIELDS as TIMING_FIELDS
-from .csv import ExperimentsCSVError as ExperimentsCSVError
-from .csv import read_csv as read_csv
-from .csv import write_csv as write_csv
-from .plan import CATEGORIES as CATEGORIES
-from .plan import SURVEY_OPTIONS as SURVEY_OPTIONS
-from .plan import ExperimentPlan as ExperimentPlan
-from .plan import ExperimentResult as ExperimentResult
-from .plan import Log as Log
-from .plan import Row as Row
-from .plan import category_protocols as category_protocols
-from .plan import default_rows as default_rows
-from .plan import make_plan as make_plan
-from .plots import plot_category as plot_category
-from .run import generate as generate
-from .run import rebuild_experiments as rebuild_experiments
-from .run import run_experiments as run_experiments
-from .summary import SURVEY_PROTOCOLS as SURVEY_PROTOCOLS
-from .summary import Finding as Finding
-from .summary import findings as findings
-from .summary import write_summary as write_summary
+import lazy_loader as _lazy
 
-__all__ = [
-    "ADDED_FIELDS",
-    "CATEGORIES",
-    "CSV_FIELDS",
-    "SURVEY_OPTIONS",
-    "SURVEY_PROTOCOLS",
-    "TIMING_FIELDS",
-    "ExperimentPlan",
-    "ExperimentResult",
-    "ExperimentsCSVError",
-    "Finding",
-    "Log",
-    "Row",
-    "category_protocols",
-    "default_rows",
-    "findings",
-    "generate",
-    "make_plan",
-    "plot_category",
-    "read_csv",
-    "rebuild_experiments",
-    "run_experiments",
-    "write_csv",
-    "write_summary",
-]
+# Loaded on first use (the list is ``__init__.pyi``): ``esa`` registers its ``experiments``
+# command without importing the runs, the pool and matplotlib's plots.
+__getattr__, __dir__, __all__ = _lazy.attach_stub(__name__, __file__)
