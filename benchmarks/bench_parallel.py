@@ -37,8 +37,10 @@ workers fork (``_preload_plotting``): each worker that draws a figure imports it
 before its workers fork (~0.45 s of CPU), as it did when the accountants' binomial laws and
 convolutions came from them (before ``protocols._distributions``, which computes the same
 values with scipy's kernels and neither package): the previous serial part.
-``full-blas1`` is the command with OpenBLAS (numpy's BLAS) on one thread per process
-(``OPENBLAS_NUM_THREADS=1`` before numpy loads) instead of one per core.
+Every command starts as the ``esa`` executable does (``simulations._launch``: BLAS on one
+thread per process unless the environment says otherwise). ``full-blascores`` is the command
+with OpenBLAS on a thread per core instead (``OPENBLAS_NUM_THREADS`` = the cores, which the
+launcher keeps), as before the launcher: each process's OpenBLAS threads spin when it loads.
 ``full-nofreeze`` is the command without the parent's ``gc.freeze()`` before its workers
 fork (``esa.resolve_executor``): each worker's full collections traverse, and copy the
 pages of, every object it inherited, the previous behaviour.
@@ -117,16 +119,24 @@ PARENT_CPU = (
     "atexit.register(lambda: open(os.environ['BENCH_PARENT_CPU'], 'a').write("
     "f'{os.getpid()} {sum(resource.getrusage(resource.RUSAGE_SELF)[:2])!r}\\n')); "
 )
-MAIN = PARENT_CPU + (
-    "import sys; from simulations.cli import main; sys.argv[0] = 'esa'; sys.exit(main())"
+#: What the ``esa`` console script runs: the launcher (BLAS threads) then the command line.
+LAUNCH = "import simulations._launch as launch; launch.one_blas_thread(); "
+MAIN = (
+    PARENT_CPU
+    + LAUNCH
+    + ("import sys; from simulations.cli import main; sys.argv[0] = 'esa'; sys.exit(main())")
 )
 # The grid alone: run_experiments with the (serial) plotting replaced by a no-op, through
 # the hook the module documents for tests; argv: category out workers protocols.
-GRID = PARENT_CPU + (
-    "import sys; from pathlib import Path; import simulations.experiments.run as r; "
-    "r.plot_category = lambda rows, plan, out: []; "
-    "r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, "
-    "workers=int(sys.argv[3]), only=sys.argv[4].split(',') if sys.argv[4] else None)"
+GRID = (
+    PARENT_CPU
+    + LAUNCH
+    + (
+        "import sys; from pathlib import Path; import simulations.experiments.run as r; "
+        "r.plot_category = lambda rows, plan, out: []; "
+        "r.run_experiments(sys.argv[1], out_dir=Path(sys.argv[2]), quick=True, "
+        "workers=int(sys.argv[3]), only=sys.argv[4].split(',') if sys.argv[4] else None)"
+    )
 )
 #: The grid alone as before the parent imported scipy for its forked workers (``_preload``
 #: disabled): each worker imports it itself.
@@ -152,8 +162,8 @@ MAIN_STATS = MAIN.replace(
     "r._preload = lambda: [p(), *(importlib.import_module(m) "
     "for m in ('scipy.stats', 'scipy.signal'))];",
 )
-#: The command with OpenBLAS (numpy's BLAS) on one thread per process instead of one per core.
-MAIN_BLAS1 = "import os; os.environ['OPENBLAS_NUM_THREADS'] = '1'; " + MAIN
+#: The environment of ``full-blascores``: OpenBLAS on a thread per core, kept by the launcher.
+BLAS_PER_CORE = {"OPENBLAS_NUM_THREADS": str(os.cpu_count() or 1)}
 #: The command with the parent's heap left to the workers' garbage collectors (``gc.freeze``
 #: disabled before the pool forks).
 MAIN_NOFREEZE = MAIN.replace("import sys;", "import sys, gc; gc.freeze = lambda: None;")
@@ -172,6 +182,8 @@ def cpu():
     return sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 segments = {"interpreter": cpu()}
 t = cpu()
+import simulations._launch
+simulations._launch.one_blas_thread()
 import simulations.cli
 simulations.cli.build_parser()
 segments["start-up imports"] = cpu() - t
@@ -252,7 +264,7 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
             "full": MAIN,
             "full-cold": MAIN_COLD,
             "full-stats": MAIN_STATS,
-            "full-blas1": MAIN_BLAS1,
+            "full-blascores": MAIN,
             "full-whole": MAIN_WHOLE,
             "full-nofreeze": MAIN_NOFREEZE,
         }[mode]
@@ -263,6 +275,8 @@ def run(mode: str, category: str, workers: int, out: Path, protocols: str | None
     load = os.getloadavg()[0]
     parent_file = out.with_name(out.name + ".parent_cpu")
     env = {**os.environ, "BENCH_PARENT_CPU": str(parent_file)}
+    if mode == "full-blascores":
+        env.update(BLAS_PER_CORE)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
@@ -493,7 +507,7 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         default="full,grid",
-        help="any of full, full-cold, full-stats, full-blas1, full-nofreeze, full-whole, "
+        help="any of full, full-cold, full-stats, full-blascores, full-nofreeze, full-whole, "
         "grid, grid-cold, grid-malloc, audit, audit-malloc",
     )
     parser.add_argument(

@@ -6,11 +6,15 @@ a shared machine do not inflate it the way they inflate wall time. One repetitio
 after the other (interleaved, so a change of load hits all of them alike):
 
 * ``bare``: ``python -c pass``, the interpreter alone;
-* ``import``: ``python -c "import simulations.cli"``;
+* ``import``: what the ``esa`` executable does before its parser (``simulations._launch``:
+  BLAS on one thread, then ``import simulations.cli``);
 * ``start``: import + ``build_parser()`` (every command module registered) + the protocol
   plugins, i.e. all ``esa amplify`` does before its handler;
 * ``help``: ``esa --help``;
-* ``amplify``: ``esa amplify --epsilon-local 1 --n 1000000`` (the whole command).
+* ``amplify``: ``esa amplify --epsilon-local 1 --n 1000000`` (the whole command);
+* ``start-blas`` and ``amplify-blas``: the same with OpenBLAS on a thread per core
+  (``OPENBLAS_NUM_THREADS`` = the machine's cores, which the launcher leaves alone), as
+  before the launcher set one thread.
 
 The share is start / amplify per repetition; the median over repetitions is the figure.
 ``--importtime`` also prints the largest imports of the amplify path by cumulative time
@@ -36,24 +40,35 @@ from typing import Any
 from bench_parallel import compile_project
 
 AMPLIFY = ["amplify", "--epsilon-local", "1", "--n", "1000000"]
-MAIN = "import sys; from simulations.cli import main; sys.argv[0] = 'esa'; sys.exit(main())"
-START = "import simulations.cli as c; c.build_parser(); c._load_protocols([])"
+#: What the ``esa`` console script runs (``[project.scripts]``).
+MAIN = "import sys; from simulations._launch import main; sys.argv[0] = 'esa'; sys.exit(main())"
+IMPORT = "import simulations._launch as launch; launch.one_blas_thread(); import simulations.cli"
+START = IMPORT + " as c; c.build_parser(); c._load_protocols([])"
+#: OpenBLAS on a thread per core: the launcher keeps a variable the caller set.
+BLAS_PER_CORE = {"OPENBLAS_NUM_THREADS": str(os.cpu_count() or 1)}
 
-COMMANDS: dict[str, list[str]] = {
-    "bare": ["-c", "pass"],
-    "import": ["-c", "import simulations.cli"],
-    "start": ["-c", START],
-    "help": ["-c", MAIN, "--help"],
-    "amplify": ["-c", MAIN, *AMPLIFY],
+COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "bare": (["-c", "pass"], {}),
+    "import": (["-c", IMPORT], {}),
+    "start": (["-c", START], {}),
+    "help": (["-c", MAIN, "--help"], {}),
+    "amplify": (["-c", MAIN, *AMPLIFY], {}),
+    "start-blas": (["-c", START], BLAS_PER_CORE),
+    "amplify-blas": (["-c", MAIN, *AMPLIFY], BLAS_PER_CORE),
 }
 
 
-def run_cpu(args: list[str]) -> tuple[float, float]:
-    """(CPU seconds of the child, wall seconds) of ``python *args``; output discarded."""
+def run_cpu(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(CPU seconds of the child, wall seconds) of ``python *args`` with ``env`` added to
+    this environment; output discarded."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [sys.executable, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -95,15 +110,17 @@ def main() -> None:
     cpu: dict[str, list[float]] = {k: [] for k in COMMANDS}
     wall: dict[str, list[float]] = {k: [] for k in COMMANDS}
     compile_project()  # the byte code a first import writes (not here: see bench_parallel)
-    run_cpu(COMMANDS["import"])  # warm the page cache, not counted
+    run_cpu(COMMANDS["import"][0])  # warm the page cache, not counted
     for _ in range(args.repeats):
-        for name, cmd in COMMANDS.items():
-            c, w = run_cpu(cmd)
+        for name, (cmd, env) in COMMANDS.items():
+            c, w = run_cpu(cmd, env)
             cpu[name].append(c)
             wall[name].append(w)
     load1 = os.getloadavg()
     share = [s / a for s, a in zip(cpu["start"], cpu["amplify"], strict=True)]
     share_import = [s / a for s, a in zip(cpu["import"], cpu["amplify"], strict=True)]
+    share_blas = [s / a for s, a in zip(cpu["start-blas"], cpu["amplify-blas"], strict=True)]
+    blas_saved = [b - a for a, b in zip(cpu["amplify"], cpu["amplify-blas"], strict=True)]
     result: dict[str, Any] = {
         "load_average_before": load0,
         "load_average_after": load1,
@@ -113,6 +130,8 @@ def main() -> None:
         "start_share_of_amplify": share,
         "median_start_share": statistics.median(share),
         "median_import_share": statistics.median(share_import),
+        "median_start_share_blas_per_core": statistics.median(share_blas),
+        "median_amplify_cpu_saved_by_one_blas_thread": statistics.median(blas_saved),
     }
     if args.importtime:
         result["largest_imports"] = [
@@ -122,13 +141,18 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}")
-    print(f"{'rep':>4} " + " ".join(f"{k:>9}" for k in COMMANDS) + "   start/amplify")
+    print(f"{'rep':>4} " + " ".join(f"{k[:9]:>9}" for k in COMMANDS) + "   start/amplify")
     for i in range(args.repeats):
         cells = " ".join(f"{cpu[k][i]:9.3f}" for k in COMMANDS)
         print(f"{i + 1:>4} {cells}   {share[i]:.1%}")
     med = " ".join(f"{result['median_cpu_seconds'][k]:9.3f}" for k in COMMANDS)
     print(f"{'med':>4} {med}   {result['median_start_share']:.1%}")
     print(f"import only / amplify, median: {result['median_import_share']:.1%}")
+    print(
+        "BLAS on a thread per core: start/amplify "
+        f"{result['median_start_share_blas_per_core']:.1%}, amplify CPU "
+        f"+{result['median_amplify_cpu_saved_by_one_blas_thread']:.3f} s"
+    )
     if args.importtime:
         print("largest imports on the amplify path (cumulative µs, wall, one run):")
         for row in result["largest_imports"]:
