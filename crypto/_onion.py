@@ -20,6 +20,7 @@ from pyca/cryptography. Nothing here is a home-made primitive.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import hashlib
@@ -412,6 +413,18 @@ def _forget_pools_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_pools_in_child)
+
+
+def _drop_pools_at_exit() -> None:
+    # Let the pools go while the interpreter is whole. Left to the modules' teardown, a pool
+    # is collected after concurrent.futures.process's globals are cleared, and its
+    # collection callback fails ("Exception ignored in ... weakref_cb") on every exit of a
+    # command that used one. concurrent.futures has stopped its workers by then.
+    with _POOLS_LOCK:
+        _POOLS.clear()
+
+
+atexit.register(_drop_pools_at_exit)
 
 
 _KEPT_FREED_MEMORY: Final = 256 * 2**20

@@ -8,7 +8,9 @@ import gc
 import io
 import multiprocessing
 import resource
+import subprocess
 import sys
+import textwrap
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -170,3 +172,24 @@ def test_any_executor_gives_the_same_rows(tmp_path: Path) -> None:
         )
     assert isinstance(ex, Executor)
     assert _rows(serial.csv_path) == _rows(threaded.csv_path)
+
+
+def test_a_process_that_used_a_pool_exits_without_a_word() -> None:
+    """The pools are let go at exit while the interpreter is whole: left to the modules'
+    teardown, a pool's collection callback failed on every exit of a command that used one
+    (``Exception ignored in ... weakref_cb``, on stderr)."""
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        import esa, protocols
+        spec = protocols.ProtocolSpec(epsilon=1.0, delta=1e-6, n=2000, domain=4)
+        protocol = protocols.build_protocol("hist_kr", spec)
+        config = esa.PipelineConfig(workers=2)
+        esa.run_pipeline(protocol, np.zeros(2000, dtype=np.int64), config=config, rng=1)
+        print("ran")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ran"
+    assert out.stderr == ""
