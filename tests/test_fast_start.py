@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+from ._fresh import fresh_json
+
 HEAVY = (
     "trio",
     "esa.net",
@@ -97,15 +99,11 @@ def test_packages_load_their_names_on_first_use() -> None:
     """``import protocols, esa, crypto`` (and the experiments package) import none of their
     modules, nor numpy: each name loads its module when first asked for
     (``__init__.pyi`` + lazy_loader)."""
-    code = (
+    loaded = fresh_json(
         "import json, sys, protocols, esa, crypto, simulations.experiments; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('protocols', 'esa', 'crypto', 'simulations', 'numpy'))))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == ["crypto", "esa", "protocols", "simulations", "simulations.experiments"]
 
 
@@ -121,7 +119,7 @@ def test_start_loads_no_key_crypto_nor_protocol_family() -> None:
     """Registering every command loads neither pyca/cryptography nor libsodium (only the key
     and network commands use them, in their handlers), no shuffle protocol module (the
     registry loads them when first consulted), nor the experiment runs."""
-    code = textwrap.dedent(
+    loaded = fresh_json(
         """
         import json, sys
         import simulations.cli as cli
@@ -133,10 +131,7 @@ def test_start_loads_no_key_crypto_nor_protocol_family() -> None:
         print(json.dumps([m for m in heavy if m in sys.modules]))
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert loaded == []
 
 
 def test_computed_help_is_still_printed() -> None:

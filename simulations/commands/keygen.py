@@ -172,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _make_operator_key(path: str, *, as_json: bool) -> int:
-    """Write a new Ed25519 operator key (hex seed, mode 0600), print its public key."""
+def write_key(path: str) -> str:
+    """Write a new Ed25519 key to ``path`` (hex seed, mode 0600; never over a file) and
+    return its public key in hex: an operator key, or (``esa submit``) a trap auditor key."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     key = Ed25519PrivateKey.generate()
@@ -181,11 +182,16 @@ def _make_operator_key(path: str, *, as_json: bool) -> int:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise UsageError(f"{path} exists; not overwriting a key") from None
-    except OSError as exc:
+    except OSError as exc:  # no such directory, not writable, name too long
         raise UsageError(f"cannot write a key to {path}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(key.private_bytes_raw().hex() + "\n")
-    public = key.public_key().public_bytes_raw().hex()
+    return key.public_key().public_bytes_raw().hex()
+
+
+def _make_operator_key(path: str, *, as_json: bool) -> int:
+    """Write a new Ed25519 operator key (hex seed, mode 0600), print its public key."""
+    public = write_key(path)
     if as_json:
         emit_json({"operator_key_file": path, "public_key": public})
     else:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,11 +30,10 @@ from protocols import ProtocolSpec, build_protocol
 
 from .._common import UsageError, emit_json, parse_options, print_table, seed
 from .._data import generate_values
+from .keygen import read_operator_key, write_key
 
 if TYPE_CHECKING:
     import ssl
-
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from esa.net import Manifest
 
@@ -201,18 +199,7 @@ def register(sub: Any) -> None:
 def _make_key(path: str) -> int:
     """Write a new Ed25519 key (hex seed, mode 0600) and print its public key: an operator
     key or a trap auditor key, which differ only in which table holds the public key."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = Ed25519PrivateKey.generate()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise UsageError(f"{path} exists; not overwriting a key") from None
-    except OSError as exc:  # no such directory, not writable, name too long
-        raise UsageError(f"cannot write a key to {path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key.private_bytes_raw().hex() + "\n")
-    print(key.public_key().public_bytes_raw().hex())
+    print(write_key(path))
     return 0
 
 
@@ -321,19 +308,6 @@ def _signed_manifest(args: argparse.Namespace, addresses: list[esa.Address]) -> 
     return manifest
 
 
-def _operator_key(path: str) -> Ed25519PrivateKey:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    try:
-        return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(Path(path).read_text().strip()))
-    except OSError as exc:
-        raise UsageError(f"cannot read operator key {path}: {exc.strerror or exc}") from None
-    except ValueError:
-        raise UsageError(
-            f"{path} is not an operator key (64 hex digits, as --make-operator-key writes)"
-        ) from None
-
-
 def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """The TLS context every connection is made with (None: ``--insecure-plaintext``)."""
     from esa.net import tls_client_context
@@ -421,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--connections and --frame-reports must be >= 1, --retries >= 0")
     if not 0 <= args.key_epoch < 2**32:
         raise UsageError(f"--key-epoch must lie in [0, 2**32), got {args.key_epoch}")
-    operator = _operator_key(args.close_epoch) if args.close_epoch else None
+    operator = read_operator_key(args.close_epoch) if args.close_epoch else None
     manifest = _signed_manifest(args, addresses) if args.manifest else None
     if manifest is not None:
         deployment: dict[str, Any] | None = dict(manifest.protocol)
