@@ -14,7 +14,13 @@ after the other (interleaved, so a change of load hits all of them alike):
 * ``amplify``: ``esa amplify --epsilon-local 1 --n 1000000`` (the whole command);
 * ``start-blas`` and ``amplify-blas``: the same with OpenBLAS on a thread per core
   (``OPENBLAS_NUM_THREADS`` = the machine's cores, which the launcher leaves alone), as
-  before the launcher set one thread.
+  before the launcher set one thread;
+* ``start-gc`` and ``amplify-gc``: the same with the interpreter's last garbage collection
+  at exit (the launcher's :func:`~simulations._launch.skip_exit_collection` left out), as
+  before the launcher skipped it.
+
+Every figure but the ``-gc`` ones exits as the executable does, so ``import`` and ``start``
+end with the launcher's exit too.
 
 The share is start / amplify per repetition; the median over repetitions is the figure.
 ``--importtime`` also prints the largest imports of the amplify path by cumulative time
@@ -42,8 +48,16 @@ from bench_parallel import compile_project
 AMPLIFY = ["amplify", "--epsilon-local", "1", "--n", "1000000"]
 #: What the ``esa`` console script runs (``[project.scripts]``).
 MAIN = "import sys; from simulations._launch import main; sys.argv[0] = 'esa'; sys.exit(main())"
-IMPORT = "import simulations._launch as launch; launch.one_blas_thread(); import simulations.cli"
+IMPORT = (
+    "import simulations._launch as launch; launch.one_blas_thread(); "
+    "launch.skip_exit_collection(); import simulations.cli"
+)
 START = IMPORT + " as c; c.build_parser(); c._load_protocols([])"
+#: The same two with the interpreter's last collection at exit, as before the launcher.
+MAIN_GC = MAIN.replace(
+    "import sys;", "import sys, simulations._launch as l; l.skip_exit_collection = lambda: None;"
+)
+START_GC = START.replace(" launch.skip_exit_collection();", "")
 #: OpenBLAS on a thread per core: the launcher keeps a variable the caller set.
 BLAS_PER_CORE = {"OPENBLAS_NUM_THREADS": str(os.cpu_count() or 1)}
 
@@ -55,6 +69,8 @@ COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
     "amplify": (["-c", MAIN, *AMPLIFY], {}),
     "start-blas": (["-c", START], BLAS_PER_CORE),
     "amplify-blas": (["-c", MAIN, *AMPLIFY], BLAS_PER_CORE),
+    "start-gc": (["-c", START_GC], {}),
+    "amplify-gc": (["-c", MAIN_GC, *AMPLIFY], {}),
 }
 
 
@@ -121,6 +137,8 @@ def main() -> None:
     share_import = [s / a for s, a in zip(cpu["import"], cpu["amplify"], strict=True)]
     share_blas = [s / a for s, a in zip(cpu["start-blas"], cpu["amplify-blas"], strict=True)]
     blas_saved = [b - a for a, b in zip(cpu["amplify"], cpu["amplify-blas"], strict=True)]
+    share_gc = [s / a for s, a in zip(cpu["start-gc"], cpu["amplify-gc"], strict=True)]
+    gc_saved = [b - a for a, b in zip(cpu["amplify"], cpu["amplify-gc"], strict=True)]
     result: dict[str, Any] = {
         "load_average_before": load0,
         "load_average_after": load1,
@@ -132,6 +150,8 @@ def main() -> None:
         "median_import_share": statistics.median(share_import),
         "median_start_share_blas_per_core": statistics.median(share_blas),
         "median_amplify_cpu_saved_by_one_blas_thread": statistics.median(blas_saved),
+        "median_start_share_exit_collection": statistics.median(share_gc),
+        "median_amplify_cpu_saved_by_skipping_exit_collection": statistics.median(gc_saved),
     }
     if args.importtime:
         result["largest_imports"] = [
@@ -152,6 +172,11 @@ def main() -> None:
         "BLAS on a thread per core: start/amplify "
         f"{result['median_start_share_blas_per_core']:.1%}, amplify CPU "
         f"+{result['median_amplify_cpu_saved_by_one_blas_thread']:.3f} s"
+    )
+    print(
+        "with the exit collection: start/amplify "
+        f"{result['median_start_share_exit_collection']:.1%}, amplify CPU "
+        f"+{result['median_amplify_cpu_saved_by_skipping_exit_collection']:.3f} s"
     )
     if args.importtime:
         print("largest imports on the amplify path (cumulative µs, wall, one run):")

@@ -1,5 +1,6 @@
 """The ``esa`` executable runs BLAS on one thread unless the environment chose otherwise
-(``simulations/_launch.py``), and nothing else changes the environment.
+(``simulations/_launch.py``), and nothing else changes the environment; it leaves the objects
+alive at exit out of the interpreter's last garbage collection.
 
 Each check runs in a fresh interpreter, so that numpy loads after the launcher has run.
 """
@@ -89,3 +90,58 @@ def test_the_launcher_runs_the_command_line() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["command"][1:3] == ["amplify", "--epsilon-local"]
+
+
+#: At exit, after the launcher's handler (registered before it, so it runs after it): the
+#: objects the collector's permanent generation holds.
+FROZEN_AT_EXIT = """
+import atexit, gc, json, sys
+atexit.register(lambda: print(json.dumps(gc.get_freeze_count())))
+"""
+
+
+def test_the_launcher_freezes_the_heap_at_exit_only() -> None:
+    """The command runs with the collector as it was; at exit the heap is frozen."""
+    code = (
+        FROZEN_AT_EXIT
+        + """
+import simulations._launch as launch
+launch.skip_exit_collection()
+print(json.dumps(gc.get_freeze_count()))  # while the command runs: nothing frozen
+"""
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    running, at_exit = (json.loads(line) for line in out.stdout.split())
+    assert running == 0
+    assert at_exit > 1_000  # every object still alive: the modules' functions, classes, ...
+    # The control: without the launcher's handler, nothing is frozen at exit.
+    bare = subprocess.run(
+        [sys.executable, "-c", FROZEN_AT_EXIT + "import simulations._launch"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(bare.stdout) == 0
+
+
+def test_the_esa_script_skips_the_exit_collection_and_still_writes_its_output(
+    tmp_path: Path,
+) -> None:
+    """Through the console script's entry point, a command's files and output are whole."""
+    code = FROZEN_AT_EXIT + "import simulations._launch as launch; sys.exit(launch.main())"
+    keys = tmp_path / "keys"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "keygen", "--out", str(keys), "--shufflers", "2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    *document, frozen = out.stdout.strip().splitlines()
+    assert json.loads(frozen) > 10_000  # numpy's, the CLI's and the command's objects
+    assert json.loads("\n".join(document))
+    assert json.loads((keys / "public.json").read_text())
+    private = sorted(p.name for p in keys.glob("*.key"))
+    assert private == ["analyzer.key", "shuffler-1.key", "shuffler-2.key"]
+    assert all((keys / name).stat().st_size > 0 for name in private)
