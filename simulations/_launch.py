@@ -49,8 +49,10 @@ def skip_exit_collection() -> None:
     generation, which the collections of the interpreter's shutdown skip. Nothing else about
     the exit changes: the atexit handlers run, the standard streams are flushed, and module
     teardown releases objects by reference count, closing what they hold. Only an object in
-    a reference cycle is not finalized, so a file left open in one would not be flushed; the
-    project closes its files and databases in ``with`` blocks before it exits.
+    a reference cycle is not finalized, so a file left open in one would not be flushed.
+    Nothing the project writes waits for the exit: its commands close their output files
+    before they return, and its parties lose nothing even under SIGKILL, which skips the
+    whole exit (``tests/test_sigkill_harness.py``, ``tests/test_net_faults.py``).
     """
     atexit.register(gc.freeze)
 
