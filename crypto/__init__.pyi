@@ -27,6 +27,7 @@ from ._onion import peel_report as peel_report
 from ._onion import process_pool as process_pool
 from ._onion import report_progress as report_progress
 from ._onion import report_size as report_size
+from ._onion import shutdown_pool as shutdown_pool
 from ._onion import wrap_batch as wrap_batch
 from ._onion import wrap_records as wrap_records
 from ._onion import wrap_report as wrap_report

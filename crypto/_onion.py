@@ -58,6 +58,7 @@ __all__ = [
     "process_pool",
     "report_progress",
     "report_size",
+    "shutdown_pool",
     "wrap_batch",
     "wrap_records",
     "wrap_report",
@@ -415,16 +416,47 @@ def _forget_pools_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
-def _drop_pools_at_exit() -> None:
-    # Let the pools go while the interpreter is whole. Left to the modules' teardown, a pool
-    # is collected after concurrent.futures.process's globals are cleared, and its
-    # collection callback fails ("Exception ignored in ... weakref_cb") on every exit of a
-    # command that used one. concurrent.futures has stopped its workers by then.
+def shutdown_pool(pool: ProcessPoolExecutor, *, cancel_futures: bool = False) -> None:
+    """Shut ``pool`` down and wait for its workers, even if its start was interrupted.
+
+    :meth:`ProcessPoolExecutor.shutdown` leaves stopping the workers to the pool's manager
+    thread, which the pool starts at its first submission, after it has started its worker
+    processes. An exception raised in between, a ``KeyboardInterrupt`` above all (a Ctrl-C
+    that arrives while the workers start is raised when the start returns), leaves workers
+    that wait for work with no thread to stop them. ``multiprocessing`` then waits for them
+    at the interpreter's exit, which never ends. Such workers are terminated here (read from
+    the pool's ``_processes``, CPython's own record of them).
+
+    Args:
+        pool: a process pool, of :func:`process_pool` or any other.
+        cancel_futures: drop the tasks that have not started, as ``shutdown`` does.
+    """
+    stranded = []
+    if getattr(pool, "_executor_manager_thread", None) is None:
+        stranded = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=True, cancel_futures=cancel_futures)
+    for process in stranded:
+        process.terminate()
+    for process in stranded:
+        process.join()
+
+
+def _stop_pools_at_exit() -> None:
+    # Registered once a pool exists, after multiprocessing registered its own exit handler,
+    # so it runs before that one, which waits for every worker process still alive. By then
+    # concurrent.futures has stopped the workers of every pool that started; a pool whose
+    # start was interrupted has its workers terminated (shutdown_pool). The pools are also
+    # let go while the interpreter is whole: left to the modules' teardown, a pool is
+    # collected after concurrent.futures.process's globals are cleared, and its collection
+    # callback fails ("Exception ignored in ... weakref_cb").
     with _POOLS_LOCK:
+        pools = list(_POOLS.values())
         _POOLS.clear()
+    for pool in pools:
+        shutdown_pool(pool, cancel_futures=True)
 
 
-atexit.register(_drop_pools_at_exit)
+_EXIT_HANDLER: list[bool] = []  # [True] once _stop_pools_at_exit is registered
 
 
 _KEPT_FREED_MEMORY: Final = 256 * 2**20
@@ -477,7 +509,8 @@ def process_pool(
     named by whichever caller starts it first), sparing each worker the imports. This
     module's batches fail loudly on a pool whose worker died and then drop it, so the next
     batch gets a new one; ``replace_broken`` replaces such a pool at once instead. Idle
-    workers only wait; ``concurrent.futures`` shuts them down when the interpreter exits.
+    workers only wait; ``concurrent.futures`` shuts them down when the interpreter exits
+    (and :func:`shutdown_pool` those of a pool whose start was interrupted).
     Every worker keeps the memory it frees for its next task (:func:`keep_freed_memory`).
 
     Args:
@@ -499,6 +532,9 @@ def process_pool(
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None or (replace_broken and getattr(pool, "_broken", False)):
+            if not _EXIT_HANDLER:  # after the imports above: runs before multiprocessing's
+                atexit.register(_stop_pools_at_exit)
+                _EXIT_HANDLER.append(True)
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([__name__, *preload])
             pool = _POOLS[workers] = ProcessPoolExecutor(

@@ -87,11 +87,14 @@ def resolve_executor(
         from concurrent.futures import ProcessPoolExecutor  # here: it imports multiprocessing
 
         count = workers or available_cores()
-        with (
-            _frozen_heap(),
-            ProcessPoolExecutor(count, initializer=crypto.keep_freed_memory) as pool,
-        ):
-            yield pool
+        with _frozen_heap():
+            pool = ProcessPoolExecutor(count, initializer=crypto.keep_freed_memory)
+            finished = False
+            try:
+                yield pool
+                finished = True
+            finally:  # its workers stopped even if an interrupt cut its start short
+                crypto.shutdown_pool(pool, cancel_futures=not finished)
         return
     try:  # untyped: the calls below are Any
         distributed: Any = importlib.import_module("distributed")

@@ -193,3 +193,61 @@ def test_a_process_that_used_a_pool_exits_without_a_word() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ran"
     assert out.stderr == ""
+
+
+#: A pool whose start a Ctrl-C cuts short: the KeyboardInterrupt raised as the pool starts its
+#: manager thread, its first worker already started (where CPython raises a Ctrl-C that
+#: arrived while the worker started). Then, once that worker waits for work (blocked in a
+#: system call: a read of the call queue's pipe, or a wait on its lock), the process exits.
+#: argv: ``registry`` (crypto.process_pool, forkserver) or ``resolve`` (esa.resolve_executor).
+_INTERRUPTED_START = """
+import multiprocessing, sys, time
+import concurrent.futures.process as cfp
+import crypto, esa
+
+def interrupted(self, executor):
+    raise KeyboardInterrupt
+
+def wait_until_idle(deadline=60.0):
+    end, calm = time.monotonic() + deadline, 0
+    while time.monotonic() < end and calm < 5:
+        kids = multiprocessing.active_children()
+        states = [open(f"/proc/{k.pid}/syscall").read().split()[0] for k in kids]
+        calm = calm + 1 if kids and "running" not in states else 0
+        time.sleep(0.1)
+    print("idle" if calm >= 5 else "never idle", flush=True)
+
+cfp._ExecutorManagerThread.__init__ = interrupted
+try:
+    if sys.argv[1] == "registry":
+        crypto.process_pool(2).submit(int)
+    else:
+        with esa.resolve_executor(2) as pool:
+            try:
+                pool.submit(int)
+            finally:
+                wait_until_idle()
+except KeyboardInterrupt:
+    if sys.argv[1] == "registry":
+        wait_until_idle()
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/syscall").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("pool", ["registry", "resolve"])
+def test_a_pool_whose_start_was_interrupted_does_not_hold_the_exit(pool: str) -> None:
+    """Its workers were started and no thread was left to stop them: without
+    crypto.shutdown_pool, multiprocessing waited for them at exit, forever (a Ctrl-C during
+    a TCP run's first chunk once hung the run). Now the process exits at once."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _INTERRUPTED_START, pool],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"the process never exited; it printed {hung.stdout!r}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["idle", "interrupted"]

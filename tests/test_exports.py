@@ -69,6 +69,7 @@ CRYPTO_PUBLIC = [
     "unpad_rows",
     "wrap_batch",
     "process_pool",
+    "shutdown_pool",
     "wrap_records",
     "wrap_report",
 ]
