@@ -55,12 +55,27 @@ from typing import Any
 
 from bench_parallel import LAUNCH, compile_project
 
+#: Both scripts' name of a pool task (``label(fn, args)``, ``fn`` the run's own function):
+#: a batch of rows by its first row's protocol and grid point, a figure, a calibration.
+LABEL = """
+import simulations.experiments.run as run_module
+TASK_FUNCTIONS = (run_module._run_batch, run_module.draw_figure)
+def label(fn, args):
+    if fn is TASK_FUNCTIONS[0]:
+        t0 = args[0][0]
+        return f"rows {t0.method} {t0.sweep}={t0.value:g} x{len(args[0])}"
+    if fn is TASK_FUNCTIONS[1]:
+        return f"figure {args[2]}"
+    return f"calibration eps={args[0].epsilon:.4f} tau={args[0].tau}"
+"""
+
 #: The command with its pool tasks and its parent's ``_drive`` timed; each timing is a JSON
 #: line appended to ``$BENCH_TIMELINE`` (a task: pid, label, start, end, CPU; the parent:
 #: "drive", its CPU while the pool ran). The task wrappers are this ``__main__``'s, which a
 #: forked worker has too.
 TIMELINE = (
     LAUNCH
+    + LABEL
     + """
 import json, os, sys, time
 import simulations.experiments.run as r
@@ -68,13 +83,6 @@ LOG = os.environ["BENCH_TIMELINE"]
 def note(record):
     with open(LOG, "a") as f:
         f.write(json.dumps(record) + "\\n")
-def label(fn, args):
-    if fn is RUN_BATCH:
-        t0 = args[0][0]
-        return f"rows {t0.method} {t0.sweep}={t0.value:g} x{len(args[0])}"
-    if fn is DRAW:
-        return f"figure {args[2]}"
-    return f"calibration eps={args[0].epsilon:.4f} tau={args[0].tau}"
 def timed(fn):
     def task(*args):
         start, cpu = time.time(), time.process_time()
@@ -113,6 +121,7 @@ sys.exit(main())
 #: none of them, so none is cached in the processes forked from it.
 WARMUP = (
     LAUNCH
+    + LABEL
     + """
 import json, multiprocessing, sys, time
 from pathlib import Path
@@ -124,13 +133,6 @@ def timed_call(fn, args):
     start = time.process_time()
     result = fn(*args)
     return result, time.process_time() - start
-def label(fn, args):
-    if fn is r._run_batch:
-        t0 = args[0][0]
-        return f"rows {t0.method} {t0.sweep}={t0.value:g} x{len(args[0])}"
-    if fn is r.draw_figure:
-        return f"figure {args[2]}"
-    return f"calibration eps={args[0].epsilon:.4f} tau={args[0].tau}"
 def drive(executor, queue, capacity):
     per_task = 1 if mode == "fresh" else None
     context = multiprocessing.get_context("fork")

@@ -456,7 +456,7 @@ def _stop_pools_at_exit() -> None:
         shutdown_pool(pool, cancel_futures=True)
 
 
-_EXIT_HANDLER: list[bool] = []  # [True] once _stop_pools_at_exit is registered
+_exit_handler_registered = False  # _stop_pools_at_exit, by the first process_pool call
 
 
 _KEPT_FREED_MEMORY: Final = 256 * 2**20
@@ -527,14 +527,15 @@ def process_pool(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    global _exit_handler_registered
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None or (replace_broken and getattr(pool, "_broken", False)):
-            if not _EXIT_HANDLER:  # after the imports above: runs before multiprocessing's
+            if not _exit_handler_registered:  # after the imports above: runs first
                 atexit.register(_stop_pools_at_exit)
-                _EXIT_HANDLER.append(True)
+                _exit_handler_registered = True
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([__name__, *preload])
             pool = _POOLS[workers] = ProcessPoolExecutor(
