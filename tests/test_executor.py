@@ -98,6 +98,9 @@ def test_local_pool_workers_collect_without_copying_the_parents_heap() -> None:
     # page that holds one: thousands of faults (6 189 for a bare script with scipy.stats,
     # 8·10^4 objects). Ours were frozen before the fork: the collector leaves them alone
     # (140 faults there), and they are the collector's again once the pool is done.
+    # Run alone, this file's process holds fewer: 6·10^4 tracked objects of its own make the
+    # heap as large whatever else the session imported.
+    ballast = [[] for _ in range(60_000)]
     assert len(gc.get_objects()) > 50_000
     with ProcessPoolExecutor(1) as plain:
         copied, frozen = plain.submit(_collection_faults).result()
@@ -108,6 +111,7 @@ def test_local_pool_workers_collect_without_copying_the_parents_heap() -> None:
     assert frozen > 50_000
     assert faults < copied / 5
     assert gc.get_freeze_count() == 0
+    del ballast
 
 
 def test_a_given_executor_is_used_and_left_running() -> None:
